@@ -1,0 +1,175 @@
+//! Command-line interface: clap definitions, output formatting and progress. No business logic:
+//! every command calls the library.
+
+mod output;
+mod search_cmd;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{self, DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR};
+use crate::engine::{Engine, IngestOptions, IngestProgress, IngestSummary};
+
+/// Exit status for errors (2 is clap's usage error and is not reused).
+pub const EXIT_ERROR: u8 = 3;
+
+/// Agentic retrieval over policy documents, with a replayable, auditable trace.
+///
+/// Put Markdown or text files in `knowledge/`, then ask or search. The first command that needs
+/// the index builds it from `knowledge/`.
+#[derive(Debug, Parser)]
+#[command(name = "ragtrail", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Where the index and the embedded store live.
+    #[arg(long, global = true, env = "RAGTRAIL_DATA_DIR", default_value = DEFAULT_DATA_DIR, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Knowledge folder ingested on first use when the index is empty.
+    #[arg(long, global = true, env = "RAGTRAIL_KNOWLEDGE_DIR", default_value = DEFAULT_KNOWLEDGE_DIR, value_name = "DIR")]
+    pub knowledge: PathBuf,
+    /// Tenant whose documents may be searched (set by the operator, never by the model).
+    #[arg(long, global = true, env = "RAGTRAIL_TENANT", value_name = "NAME")]
+    pub tenant: Option<String>,
+    /// Role granted to the asker; repeat or separate with commas (e.g. `--role hr`).
+    #[arg(
+        long = "role",
+        global = true,
+        env = "RAGTRAIL_ROLES",
+        value_name = "ROLE",
+        value_delimiter = ','
+    )]
+    pub roles: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read a knowledge folder into the index: only what changed since the last ingest.
+    ///
+    /// `.md` and `.txt` files, recursively. Unchanged files are skipped, changed ones replaced,
+    /// deleted ones removed. Unreadable, binary, empty or oversized files are skipped with a
+    /// warning; malformed front matter stops the ingest (the index is left as it was).
+    Ingest(IngestArgs),
+    /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
+    Search(search_cmd::SearchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Folder to ingest [default: the --knowledge folder].
+    pub dir: Option<PathBuf>,
+    /// Re-read and re-index every document, even unchanged ones.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Skip files larger than this many bytes.
+    #[arg(long, env = "RAGTRAIL_MAX_FILE_BYTES", default_value_t = 5 * 1024 * 1024, value_name = "BYTES")]
+    pub max_file_bytes: u64,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    config::load_dotenv();
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Ingest(args) => ingest_cmd(&cli.global, &args),
+        Command::Search(args) => search_cmd::run(&cli.global, &args),
+    }
+}
+
+fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    Engine::open(&global.data_dir)
+        .with_context(|| format!("opening the data directory {}", global.data_dir.display()))
+}
+
+/// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.
+pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    let mut engine = open_engine(global)?;
+    if engine.is_empty() {
+        eprintln!(
+            "The index is empty: ingesting {} first.",
+            global.knowledge.display()
+        );
+        let summary = run_ingest(&mut engine, &global.knowledge, &IngestOptions::default())?;
+        eprintln!("{}", output::ingest_summary_line(&summary));
+    }
+    Ok(engine)
+}
+
+fn run_ingest(
+    engine: &mut Engine,
+    dir: &Path,
+    options: &IngestOptions,
+) -> anyhow::Result<IngestSummary> {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} indexing {pos}/{len} chunks [{elapsed}] {per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut progress = |p: IngestProgress| {
+        if let Some(bar) = &bar {
+            match p {
+                IngestProgress::Indexing { total } => bar.set_length(total as u64),
+                IngestProgress::Indexed { done } => bar.set_position(done as u64),
+            }
+        }
+    };
+    let summary = engine
+        .ingest(dir, options, &mut progress)
+        .with_context(|| format!("ingesting {}", dir.display()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    for skipped in &summary.skipped {
+        eprintln!("warning: skipped {}: {}", skipped.path, skipped.reason);
+    }
+    Ok(summary)
+}
+
+fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode> {
+    let dir = args.dir.clone().unwrap_or_else(|| global.knowledge.clone());
+    let mut engine = open_engine(global)?;
+    let mut options = IngestOptions {
+        rebuild: args.rebuild,
+        ..IngestOptions::default()
+    };
+    options.scan.max_file_bytes = args.max_file_bytes;
+    let summary = run_ingest(&mut engine, &dir, &options)?;
+    println!("{}", output::ingest_summary_line(&summary));
+    Ok(ExitCode::SUCCESS)
+}

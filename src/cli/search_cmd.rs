@@ -1,0 +1,42 @@
+//! `ragtrail search`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::{GlobalArgs, open_ready_engine, output};
+use crate::config;
+use crate::search::SearchRequest;
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Keywords: words or short phrases, each taken literally (no query syntax).
+    #[arg(required = true, value_name = "KEYWORD")]
+    pub keywords: Vec<String>,
+    /// How many hits to show (at most 50).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    pub top_k: usize,
+    /// Print a JSON array of SearchHit records instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also search documents whose front matter says `status: superseded`.
+    #[arg(long)]
+    pub include_superseded: bool,
+}
+
+pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
+    let engine = open_ready_engine(global)?;
+    let access = config::access_context(global.tenant.as_deref(), &global.roles);
+    let mut req = SearchRequest::new(args.keywords.clone(), args.top_k, access);
+    req.include_superseded = args.include_superseded;
+    let resp = engine.search_docs(&req).context("searching")?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&resp.hits)?);
+    } else if resp.hits.is_empty() {
+        println!("No hits for {:?}.", args.keywords);
+    } else {
+        print!("{}", output::hits_table(&resp.hits));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,328 @@
+//! The BM25 leg: a tantivy index on disk, derived from the chunk store and rebuildable from it.
+//!
+//! Keywords are always terms: they go through the same analyzer as the documents and become
+//! `TermQuery`s, never through a query parser, so `tenant:other OR *` is just three words.
+//! Access filters (tenant, roles) and the superseded filter are non-scoring `Must` clauses, so
+//! they apply before ranking and before top-k.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::access::AccessContext;
+use crate::knowledge::{Chunk, DocStatus};
+use crate::text;
+
+/// Term indexed in `roles` for chunks that everyone in the tenant may read.
+const PUBLIC_ROLE: &str = "*";
+/// Writer memory budget: small, these machines have 2 cores and other work to do.
+const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
+
+/// How much a keyword matching the heading path counts against one matching the body.
+/// Measured on the golden set (see BENCHMARKS.md).
+pub const DEFAULT_TITLE_BOOST: f32 = 1.5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("BM25 index at {path}: {source}")]
+    Tantivy {
+        path: String,
+        source: tantivy::TantivyError,
+    },
+    #[error("cannot create the index folder {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the BM25 index at {path} was built by an incompatible version of ragtrail; run `ragtrail ingest --rebuild`"
+    )]
+    Incompatible { path: String },
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id64: Field,
+    source: Field,
+    title: Field,
+    body: Field,
+    tenant: Field,
+    roles: Field,
+    status: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(text::ANALYZER_NAME)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        id64: b.add_u64_field("id64", INDEXED | FAST),
+        source: b.add_text_field("source", STRING),
+        title: b.add_text_field("title", text_options.clone()),
+        body: b.add_text_field("body", text_options),
+        tenant: b.add_text_field("tenant", STRING),
+        roles: b.add_text_field("roles", STRING),
+        status: b.add_text_field("status", STRING),
+    };
+    (b.build(), fields)
+}
+
+/// The numeric form of a chunk id (`c_` + 16 hex digits), kept as a fast field.
+pub fn chunk_id_to_u64(id: &str) -> Option<u64> {
+    u64::from_str_radix(id.strip_prefix("c_")?, 16).ok()
+}
+
+/// One BM25 match: the chunk's numeric id and its raw BM25 score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Match {
+    pub id64: u64,
+    pub score: f32,
+}
+
+/// Options of one BM25 query.
+#[derive(Debug, Clone)]
+pub struct Bm25Query<'a> {
+    pub keywords: &'a [String],
+    pub access: &'a AccessContext,
+    pub include_superseded: bool,
+    pub limit: usize,
+    pub title_boost: f32,
+}
+
+pub struct Bm25Index {
+    path: PathBuf,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+impl Bm25Index {
+    /// Opens the index at `path`, creating an empty one if there is none.
+    pub fn open_or_create(path: &Path) -> Result<Self, IndexError> {
+        let display = path.display().to_string();
+        let tantivy_err = |source| IndexError::Tantivy {
+            path: display.clone(),
+            source,
+        };
+        std::fs::create_dir_all(path).map_err(|source| IndexError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        let (schema, fields) = schema();
+        let index = if path.join("meta.json").exists() {
+            let index = Index::open_in_dir(path).map_err(tantivy_err)?;
+            if index.schema() != schema {
+                return Err(IndexError::Incompatible { path: display });
+            }
+            index
+        } else {
+            Index::create_in_dir(path, schema).map_err(tantivy_err)?
+        };
+        index
+            .tokenizers()
+            .register(text::ANALYZER_NAME, text::analyzer());
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(tantivy_err)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            index,
+            reader,
+            fields,
+        })
+    }
+
+    fn err(&self, source: tantivy::TantivyError) -> IndexError {
+        IndexError::Tantivy {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// The payload of the last commit: the store generation this index reflects.
+    pub fn committed_generation(&self) -> Result<Option<u64>, IndexError> {
+        let metas = self.index.load_metas().map_err(|e| self.err(e))?;
+        Ok(metas.payload.and_then(|p| p.parse().ok()))
+    }
+
+    /// Number of chunks in the last committed state.
+    pub fn num_chunks(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Starts a batch of changes; nothing is visible until [`IndexUpdate::commit`].
+    pub fn update(&self) -> Result<IndexUpdate<'_>, IndexError> {
+        let writer = self
+            .index
+            .writer_with_num_threads(1, WRITER_HEAP_BYTES)
+            .map_err(|e| self.err(e))?;
+        Ok(IndexUpdate {
+            index: self,
+            writer,
+        })
+    }
+
+    /// Top BM25 matches for a keyword list under an access context.
+    pub fn search(&self, q: &Bm25Query<'_>) -> Result<Vec<Bm25Match>, IndexError> {
+        let f = self.fields;
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for keyword in q.keywords {
+            for term in text::terms(keyword) {
+                if !seen.insert(term.text.clone()) {
+                    continue;
+                }
+                let title = TermQuery::new(
+                    Term::from_field_text(f.title, &term.text),
+                    IndexRecordOption::WithFreqs,
+                );
+                let body = TermQuery::new(
+                    Term::from_field_text(f.body, &term.text),
+                    IndexRecordOption::WithFreqs,
+                );
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
+                ));
+                should.push((Occur::Should, Box::new(body)));
+            }
+        }
+        if should.is_empty() || q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+            (Occur::Must, Box::new(BooleanQuery::new(should))),
+            (
+                Occur::Must,
+                filter(TermQuery::new(
+                    Term::from_field_text(f.tenant, &q.access.tenant),
+                    IndexRecordOption::Basic,
+                )),
+            ),
+        ];
+        let mut role_names: Vec<&str> = std::iter::once(PUBLIC_ROLE)
+            .chain(q.access.roles.iter().map(String::as_str))
+            .collect();
+        role_names.sort_unstable();
+        role_names.dedup();
+        let roles: Vec<(Occur, Box<dyn Query>)> = role_names
+            .into_iter()
+            .map(|r| {
+                let t: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(f.roles, r),
+                    IndexRecordOption::Basic,
+                ));
+                (Occur::Should, t)
+            })
+            .collect();
+        clauses.push((Occur::Must, filter(BooleanQuery::new(roles))));
+        if !q.include_superseded {
+            clauses.push((
+                Occur::MustNot,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(f.status, DocStatus::Superseded.as_str()),
+                    IndexRecordOption::Basic,
+                )),
+            ));
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(q.limit).order_by_score())
+            .map_err(|e| self.err(e))?;
+        let mut columns = HashMap::new();
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let column = match columns.entry(addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let col = searcher
+                        .segment_reader(addr.segment_ord)
+                        .fast_fields()
+                        .u64("id64")
+                        .map_err(|e| self.err(e))?;
+                    v.insert(col)
+                }
+            };
+            if let Some(id64) = column.first(addr.doc_id) {
+                out.push(Bm25Match { id64, score });
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn filter(q: impl Query) -> Box<dyn Query> {
+    Box::new(ConstScoreQuery::new(Box::new(q), 0.0))
+}
+
+/// A batch of index changes, committed at once (a crash before commit leaves the old index).
+pub struct IndexUpdate<'a> {
+    index: &'a Bm25Index,
+    writer: IndexWriter,
+}
+
+impl IndexUpdate<'_> {
+    /// Removes every chunk of a source document.
+    pub fn delete_source(&mut self, source: &str) {
+        self.writer
+            .delete_term(Term::from_field_text(self.index.fields.source, source));
+    }
+
+    pub fn delete_all(&mut self) -> Result<(), IndexError> {
+        self.writer
+            .delete_all_documents()
+            .map_err(|e| self.index.err(e))?;
+        Ok(())
+    }
+
+    pub fn add_chunk(&mut self, chunk: &Chunk) -> Result<(), IndexError> {
+        let f = self.index.fields;
+        let Some(id64) = chunk_id_to_u64(&chunk.id) else {
+            return Ok(()); // ids are produced by knowledge::chunk_id; anything else is not ours
+        };
+        let mut doc = TantivyDocument::default();
+        doc.add_u64(f.id64, id64);
+        doc.add_text(f.source, &chunk.source);
+        doc.add_text(f.title, &chunk.title_path);
+        doc.add_text(f.body, &chunk.text);
+        doc.add_text(f.tenant, &chunk.tenant);
+        if chunk.roles.is_empty() {
+            doc.add_text(f.roles, PUBLIC_ROLE);
+        }
+        for role in &chunk.roles {
+            doc.add_text(f.roles, role);
+        }
+        doc.add_text(f.status, chunk.status.as_str());
+        self.writer
+            .add_document(doc)
+            .map_err(|e| self.index.err(e))?;
+        Ok(())
+    }
+
+    /// Commits the batch, recording the store generation it reflects, and reloads the reader.
+    pub fn commit(mut self, generation: u64) -> Result<(), IndexError> {
+        let mut prepared = self
+            .writer
+            .prepare_commit()
+            .map_err(|e| self.index.err(e))?;
+        prepared.set_payload(&generation.to_string());
+        prepared.commit().map_err(|e| self.index.err(e))?;
+        self.writer
+            .wait_merging_threads()
+            .map_err(|e| self.index.err(e))?;
+        self.index.reader.reload().map_err(|e| self.index.err(e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,15 @@
+//! ragtrail: agentic retrieval over policy documents with an audit trail.
+//!
+//! The flow is `knowledge` (read and chunk documents) → `store` (system of record for chunks and
+//! vectors) + `index` (tantivy BM25, derived from the store) → `search` (`searchDocs`: both legs,
+//! fused) → `agent` (rounds of keywords) → `trace` (hash-chained JSONL of every step).
+
+pub mod access;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod index;
+pub mod knowledge;
+pub mod search;
+pub mod store;
+pub mod text;

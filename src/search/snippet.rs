@@ -1,0 +1,134 @@
+//! Snippets centred on the passage that best matches the keywords.
+
+use std::collections::HashSet;
+
+use crate::text::{self, char_len, truncate_chars};
+
+/// Default snippet length cap, in characters.
+pub const DEFAULT_SNIPPET_CHARS: usize = 240;
+
+/// Sentence spans (byte ranges) of `s`, split after 。！？；, newlines and `. ` style ends.
+fn sentence_spans(s: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    let bytes = s.as_bytes();
+    for (i, c) in s.char_indices() {
+        let end = i + c.len_utf8();
+        let is_end = matches!(c, '。' | '！' | '？' | '；' | '\n')
+            || (matches!(c, '.' | '!' | '?' | ';')
+                && bytes.get(end).is_none_or(|b| b.is_ascii_whitespace()));
+        if is_end {
+            if s[start..end].trim().chars().count() > 0 {
+                spans.push((start, end));
+            }
+            start = end;
+        }
+    }
+    if start < s.len() && !s[start..].trim().is_empty() {
+        spans.push((start, s.len()));
+    }
+    spans
+}
+
+/// Collapses runs of whitespace into one space so a snippet reads as one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The distinct analysed terms of the keywords.
+pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
+    keywords
+        .iter()
+        .flat_map(|k| text::terms(k))
+        .map(|t| t.text)
+        .collect()
+}
+
+/// A snippet of at most `max_chars` characters around the sentence matching most keyword terms.
+pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> String {
+    let flat = one_line(chunk_text);
+    if char_len(&flat) <= max_chars {
+        return flat;
+    }
+    let spans = sentence_spans(chunk_text);
+    let score = |&(a, b): &(usize, usize)| {
+        let found: HashSet<String> = text::terms(&chunk_text[a..b])
+            .into_iter()
+            .map(|t| t.text)
+            .filter(|t| terms.contains(t))
+            .collect();
+        found.len()
+    };
+    let best = spans
+        .iter()
+        .enumerate()
+        .max_by(|(ia, a), (ib, b)| score(a).cmp(&score(b)).then(ib.cmp(ia)))
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    // Grow around the best sentence, preferring what follows it (the rule's details).
+    let (mut lo, mut hi) = (best, best);
+    let len = |lo: usize, hi: usize| char_len(&one_line(&chunk_text[spans[lo].0..spans[hi].1]));
+    loop {
+        let mut grew = false;
+        if hi + 1 < spans.len() && len(lo, hi + 1) <= max_chars {
+            hi += 1;
+            grew = true;
+        }
+        if lo > 0 && len(lo - 1, hi) <= max_chars {
+            lo -= 1;
+            grew = true;
+        }
+        if !grew {
+            break;
+        }
+    }
+    let Some(&(start, _)) = spans.get(lo) else {
+        return truncate_chars(&flat, max_chars).to_string();
+    };
+    let end = spans.get(hi).map(|s| s.1).unwrap_or(chunk_text.len());
+    let body = one_line(&chunk_text[start..end]);
+    let mut out = String::new();
+    if lo > 0 {
+        out.push('…');
+    }
+    let budget = max_chars.saturating_sub(out.chars().count() + 1);
+    if char_len(&body) > budget {
+        out.push_str(truncate_chars(&body, budget));
+        out.push('…');
+    } else {
+        out.push_str(&body);
+        if hi + 1 < spans.len() && char_len(&out) < max_chars {
+            out.push('…');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_returned_whole_on_one_line() {
+        let terms = keyword_terms(&["报销".into()]);
+        assert_eq!(snippet("第一行\n第二行", &terms, 100), "第一行 第二行");
+    }
+
+    #[test]
+    fn long_text_centres_on_the_matching_sentence() {
+        let filler = "这是与问题无关的背景说明。".repeat(20);
+        let text = format!("{filler}高铁票必须提供铁路电子客票报销凭证。{filler}");
+        let terms = keyword_terms(&["高铁票".into(), "报销凭证".into()]);
+        let s = snippet(&text, &terms, 80);
+        assert!(s.contains("高铁票必须提供铁路电子客票报销凭证。"), "{s}");
+        assert!(char_len(&s) <= 80, "{}", char_len(&s));
+        assert!(s.starts_with('…'));
+    }
+
+    #[test]
+    fn an_unsplittable_text_is_capped() {
+        let text = "字".repeat(500);
+        let s = snippet(&text, &HashSet::new(), 50);
+        assert!(char_len(&s) <= 50);
+    }
+}

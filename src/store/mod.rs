@@ -1,0 +1,34 @@
+//! The chunk store: the system of record for documents, chunks and (later) their vectors.
+//!
+//! The embedded store keeps each state as a *generation*: a folder `gen-N/` holding the manifest
+//! and the chunks, made current by atomically replacing the `CURRENT` file. A crash while a new
+//! generation is written leaves the previous one current and readable.
+
+mod embedded;
+
+pub use embedded::{ChunkStore, StoreManifest};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("chunk store at {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "chunk store file {path} is corrupt at line {line}: {message}; run `ragtrail ingest --rebuild`"
+    )]
+    Corrupt {
+        path: String,
+        line: usize,
+        message: String,
+    },
+    #[error(
+        "chunk store at {path} has format {found}, this ragtrail reads format {supported}; upgrade ragtrail or run `ragtrail ingest --rebuild`"
+    )]
+    Format {
+        path: String,
+        found: u32,
+        supported: u32,
+    },
+}
