@@ -8,6 +8,7 @@ pub mod access;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod eval;
 pub mod index;
 pub mod knowledge;
 pub mod search;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Benchmarks (never part of the test suite). Prints Markdown rows to paste into BENCHMARKS.md.
+#   scripts/bench.sh [SHARED_DATA_DIR]     default: ../shared/data
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
+data=${1:-../shared/data}
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -m); $(date -u +%F)"
+folders=(knowledge)
+for d in laws-zh handbook-en; do
+  [ -d "$data/$d" ] && folders+=("$data/$d")
+done
+cargo bench --bench retrieval -- "${folders[@]}"

@@ -1,0 +1,3 @@
+//! Evaluation: the golden question set format (and, later, retrieval and agent metrics).
+
+pub mod golden;
