@@ -1,17 +1,19 @@
 //! The engine: one data directory holding the chunk store (system of record) and the BM25 index
 //! derived from it. Ingest updates both; a crash between the two is noticed and repaired on open.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::Arc;
 
-use crate::index::{Bm25Index, Bm25Query, DEFAULT_TITLE_BOOST, IndexError};
+use crate::embed::{EmbedError, Embedder, HashingEmbedder};
+use crate::index::{Bm25Index, IndexError};
 use crate::knowledge::{self, Chunk, Document, KnowledgeError, ScanOptions, SkippedFile};
-use crate::search::snippet::{DEFAULT_SNIPPET_CHARS, keyword_terms, snippet};
-use crate::search::{
-    DEFAULT_CANDIDATES, LegStats, MAX_TOP_K, SearchError, SearchHit, SearchRequest, SearchResponse,
-};
+use crate::search::{self, SearchError, SearchRequest, SearchResponse, SearchSettings};
+use crate::store::vectors::VectorIndex;
 use crate::store::{ChunkStore, StoreError};
+
+/// Chunks embedded per embedder call during ingest.
+const EMBED_BATCH: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -23,6 +25,10 @@ pub enum EngineError {
     Index(#[from] IndexError),
     #[error(transparent)]
     Search(#[from] SearchError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("embedding produced {found} dimensions, the embedder declares {declared}")]
+    Dimensions { found: usize, declared: usize },
 }
 
 /// What an ingest changed.
@@ -52,27 +58,38 @@ pub enum IngestProgress {
     Indexing { total: usize },
     /// `done` chunks written so far.
     Indexed { done: usize },
+    /// Embedding starts: this many chunks need new vectors (the others reuse theirs).
+    Embedding { total: usize },
+    /// `done` chunks embedded so far.
+    Embedded { done: usize },
 }
 
 pub struct Engine {
     data_dir: PathBuf,
     store: ChunkStore,
     index: Bm25Index,
-    /// How much a heading match counts against a body match.
-    pub title_boost: f32,
+    embedder: Arc<dyn Embedder>,
+    /// Fusion, candidate window, boosts and thresholds of `searchDocs`.
+    pub settings: SearchSettings,
 }
 
 impl Engine {
     /// Opens (or creates) the data directory. If the BM25 index does not reflect the store's
     /// current generation (a crash between the two commits), it is rebuilt from the store.
     pub fn open(data_dir: &Path) -> Result<Self, EngineError> {
+        Self::open_with(data_dir, Arc::new(HashingEmbedder::default()))
+    }
+
+    /// Opens the data directory with a chosen embedder.
+    pub fn open_with(data_dir: &Path, embedder: Arc<dyn Embedder>) -> Result<Self, EngineError> {
         let store = ChunkStore::open(&data_dir.join("store"))?;
         let index = Bm25Index::open_or_create(&data_dir.join("index"))?;
         let engine = Self {
             data_dir: data_dir.to_path_buf(),
             store,
             index,
-            title_boost: DEFAULT_TITLE_BOOST,
+            embedder,
+            settings: SearchSettings::default(),
         };
         let indexed = engine.index.committed_generation()?;
         if indexed.unwrap_or(0) != engine.store.generation() {
@@ -96,6 +113,10 @@ impl Engine {
 
     pub fn index(&self) -> &Bm25Index {
         &self.index
+    }
+
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
     }
 
     /// Whether anything was ever ingested.
@@ -130,6 +151,9 @@ impl Engine {
         options: &IngestOptions,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<IngestSummary, EngineError> {
+        if !options.rebuild && !self.store.chunks().is_empty() {
+            search::check_embedder(&self.store, self.embedder.as_ref())?;
+        }
         let scan = knowledge::scan(root, &options.scan)?;
         let old_docs: HashMap<&str, &Document> = self
             .store
@@ -208,9 +232,14 @@ impl Engine {
             chunks.extend(list.into_iter().flatten().map(|c| (*c).clone()));
         }
         documents.sort_by(|a, b| a.source.cmp(&b.source));
-        let next =
-            self.store
-                .write_generation(documents, chunks, Some(root.display().to_string()))?;
+        let vectors = self.embed_chunks(&chunks, options.rebuild, progress)?;
+        let next = self.store.write_generation(
+            documents,
+            chunks,
+            vectors,
+            self.embedder.info(),
+            Some(root.display().to_string()),
+        )?;
         let mut update = self.index.update()?;
         let to_index: Vec<&Chunk> = if options.rebuild {
             update.delete_all()?;
@@ -244,72 +273,81 @@ impl Engine {
         Ok(summary)
     }
 
+    /// Vectors for `chunks`, reusing the stored vector of any chunk whose content hash is
+    /// unchanged (same embedder), so re-ingesting never re-embeds unchanged text.
+    fn embed_chunks(
+        &self,
+        chunks: &[Chunk],
+        rebuild: bool,
+        progress: &mut dyn FnMut(IngestProgress),
+    ) -> Result<VectorIndex, EngineError> {
+        let info = self.embedder.info();
+        let dims = info.dims as usize;
+        let reusable = !rebuild && self.store.manifest().embedder.as_ref() == Some(&info);
+        let old: HashMap<&str, usize> = if reusable {
+            self.store
+                .chunks()
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.content_hash.as_str(), i))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let missing: Vec<usize> = (0..chunks.len())
+            .filter(|&i| !old.contains_key(chunks[i].content_hash.as_str()))
+            .collect();
+        progress(IngestProgress::Embedding {
+            total: missing.len(),
+        });
+        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
+        for (n, batch) in missing.chunks(EMBED_BATCH).enumerate() {
+            let texts: Vec<String> = batch.iter().map(|&i| embedding_text(&chunks[i])).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = self.embedder.embed(&refs)?;
+            for (&i, v) in batch.iter().zip(vectors) {
+                if v.len() != dims {
+                    return Err(EngineError::Dimensions {
+                        found: v.len(),
+                        declared: dims,
+                    });
+                }
+                fresh.insert(i, v);
+            }
+            progress(IngestProgress::Embedded {
+                done: ((n + 1) * EMBED_BATCH).min(missing.len()),
+            });
+        }
+        let mut index = VectorIndex::with_capacity(dims, chunks.len());
+        for (i, chunk) in chunks.iter().enumerate() {
+            let pushed = match fresh.get(&i) {
+                Some(v) => index.push(v),
+                None => match old.get(chunk.content_hash.as_str()) {
+                    Some(&row) => index.push(self.store.vectors().row(row)),
+                    None => index.push(&vec![0.0; dims]),
+                },
+            };
+            pushed.map_err(|e| EmbedError::Failed {
+                model: info.model.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        Ok(index)
+    }
+
     /// `searchDocs`: the hits for `keywords`, at most `top_k`, under the request's access context.
     pub fn search_docs(&self, req: &SearchRequest) -> Result<SearchResponse, EngineError> {
-        let keywords: Vec<String> = req
-            .keywords
-            .iter()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .collect();
-        if keywords.is_empty() {
-            return Err(SearchError::NoKeywords.into());
-        }
-        let top_k = req.top_k.clamp(1, MAX_TOP_K);
-        let started = Instant::now();
-        let matches = self.index.search(&Bm25Query {
-            keywords: &keywords,
-            access: &req.access,
-            include_superseded: req.include_superseded,
-            limit: DEFAULT_CANDIDATES.max(top_k),
-            title_boost: self.title_boost,
-        })?;
-        let bm25_stats = LegStats {
-            count: matches.len() as u32,
-            latency_ms: started.elapsed().as_secs_f64() * 1e3,
-        };
-        let terms = keyword_terms(&keywords);
-        let mut hits = Vec::new();
-        let mut content_hashes = Vec::new();
-        for (rank, m) in matches.iter().enumerate().take(top_k) {
-            let Some(chunk) = self
-                .store
-                .position_of_id64(m.id64)
-                .map(|p| &self.store.chunks()[p])
-            else {
-                continue;
-            };
-            // Defence in depth: the index filters by access, the store record is the authority.
-            if !req.access.allows(&chunk.tenant, &chunk.roles) {
-                continue;
-            }
-            let mut metadata = BTreeMap::new();
-            metadata.insert("tenant".to_string(), chunk.tenant.clone());
-            metadata.insert("status".to_string(), chunk.status.as_str().to_string());
-            if let Some(v) = &chunk.version {
-                metadata.insert("version".to_string(), v.clone());
-            }
-            if let Some(u) = &chunk.updated {
-                metadata.insert("updated".to_string(), u.clone());
-            }
-            metadata.insert("bm25Rank".to_string(), (rank + 1).to_string());
-            metadata.insert("bm25Score".to_string(), format!("{:.4}", m.score));
-            hits.push(SearchHit {
-                chunk_id: chunk.id.clone(),
-                title_path: chunk.title_path.clone(),
-                snippet: snippet(&chunk.text, &terms, DEFAULT_SNIPPET_CHARS),
-                source_uri: chunk.source_uri.clone(),
-                score: f64::from(m.score),
-                metadata,
-            });
-            content_hashes.push(chunk.content_hash.clone());
-        }
-        let mut legs = BTreeMap::new();
-        legs.insert("bm25".to_string(), bm25_stats);
-        Ok(SearchResponse {
-            hits,
-            content_hashes,
-            legs,
-        })
+        Ok(search::search_docs(
+            &self.store,
+            &self.index,
+            self.embedder.as_ref(),
+            &self.settings,
+            req,
+        )?)
     }
+}
+
+/// What a chunk's vector is computed from: its heading path and its text.
+fn embedding_text(chunk: &Chunk) -> String {
+    format!("{}\n{}", chunk.title_path, chunk.text)
 }

@@ -161,6 +161,19 @@ impl Bm25Index {
         self.reader.searcher().num_docs()
     }
 
+    /// In how many chunks `term` (an analysed term) occurs in the body, or the heading path
+    /// when that is more (headings are short and carry the topic).
+    pub fn doc_freq(&self, term: &str) -> u64 {
+        let searcher = self.reader.searcher();
+        let body = searcher
+            .doc_freq(&Term::from_field_text(self.fields.body, term))
+            .unwrap_or(0);
+        let title = searcher
+            .doc_freq(&Term::from_field_text(self.fields.title, term))
+            .unwrap_or(0);
+        body.max(title)
+    }
+
     /// Starts a batch of changes; nothing is visible until [`IndexUpdate::commit`].
     pub fn update(&self) -> Result<IndexUpdate<'_>, IndexError> {
         let writer = self

@@ -7,6 +7,7 @@
 pub mod access;
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod engine;
 pub mod eval;
 pub mod index;
@@ -14,3 +15,4 @@ pub mod knowledge;
 pub mod search;
 pub mod store;
 pub mod text;
+pub mod trace;

@@ -135,7 +135,7 @@ fn run_ingest(
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} indexing {pos}/{len} chunks [{elapsed}] {per_sec}",
+                "{spinner} {msg} {pos}/{len} chunks [{elapsed}, {per_sec}, eta {eta}]",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
@@ -144,8 +144,18 @@ fn run_ingest(
     let mut progress = |p: IngestProgress| {
         if let Some(bar) = &bar {
             match p {
-                IngestProgress::Indexing { total } => bar.set_length(total as u64),
+                IngestProgress::Indexing { total } => {
+                    bar.set_message("indexing");
+                    bar.set_length(total as u64);
+                    bar.set_position(0);
+                }
                 IngestProgress::Indexed { done } => bar.set_position(done as u64),
+                IngestProgress::Embedding { total } => {
+                    bar.set_message("embedding");
+                    bar.set_length(total as u64);
+                    bar.set_position(0);
+                }
+                IngestProgress::Embedded { done } => bar.set_position(done as u64),
             }
         }
     };

@@ -8,6 +8,7 @@ use clap::Args;
 use super::{GlobalArgs, open_ready_engine, output};
 use crate::config;
 use crate::search::SearchRequest;
+use crate::search::fusion::Fusion;
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -23,6 +24,10 @@ pub struct SearchArgs {
     /// Also search documents whose front matter says `status: superseded`.
     #[arg(long)]
     pub include_superseded: bool,
+    /// How to combine the legs: `minmax` (weighted min-max, the default), `rrf` (reciprocal
+    /// rank fusion, k = 60), `bm25` or `vector` (one leg alone).
+    #[arg(long, value_name = "FUSION")]
+    pub fusion: Option<Fusion>,
 }
 
 pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
@@ -30,6 +35,7 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
     let mut req = SearchRequest::new(args.keywords.clone(), args.top_k, access);
     req.include_superseded = args.include_superseded;
+    req.fusion = args.fusion;
     let resp = engine.search_docs(&req).context("searching")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&resp.hits)?);
@@ -37,6 +43,18 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
         println!("No hits for {:?}.", args.keywords);
     } else {
         print!("{}", output::hits_table(&resp.hits));
+    }
+    if !args.json {
+        let s = &resp.sufficiency;
+        eprintln!(
+            "evidence: {} ({})",
+            if s.sufficient {
+                "sufficient"
+            } else {
+                "insufficient"
+            },
+            s.reason
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

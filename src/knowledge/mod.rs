@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 /// Lifecycle of a document. Superseded documents stay indexed (audits of old runs need them) but
 /// are hidden from search unless asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum DocStatus {
     #[default]

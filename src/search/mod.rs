@@ -2,13 +2,22 @@
 //! when the store has vectors) under the operator's access context, fuses them, and returns
 //! [`SearchHit`]s with snippets and per-leg ranks in their metadata.
 
+pub mod fusion;
 pub mod snippet;
+pub mod sufficiency;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use crate::access::AccessContext;
+use crate::embed::{EmbedError, Embedder};
+use crate::index::{Bm25Index, Bm25Query, IndexError};
+use crate::store::ChunkStore;
+use fusion::{FusedHit, Fusion, LegHit, fuse};
+use snippet::{DEFAULT_SNIPPET_CHARS, snippet};
+use sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, decide};
 
 /// One result of `searchDocs`, exactly as the planner (and the trace) sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +43,8 @@ pub struct SearchRequest {
     pub top_k: usize,
     pub access: AccessContext,
     pub include_superseded: bool,
+    /// How the legs are combined (`None`: the engine's default).
+    pub fusion: Option<Fusion>,
 }
 
 impl SearchRequest {
@@ -43,9 +54,43 @@ impl SearchRequest {
             top_k,
             access,
             include_superseded: false,
+            fusion: None,
         }
     }
 }
+
+/// Tuning of `searchDocs` that belongs to the engine, not to one call.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchSettings {
+    pub fusion: Fusion,
+    /// Candidates each leg contributes before fusion.
+    pub candidates: usize,
+    pub title_boost: f32,
+    pub snippet_chars: usize,
+    pub sufficiency: SufficiencyThresholds,
+    /// A hit that contains none of the key terms is kept only if its vector similarity reaches
+    /// this floor: the list is not padded with weak hits.
+    pub vector_only_floor: f32,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        Self {
+            fusion: DEFAULT_FUSION,
+            candidates: DEFAULT_CANDIDATES,
+            title_boost: crate::index::DEFAULT_TITLE_BOOST,
+            snippet_chars: DEFAULT_SNIPPET_CHARS,
+            sufficiency: SufficiencyThresholds::default(),
+            vector_only_floor: DEFAULT_VECTOR_ONLY_FLOOR,
+        }
+    }
+}
+
+/// See [`SearchSettings::vector_only_floor`].
+pub const DEFAULT_VECTOR_ONLY_FLOOR: f32 = 0.5;
+
+/// The default fusion, chosen by measurement (BENCHMARKS.md, "Fusion").
+pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { bm25_weight: 0.3 };
 
 /// Counts and latency of one leg.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -62,12 +107,246 @@ pub struct SearchResponse {
     /// Content hash of each hit's chunk, in hit order (the trace records them).
     pub content_hashes: Vec<String>,
     pub legs: BTreeMap<String, LegStats>,
+    pub fusion: Fusion,
+    /// Whether the hits are evidence enough, and why.
+    pub sufficiency: Sufficiency,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     #[error(transparent)]
-    Index(#[from] crate::index::IndexError),
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
     #[error("no keywords to search: give one or more words")]
     NoKeywords,
+    #[error(
+        "the index was embedded with {stored} but the configured embedder is {configured}; run `ragtrail ingest --rebuild` to re-embed, or configure the original embedder"
+    )]
+    EmbedderMismatch { stored: String, configured: String },
+}
+
+/// `searchDocs` over one store and its BM25 index: both legs side by side, fused, with
+/// snippets, per-leg ranks in the metadata, and the sufficiency decision.
+pub fn search_docs(
+    store: &ChunkStore,
+    index: &Bm25Index,
+    embedder: &dyn Embedder,
+    settings: &SearchSettings,
+    req: &SearchRequest,
+) -> Result<SearchResponse, SearchError> {
+    let keywords: Vec<String> = req
+        .keywords
+        .iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if keywords.is_empty() {
+        return Err(SearchError::NoKeywords);
+    }
+    let fusion = req.fusion.unwrap_or(settings.fusion);
+    let top_k = req.top_k.clamp(1, MAX_TOP_K);
+    let candidates = settings.candidates.max(top_k);
+    let use_bm25 = !matches!(fusion, Fusion::VectorOnly);
+    let use_vector = !matches!(fusion, Fusion::Bm25Only) && !store.vectors().is_empty();
+    if use_vector {
+        check_embedder(store, embedder)?;
+    }
+    let bm25_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
+        if !use_bm25 {
+            return Ok((Vec::new(), LegStats::default()));
+        }
+        let started = Instant::now();
+        let matches = index.search(&Bm25Query {
+            keywords: &keywords,
+            access: &req.access,
+            include_superseded: req.include_superseded,
+            limit: candidates,
+            title_boost: settings.title_boost,
+        })?;
+        let hits: Vec<LegHit> = matches
+            .iter()
+            .filter_map(|m| {
+                store
+                    .position_of_id64(m.id64)
+                    .map(|p| LegHit::new(store.chunks()[p].id.clone(), m.score))
+            })
+            .collect();
+        Ok((
+            hits,
+            LegStats {
+                count: matches.len() as u32,
+                latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            },
+        ))
+    };
+    let vector_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
+        if !use_vector {
+            return Ok((Vec::new(), LegStats::default()));
+        }
+        let started = Instant::now();
+        let query_text = keywords.join(" ");
+        let query = embedder
+            .embed(&[query_text.as_str()])?
+            .pop()
+            .unwrap_or_default();
+        let visible = store.visibility(&req.access, req.include_superseded);
+        let rows = store
+            .vectors()
+            .search(&query, candidates, |i| visible.allows(i))
+            .map_err(|e| EmbedError::Failed {
+                model: embedder.info().model,
+                message: e.to_string(),
+            })?;
+        let hits: Vec<LegHit> = rows
+            .iter()
+            .filter(|(_, score)| *score > 0.0)
+            .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
+            .collect();
+        let stats = LegStats {
+            count: hits.len() as u32,
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+        };
+        Ok((hits, stats))
+    };
+    let (bm25, vector) = if use_bm25 && use_vector {
+        rayon::join(bm25_leg, vector_leg)
+    } else {
+        (bm25_leg(), vector_leg())
+    };
+    let (bm25_hits, bm25_stats) = bm25?;
+    let (vector_hits, vector_stats) = vector?;
+    // Fuse the whole candidate set: weak hits are dropped below, then the list is cut to top-k.
+    let fused = fuse(fusion, &bm25_hits, &vector_hits, candidates);
+
+    let key_terms = key_terms(index, &keywords);
+    let wanted: HashSet<String> = key_terms.iter().map(|k| k.term.clone()).collect();
+    let mut hits = Vec::with_capacity(fused.len());
+    let mut content_hashes = Vec::with_capacity(fused.len());
+    let mut hit_terms = Vec::with_capacity(fused.len());
+    for f in &fused {
+        if hits.len() == top_k {
+            break;
+        }
+        let Some(chunk) = store.get(&f.id) else {
+            continue;
+        };
+        // Defence in depth: both legs filter by access; the store record is the authority.
+        if !req.access.allows(&chunk.tenant, &chunk.roles) {
+            continue;
+        }
+        let terms: HashSet<String> = crate::text::terms(&chunk.title_path)
+            .into_iter()
+            .chain(crate::text::terms(&chunk.text))
+            .map(|t| t.text)
+            .filter(|t| wanted.contains(t))
+            .collect();
+        if terms.is_empty()
+            && f.vector
+                .is_none_or(|v| v.score < settings.vector_only_floor)
+        {
+            continue;
+        }
+        let matched: Vec<&String> = keywords
+            .iter()
+            .filter(|k| {
+                crate::text::terms(k)
+                    .iter()
+                    .any(|t| terms.contains(&t.text))
+            })
+            .collect();
+        hits.push(SearchHit {
+            chunk_id: chunk.id.clone(),
+            title_path: chunk.title_path.clone(),
+            snippet: snippet(&chunk.text, &wanted, settings.snippet_chars),
+            source_uri: chunk.source_uri.clone(),
+            score: f.score,
+            metadata: metadata(chunk, f, &matched),
+        });
+        content_hashes.push(chunk.content_hash.clone());
+        hit_terms.push(terms);
+    }
+    let sufficiency = decide(&key_terms, &hit_terms, settings.sufficiency);
+    let mut legs = BTreeMap::new();
+    if use_bm25 {
+        legs.insert("bm25".to_string(), bm25_stats);
+    }
+    if use_vector {
+        legs.insert("vector".to_string(), vector_stats);
+    }
+    Ok(SearchResponse {
+        hits,
+        content_hashes,
+        legs,
+        fusion,
+        sufficiency,
+    })
+}
+
+/// Fails when the store's vectors came from another embedder than the one configured.
+pub fn check_embedder(store: &ChunkStore, embedder: &dyn Embedder) -> Result<(), SearchError> {
+    let configured = embedder.info();
+    match &store.manifest().embedder {
+        Some(stored) if *stored != configured => Err(SearchError::EmbedderMismatch {
+            stored: format!("{}:{} ({} dims)", stored.kind, stored.model, stored.dims),
+            configured: format!(
+                "{}:{} ({} dims)",
+                configured.kind, configured.model, configured.dims
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The content terms of the keywords, each weighted by its BM25 IDF in the index.
+pub fn key_terms(index: &Bm25Index, keywords: &[String]) -> Vec<KeyTerm> {
+    let n = index.num_chunks() as f64;
+    let mut seen = HashSet::new();
+    keywords
+        .iter()
+        .flat_map(|k| crate::text::terms(k))
+        .filter(|t| !crate::text::is_stop_term(&t.text) && seen.insert(t.text.clone()))
+        .map(|t| {
+            let df = index.doc_freq(&t.text) as f64;
+            KeyTerm {
+                weight: (1.0 + (n - df + 0.5) / (df + 0.5)).ln(),
+                term: t.text,
+            }
+        })
+        .collect()
+}
+
+fn metadata(
+    chunk: &crate::knowledge::Chunk,
+    f: &FusedHit,
+    matched: &[&String],
+) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert("tenant".to_string(), chunk.tenant.clone());
+    m.insert("status".to_string(), chunk.status.as_str().to_string());
+    if let Some(v) = &chunk.version {
+        m.insert("version".to_string(), v.clone());
+    }
+    if let Some(u) = &chunk.updated {
+        m.insert("updated".to_string(), u.clone());
+    }
+    if let Some(r) = f.bm25 {
+        m.insert("bm25Rank".to_string(), r.rank.to_string());
+        m.insert("bm25Score".to_string(), format!("{:.4}", r.score));
+    }
+    if let Some(r) = f.vector {
+        m.insert("vectorRank".to_string(), r.rank.to_string());
+        m.insert("vectorScore".to_string(), format!("{:.4}", r.score));
+    }
+    if !matched.is_empty() {
+        m.insert(
+            "matchedKeywords".to_string(),
+            matched
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    m
 }

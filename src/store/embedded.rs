@@ -7,13 +7,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
+use super::vectors::VectorIndex;
+use crate::access::AccessContext;
+use crate::embed::EmbedderInfo;
 use crate::index::chunk_id_to_u64;
-use crate::knowledge::{Chunk, Document};
+use crate::knowledge::{Chunk, DocStatus, Document};
 
 const FORMAT: u32 = 1;
 const CURRENT: &str = "CURRENT";
 const MANIFEST: &str = "manifest.json";
 const CHUNKS: &str = "chunks.jsonl";
+const VECTORS: &str = "vectors.bin";
 
 /// What a generation holds besides its chunks.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -25,6 +29,8 @@ pub struct StoreManifest {
     pub updated_at: String,
     /// The knowledge folder the documents were read from.
     pub knowledge_root: Option<String>,
+    /// What produced the vectors (one row per chunk, in chunk order).
+    pub embedder: Option<EmbedderInfo>,
     pub documents: Vec<Document>,
 }
 
@@ -33,8 +39,13 @@ pub struct ChunkStore {
     dir: PathBuf,
     manifest: StoreManifest,
     chunks: Vec<Chunk>,
+    vectors: VectorIndex,
     by_id: HashMap<String, usize>,
     by_id64: HashMap<u64, usize>,
+    /// Each chunk's access group: chunks with the same (tenant, roles, status) share one, so a
+    /// query decides visibility once per group instead of once per row.
+    group_of: Vec<u32>,
+    groups: Vec<(String, Vec<String>, DocStatus)>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -49,13 +60,13 @@ impl ChunkStore {
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let current = dir.join(CURRENT);
-        let (manifest, chunks) = match std::fs::read_to_string(&current) {
+        let (manifest, chunks, vectors) = match std::fs::read_to_string(&current) {
             Ok(name) => {
                 let gen_dir = dir.join(name.trim());
-                (
-                    read_manifest(&gen_dir)?,
-                    read_chunks(&gen_dir.join(CHUNKS))?,
-                )
+                let manifest = read_manifest(&gen_dir)?;
+                let chunks = read_chunks(&gen_dir.join(CHUNKS))?;
+                let vectors = read_vectors(&gen_dir.join(VECTORS), &manifest, chunks.len())?;
+                (manifest, chunks, vectors)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
                 StoreManifest {
@@ -63,13 +74,24 @@ impl ChunkStore {
                     ..StoreManifest::default()
                 },
                 Vec::new(),
+                VectorIndex::new(0),
             ),
             Err(e) => return Err(io_err(&current)(e)),
         };
-        Ok(Self::from_parts(dir.to_path_buf(), manifest, chunks))
+        Ok(Self::from_parts(
+            dir.to_path_buf(),
+            manifest,
+            chunks,
+            vectors,
+        ))
     }
 
-    fn from_parts(dir: PathBuf, manifest: StoreManifest, chunks: Vec<Chunk>) -> Self {
+    fn from_parts(
+        dir: PathBuf,
+        manifest: StoreManifest,
+        chunks: Vec<Chunk>,
+        vectors: VectorIndex,
+    ) -> Self {
         let by_id = chunks
             .iter()
             .enumerate()
@@ -80,12 +102,48 @@ impl ChunkStore {
             .enumerate()
             .filter_map(|(i, c)| Some((chunk_id_to_u64(&c.id)?, i)))
             .collect();
+        let mut groups: Vec<(String, Vec<String>, DocStatus)> = Vec::new();
+        let mut group_ids: HashMap<(String, Vec<String>, DocStatus), u32> = HashMap::new();
+        let group_of = chunks
+            .iter()
+            .map(|c| {
+                let key = (c.tenant.clone(), c.roles.clone(), c.status);
+                *group_ids.entry(key.clone()).or_insert_with(|| {
+                    groups.push(key);
+                    (groups.len() - 1) as u32
+                })
+            })
+            .collect();
         Self {
             dir,
             manifest,
             chunks,
+            vectors,
             by_id,
             by_id64,
+            group_of,
+            groups,
+        }
+    }
+
+    /// The vectors, one row per chunk in chunk order.
+    pub fn vectors(&self) -> &VectorIndex {
+        &self.vectors
+    }
+
+    /// Which chunks (by position) `access` may see: one flag per chunk, decided per group.
+    pub fn visibility(&self, access: &AccessContext, include_superseded: bool) -> Visibility<'_> {
+        let allowed = self
+            .groups
+            .iter()
+            .map(|(tenant, roles, status)| {
+                access.allows(tenant, roles)
+                    && (include_superseded || *status != DocStatus::Superseded)
+            })
+            .collect();
+        Visibility {
+            group_of: &self.group_of,
+            allowed,
         }
     }
 
@@ -120,6 +178,8 @@ impl ChunkStore {
         &self,
         documents: Vec<Document>,
         chunks: Vec<Chunk>,
+        vectors: VectorIndex,
+        embedder: EmbedderInfo,
         knowledge_root: Option<String>,
     ) -> Result<ChunkStore, StoreError> {
         let generation = self.manifest.generation + 1;
@@ -134,6 +194,7 @@ impl ChunkStore {
             generation,
             updated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             knowledge_root,
+            embedder: Some(embedder),
             documents,
         };
         let chunks_path = gen_dir.join(CHUNKS);
@@ -152,13 +213,25 @@ impl ChunkStore {
             .into_inner()
             .map_err(|e| io_err(&chunks_path)(e.into_error()))?;
         file.sync_all().map_err(io_err(&chunks_path))?;
+        let vectors_path = gen_dir.join(VECTORS);
+        vectors
+            .save(&vectors_path)
+            .map_err(|e| StoreError::Vectors {
+                path: vectors_path.display().to_string(),
+                message: e.to_string(),
+            })?;
         let manifest_path = gen_dir.join(MANIFEST);
         let json = serde_json::to_vec_pretty(&manifest).map_err(|e| StoreError::Io {
             path: manifest_path.display().to_string(),
             source: e.into(),
         })?;
         write_synced(&manifest_path, &json)?;
-        Ok(Self::from_parts(self.dir.clone(), manifest, chunks))
+        Ok(Self::from_parts(
+            self.dir.clone(),
+            manifest,
+            chunks,
+            vectors,
+        ))
     }
 
     /// Atomically makes this generation the current one and removes older generations.
@@ -204,6 +277,43 @@ fn read_manifest(gen_dir: &Path) -> Result<StoreManifest, StoreError> {
         });
     }
     Ok(manifest)
+}
+
+fn read_vectors(
+    path: &Path,
+    manifest: &StoreManifest,
+    rows: usize,
+) -> Result<VectorIndex, StoreError> {
+    let Some(embedder) = &manifest.embedder else {
+        return Ok(VectorIndex::new(0));
+    };
+    let vectors = VectorIndex::load_with_dims(path, embedder.dims as usize).map_err(|e| {
+        StoreError::Vectors {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    })?;
+    if vectors.len() != rows {
+        return Err(StoreError::Vectors {
+            path: path.display().to_string(),
+            message: format!("{} vectors for {rows} chunks", vectors.len()),
+        });
+    }
+    Ok(vectors)
+}
+
+/// Per-chunk visibility under one access context.
+pub struct Visibility<'a> {
+    group_of: &'a [u32],
+    allowed: Vec<bool>,
+}
+
+impl Visibility<'_> {
+    pub fn allows(&self, position: usize) -> bool {
+        self.group_of
+            .get(position)
+            .is_some_and(|g| self.allowed[*g as usize])
+    }
 }
 
 fn read_chunks(path: &Path) -> Result<Vec<Chunk>, StoreError> {

@@ -5,11 +5,14 @@
 //! generation is written leaves the previous one current and readable.
 
 mod embedded;
+pub mod vectors;
 
-pub use embedded::{ChunkStore, StoreManifest};
+pub use embedded::{ChunkStore, StoreManifest, Visibility};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    #[error("vector file {path}: {message}; run `ragtrail ingest --rebuild`")]
+    Vectors { path: String, message: String },
     #[error("chunk store at {path}: {source}")]
     Io {
         path: String,

@@ -1,0 +1,52 @@
+//! Text embedders for the vector leg of hybrid search.
+//!
+//! The offline default is [`hashing::HashingEmbedder`]: it needs no model files or network, and
+//! its vectors are identical on every run and platform. It is *lexical*, not semantic: two texts
+//! are close when they share character n-grams (e.g. "报销凭证" in both), not when they mean the
+//! same thing with different words ("年假" vs "带薪休假" share little). Treat it as a fuzzy,
+//! tokenizer-free complement to BM25, and swap in a semantic model when one is available.
+
+pub mod hashing;
+
+pub use hashing::HashingEmbedder;
+
+use serde::{Deserialize, Serialize};
+
+/// What produced a set of vectors, stored next to them so an index built by one embedder is
+/// never queried with vectors from another (different kind, model or dims ⇒ re-embed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmbedderInfo {
+    /// Embedder family, e.g. `"hashing"`.
+    pub kind: String,
+    /// Model or algorithm version within the family, e.g. `"char-ngram-fnv1a-v1"`.
+    pub model: String,
+    /// Length of every vector it produces.
+    pub dims: u32,
+}
+
+/// Why texts could not be embedded.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedder {model}: {message}")]
+    Failed { model: String, message: String },
+}
+
+/// Turns texts into vectors of a fixed dimension. Implementations decide nothing about *what*
+/// is embedded: the store embeds chunk texts, the search embeds the keywords.
+pub trait Embedder: Send + Sync {
+    /// Kind, model and dimension, recorded beside every vector this embedder produced.
+    fn info(&self) -> EmbedderInfo;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+impl Embedder for HashingEmbedder {
+    fn info(&self) -> EmbedderInfo {
+        HashingEmbedder::info(self)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(self.embed_batch(texts))
+    }
+}

@@ -1,0 +1,780 @@
+//! Fusing the BM25 leg and the vector leg of hybrid search into one ranking.
+//!
+//! BM25 scores and cosine similarities live on unrelated scales, so they cannot simply be
+//! added. [`Fusion::Rrf`] (reciprocal rank fusion) ignores scores and uses ranks only: robust,
+//! parameter-light, the default. [`Fusion::MinMax`] rescales each leg's scores to `[0, 1]` and
+//! takes a weighted sum: it keeps score gaps, at the price of sensitivity to outliers. The
+//! single-leg modes exist for ablations and debugging, and still report the other leg's rank.
+//!
+//! Every fused hit keeps the rank and raw score it had in each leg, so a trace can explain why
+//! it ended up where it did.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The conventional RRF constant (Cormack et al., 2009): damps the head so that rank 1 vs 2
+/// matters less than agreement between legs.
+pub const DEFAULT_RRF_K: f64 = 60.0;
+/// Equal weight to both legs for min-max fusion.
+pub const DEFAULT_BM25_WEIGHT: f64 = 0.5;
+
+/// One hit of one leg, as returned by that leg (best first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegHit {
+    /// Chunk id.
+    pub id: String,
+    /// The leg's own score (BM25 score or cosine similarity).
+    pub score: f32,
+}
+
+impl LegHit {
+    /// Convenience constructor.
+    pub fn new(id: impl Into<String>, score: f32) -> Self {
+        Self {
+            id: id.into(),
+            score,
+        }
+    }
+}
+
+/// Where a fused hit stood in one leg.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegRank {
+    /// 1-based position in the leg's list as given (duplicates included in the counting).
+    pub rank: u32,
+    /// The leg's raw score.
+    pub score: f32,
+}
+
+/// One hit of the fused ranking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FusedHit {
+    /// Chunk id.
+    pub id: String,
+    /// Fused score; only comparable within one [`fuse`] call.
+    pub score: f64,
+    /// Rank in the BM25 leg, if the hit was there.
+    pub bm25: Option<LegRank>,
+    /// Rank in the vector leg, if the hit was there.
+    pub vector: Option<LegRank>,
+}
+
+/// How to combine the two legs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// Reciprocal rank fusion: `Σ 1 / (k + rank)` over the legs containing the hit.
+    Rrf {
+        /// Damping constant, finite and `>= 0` (default [`DEFAULT_RRF_K`]).
+        k: f64,
+    },
+    /// `w · bm25_norm + (1 - w) · vector_norm`, each leg min-max normalised to `[0, 1]`.
+    MinMax {
+        /// `w`, in `[0, 1]` (default [`DEFAULT_BM25_WEIGHT`]).
+        bm25_weight: f64,
+    },
+    /// The BM25 leg alone, in its order, with its raw scores.
+    Bm25Only,
+    /// The vector leg alone, in its order, with its raw scores.
+    VectorOnly,
+}
+
+impl Default for Fusion {
+    fn default() -> Self {
+        Fusion::Rrf { k: DEFAULT_RRF_K }
+    }
+}
+
+/// Invalid fusion name or parameter.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FusionError {
+    /// Not one of `rrf`, `minmax`, `bm25`, `vector`.
+    #[error("unknown fusion {0:?}: expected one of rrf, minmax, bm25, vector")]
+    UnknownName(String),
+    /// RRF `k` must be finite and non-negative.
+    #[error("RRF k must be finite and >= 0, got {0}")]
+    InvalidRrfK(f64),
+    /// Min-max weight must lie in `[0, 1]`.
+    #[error("min-max bm25 weight must be in [0, 1], got {0}")]
+    InvalidWeight(f64),
+}
+
+impl Fusion {
+    /// RRF with a checked `k`.
+    pub fn rrf(k: f64) -> Result<Self, FusionError> {
+        let fusion = Fusion::Rrf { k };
+        fusion.validate()?;
+        Ok(fusion)
+    }
+
+    /// Min-max fusion with a checked BM25 weight.
+    pub fn min_max(bm25_weight: f64) -> Result<Self, FusionError> {
+        let fusion = Fusion::MinMax { bm25_weight };
+        fusion.validate()?;
+        Ok(fusion)
+    }
+
+    /// Checks the parameters; [`fuse`] repairs invalid ones instead of failing (see there).
+    pub fn validate(&self) -> Result<(), FusionError> {
+        match *self {
+            Fusion::Rrf { k } if !(k.is_finite() && k >= 0.0) => Err(FusionError::InvalidRrfK(k)),
+            Fusion::MinMax { bm25_weight: w } if !(0.0..=1.0).contains(&w) => {
+                Err(FusionError::InvalidWeight(w))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The name used by [`Display`](fmt::Display) and [`FromStr`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fusion::Rrf { .. } => "rrf",
+            Fusion::MinMax { .. } => "minmax",
+            Fusion::Bm25Only => "bm25",
+            Fusion::VectorOnly => "vector",
+        }
+    }
+}
+
+impl fmt::Display for Fusion {
+    /// The mode's name only; parameters are not part of it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fusion {
+    type Err = FusionError;
+
+    /// `rrf`, `minmax`, `bm25` or `vector` (ASCII case-insensitive, surrounding spaces ignored),
+    /// with default parameters.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim();
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        if is("rrf") {
+            Ok(Fusion::Rrf { k: DEFAULT_RRF_K })
+        } else if is("minmax") {
+            Ok(Fusion::MinMax {
+                bm25_weight: DEFAULT_BM25_WEIGHT,
+            })
+        } else if is("bm25") {
+            Ok(Fusion::Bm25Only)
+        } else if is("vector") {
+            Ok(Fusion::VectorOnly)
+        } else {
+            Err(FusionError::UnknownName(s.to_owned()))
+        }
+    }
+}
+
+/// A hit's first occurrence in a leg: 0-based position and raw score.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    pos: usize,
+    score: f32,
+}
+
+impl Seen {
+    fn rank(self) -> LegRank {
+        LegRank {
+            rank: u32::try_from(self.pos + 1).unwrap_or(u32::MAX),
+            score: self.score,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Union<'a> {
+    id: &'a str,
+    bm25: Option<Seen>,
+    vector: Option<Seen>,
+}
+
+impl Union<'_> {
+    /// Best position in either leg: the tie-break before the id.
+    fn best_pos(&self) -> usize {
+        let b = self.bm25.map_or(usize::MAX, |s| s.pos);
+        let v = self.vector.map_or(usize::MAX, |s| s.pos);
+        b.min(v)
+    }
+
+    fn into_hit(self, score: f64) -> FusedHit {
+        FusedHit {
+            id: self.id.to_owned(),
+            score,
+            bm25: self.bm25.map(Seen::rank),
+            vector: self.vector.map(Seen::rank),
+        }
+    }
+}
+
+/// Every distinct id of both legs, with its first (best) occurrence in each.
+fn union<'a>(bm25: &'a [LegHit], vector: &'a [LegHit]) -> Vec<Union<'a>> {
+    let mut slots: HashMap<&'a str, usize> = HashMap::with_capacity(bm25.len() + vector.len());
+    let mut out: Vec<Union<'a>> = Vec::with_capacity(bm25.len() + vector.len());
+    for (is_bm25, leg) in [(true, bm25), (false, vector)] {
+        for (pos, hit) in leg.iter().enumerate() {
+            let seen = Seen {
+                pos,
+                score: hit.score,
+            };
+            match slots.entry(hit.id.as_str()) {
+                Entry::Vacant(e) => {
+                    e.insert(out.len());
+                    out.push(Union {
+                        id: hit.id.as_str(),
+                        bm25: is_bm25.then_some(seen),
+                        vector: (!is_bm25).then_some(seen),
+                    });
+                }
+                Entry::Occupied(e) => {
+                    let u = &mut out[*e.get()];
+                    let slot = if is_bm25 { &mut u.bm25 } else { &mut u.vector };
+                    // A later duplicate within the same leg is ignored.
+                    if slot.is_none() {
+                        *slot = Some(seen);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Maps a leg's raw scores to `[0, 1]` over the hits it returned.
+struct MinMaxScale {
+    min: f64,
+    max: f64,
+}
+
+impl MinMaxScale {
+    fn over(scores: impl Iterator<Item = f32>) -> Self {
+        let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+        for s in scores.map(f64::from).filter(|s| s.is_finite()) {
+            min = min.min(s);
+            max = max.max(s);
+        }
+        Self { min, max }
+    }
+
+    /// `max == min` (one hit, or all equal) maps to 1.0: the leg found it, with nothing to
+    /// distinguish it. A non-finite raw score maps to 0.
+    fn apply(&self, score: f32) -> f64 {
+        let s = f64::from(score);
+        if !s.is_finite() {
+            0.0
+        } else if self.max > self.min {
+            (s - self.min) / (self.max - self.min)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// Fuses the two legs (each best-first) into at most `limit` hits.
+///
+/// For [`Fusion::Rrf`] and [`Fusion::MinMax`] the output holds the union of both legs sorted by
+/// fused score descending; equal scores are ordered by the best 1-based rank the hit had in
+/// either leg, then by id ascending. (The rank step keeps a leg's own order when scores tie,
+/// e.g. min-max over a leg with equal scores.) The result is deterministic and does not depend
+/// on which leg is passed first once the weights are mirrored.
+///
+/// [`Fusion::Bm25Only`] / [`Fusion::VectorOnly`] return that leg's hits in its order with its
+/// raw scores; the other leg's rank is attached where the id appears there too.
+///
+/// Within a leg, only the first occurrence of an id counts. Invalid parameters are repaired,
+/// not rejected (use [`Fusion::validate`] to reject them): a non-finite or negative RRF `k`
+/// becomes [`DEFAULT_RRF_K`], a min-max weight is clamped to `[0, 1]` (NaN becomes 0.5).
+///
+/// # Examples
+///
+/// ```
+/// use ragtrail::search::fusion::{fuse, Fusion, LegHit};
+///
+/// let bm25 = [LegHit::new("a", 12.0), LegHit::new("b", 9.5), LegHit::new("c", 3.0)];
+/// let vector = [LegHit::new("c", 0.91), LegHit::new("a", 0.88), LegHit::new("d", 0.80)];
+///
+/// let hits = fuse(Fusion::default(), &bm25, &vector, 3);
+/// let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+/// assert_eq!(ids, ["a", "c", "b"]);
+/// // a: 1/(60+1) from BM25 + 1/(60+2) from the vector leg.
+/// assert!((hits[0].score - (1.0 / 61.0 + 1.0 / 62.0)).abs() < 1e-12);
+/// assert_eq!(hits[0].vector.map(|r| r.rank), Some(2));
+///
+/// let fusion: Fusion = "minmax".parse()?;
+/// assert_eq!(fusion, Fusion::MinMax { bm25_weight: 0.5 });
+/// assert_eq!(fusion.to_string(), "minmax");
+/// # Ok::<(), ragtrail::search::fusion::FusionError>(())
+/// ```
+pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) -> Vec<FusedHit> {
+    let entries = union(bm25, vector);
+    let mut scored: Vec<(Union<'_>, f64)> = match fusion {
+        Fusion::Bm25Only | Fusion::VectorOnly => {
+            let pick = |u: &Union<'_>| {
+                if fusion == Fusion::Bm25Only {
+                    u.bm25
+                } else {
+                    u.vector
+                }
+            };
+            let mut chosen: Vec<(Union<'_>, Seen)> = entries
+                .into_iter()
+                .filter_map(|u| pick(&u).map(|s| (u, s)))
+                .collect();
+            // The union lists BM25 ids first, so the vector leg's order must be restored.
+            chosen.sort_by_key(|(_, s)| s.pos);
+            return chosen
+                .into_iter()
+                .take(limit)
+                .map(|(u, s)| u.into_hit(f64::from(s.score)))
+                .collect();
+        }
+        Fusion::Rrf { k } => {
+            let k = if k.is_finite() && k >= 0.0 {
+                k
+            } else {
+                DEFAULT_RRF_K
+            };
+            let part = |s: Option<Seen>| s.map_or(0.0, |s| 1.0 / (k + (s.pos as f64 + 1.0)));
+            entries
+                .into_iter()
+                .map(|u| {
+                    let score = part(u.bm25) + part(u.vector);
+                    (u, score)
+                })
+                .collect()
+        }
+        Fusion::MinMax { bm25_weight } => {
+            let w = if bm25_weight.is_nan() {
+                DEFAULT_BM25_WEIGHT
+            } else {
+                bm25_weight.clamp(0.0, 1.0)
+            };
+            let b_scale = MinMaxScale::over(entries.iter().filter_map(|u| u.bm25.map(|s| s.score)));
+            let v_scale =
+                MinMaxScale::over(entries.iter().filter_map(|u| u.vector.map(|s| s.score)));
+            entries
+                .into_iter()
+                .map(|u| {
+                    let b = u.bm25.map_or(0.0, |s| b_scale.apply(s.score));
+                    let v = u.vector.map_or(0.0, |s| v_scale.apply(s.score));
+                    let score = w * b + (1.0 - w) * v;
+                    (u, score)
+                })
+                .collect()
+        }
+    };
+    scored.sort_by(|(a, sa), (b, sb)| {
+        sb.total_cmp(sa)
+            .then(a.best_pos().cmp(&b.best_pos()))
+            .then_with(|| a.id.cmp(b.id))
+    });
+    scored.truncate(limit);
+    scored.into_iter().map(|(u, s)| u.into_hit(s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    fn leg(hits: &[(&str, f32)]) -> Vec<LegHit> {
+        hits.iter().map(|&(id, s)| LegHit::new(id, s)).collect()
+    }
+
+    fn ids(hits: &[FusedHit]) -> Vec<&str> {
+        hits.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    fn rank(rank: u32, score: f32) -> Option<LegRank> {
+        Some(LegRank { rank, score })
+    }
+
+    const RRF60: Fusion = Fusion::Rrf { k: 60.0 };
+
+    #[test]
+    fn rrf_hand_computed() {
+        let bm25 = leg(&[("a", 9.0), ("b", 8.0), ("c", 7.0)]);
+        let vector = leg(&[("c", 0.9), ("a", 0.8), ("d", 0.7)]);
+        let hits = fuse(RRF60, &bm25, &vector, 10);
+        assert_eq!(ids(&hits), ["a", "c", "b", "d"]);
+        let expected = [
+            1.0 / 61.0 + 1.0 / 62.0, // a: 0.032522474881015...
+            1.0 / 63.0 + 1.0 / 61.0, // c: 0.032266458495966...
+            1.0 / 62.0,              // b
+            1.0 / 63.0,              // d
+        ];
+        for (h, e) in hits.iter().zip(expected) {
+            assert!((h.score - e).abs() < 1e-15, "{}: {} vs {e}", h.id, h.score);
+        }
+        assert!((hits[0].score - 0.032_522_474_881_015_34).abs() < 1e-15);
+        assert_eq!(hits[0].bm25, rank(1, 9.0));
+        assert_eq!(hits[0].vector, rank(2, 0.8));
+        assert_eq!(hits[2].vector, None);
+        assert_eq!(hits[3].bm25, None);
+    }
+
+    #[test]
+    fn rrf_k_zero_and_ties() {
+        // k = 0: x and y both score 1/1 + 1/2 = 1.5; both best rank 1, so id decides.
+        let hits = fuse(
+            Fusion::Rrf { k: 0.0 },
+            &leg(&[("y", 2.0), ("x", 1.0)]),
+            &leg(&[("x", 0.5), ("y", 0.4)]),
+            5,
+        );
+        assert_eq!(ids(&hits), ["x", "y"]);
+        assert_eq!(hits[0].score, 1.5);
+        assert_eq!(hits[1].score, 1.5);
+
+        let hits = fuse(RRF60, &leg(&[("b", 1.0)]), &leg(&[("a", 1.0)]), 5);
+        assert_eq!(ids(&hits), ["a", "b"]);
+    }
+
+    #[test]
+    fn min_max_hand_computed() {
+        let bm25 = leg(&[("a", 10.0), ("b", 5.0), ("c", 0.0)]);
+        let vector = leg(&[("b", 0.75), ("d", 0.5), ("a", 0.25)]);
+        // bm25 norm: a 1, b .5, c 0; vector norm: b 1, d .5, a 0.
+        let hits = fuse(Fusion::MinMax { bm25_weight: 0.5 }, &bm25, &vector, 10);
+        assert_eq!(ids(&hits), ["b", "a", "d", "c"]);
+        let scores: Vec<f64> = hits.iter().map(|h| h.score).collect();
+        assert_eq!(scores, [0.75, 0.5, 0.25, 0.0]);
+
+        let hits = fuse(Fusion::MinMax { bm25_weight: 1.0 }, &bm25, &vector, 10);
+        // c and d tie at 0: d's best rank (2, vector) beats c's (3, BM25).
+        assert_eq!(ids(&hits), ["a", "b", "d", "c"]);
+    }
+
+    #[test]
+    fn min_max_single_or_equal_scores_are_one() {
+        let hits = fuse(
+            Fusion::MinMax { bm25_weight: 0.25 },
+            &leg(&[("a", 3.0)]),
+            &leg(&[("b", 0.4), ("c", 0.4)]),
+            10,
+        );
+        // a: 0.25 · 1; b, c: 0.75 · 1.
+        assert_eq!(ids(&hits), ["b", "c", "a"]);
+        assert_eq!(hits[0].score, 0.75);
+        assert_eq!(hits[2].score, 0.25);
+    }
+
+    #[test]
+    fn duplicates_keep_first_occurrence() {
+        let bm25 = leg(&[("a", 5.0), ("b", 4.0), ("a", 3.0)]);
+        let vector = leg(&[("a", 0.9), ("a", 0.8), ("c", 0.7)]);
+        let hits = fuse(RRF60, &bm25, &vector, 10);
+        assert_eq!(ids(&hits), ["a", "b", "c"]);
+        assert_eq!(hits[0].bm25, rank(1, 5.0));
+        assert_eq!(hits[0].vector, rank(1, 0.9));
+        assert_eq!(hits[1].bm25, rank(2, 4.0));
+        assert_eq!(hits[2].vector, rank(3, 0.7)); // position in the list as given
+        assert!((hits[0].score - 2.0 / 61.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn single_leg_modes() {
+        let bm25 = leg(&[("a", 3.0), ("b", 2.0), ("a", 1.0)]);
+        let vector = leg(&[("b", 0.9), ("c", 0.8)]);
+        let hits = fuse(Fusion::Bm25Only, &bm25, &vector, 10);
+        assert_eq!(
+            hits,
+            [
+                FusedHit {
+                    id: "a".into(),
+                    score: 3.0,
+                    bm25: rank(1, 3.0),
+                    vector: None
+                },
+                FusedHit {
+                    id: "b".into(),
+                    score: 2.0,
+                    bm25: rank(2, 2.0),
+                    vector: rank(1, 0.9)
+                },
+            ]
+        );
+        let hits = fuse(Fusion::VectorOnly, &bm25, &vector, 1);
+        assert_eq!(ids(&hits), ["b"]);
+        assert_eq!(hits[0].bm25, rank(2, 2.0));
+        assert!((hits[0].score - 0.9).abs() < 1e-7);
+    }
+
+    #[test]
+    fn limit_and_empty() {
+        let bm25 = leg(&[("a", 3.0), ("b", 2.0)]);
+        assert!(fuse(RRF60, &bm25, &[], 0).is_empty());
+        assert!(fuse(RRF60, &[], &[], 10).is_empty());
+        assert_eq!(fuse(Fusion::default(), &bm25, &[], 1).len(), 1);
+    }
+
+    #[test]
+    fn invalid_parameters_are_repaired_or_rejected() {
+        assert_eq!(Fusion::rrf(-1.0), Err(FusionError::InvalidRrfK(-1.0)));
+        assert!(Fusion::rrf(f64::NAN).is_err());
+        assert_eq!(Fusion::min_max(1.5), Err(FusionError::InvalidWeight(1.5)));
+        assert_eq!(Fusion::rrf(10.0), Ok(Fusion::Rrf { k: 10.0 }));
+        assert!(Fusion::min_max(0.0).is_ok());
+        let bm25 = leg(&[("a", 3.0)]);
+        let nan_k = fuse(Fusion::Rrf { k: f64::NAN }, &bm25, &[], 5);
+        assert_eq!(nan_k, fuse(RRF60, &bm25, &[], 5));
+        let big_w = fuse(Fusion::MinMax { bm25_weight: 7.0 }, &bm25, &[], 5);
+        assert_eq!(big_w[0].score, 1.0);
+    }
+
+    #[test]
+    fn parse_and_display() {
+        for (s, f) in [
+            ("rrf", Fusion::Rrf { k: 60.0 }),
+            ("minmax", Fusion::MinMax { bm25_weight: 0.5 }),
+            ("bm25", Fusion::Bm25Only),
+            ("vector", Fusion::VectorOnly),
+        ] {
+            assert_eq!(s.parse::<Fusion>(), Ok(f));
+            assert_eq!(f.to_string(), s);
+        }
+        assert_eq!(" RRF ".parse::<Fusion>(), Ok(Fusion::default()));
+        assert_eq!(
+            "cosine".parse::<Fusion>(),
+            Err(FusionError::UnknownName("cosine".into()))
+        );
+    }
+
+    #[test]
+    fn fused_hit_json_is_camel_case() {
+        let hit = FusedHit {
+            id: "c1".into(),
+            score: 0.5,
+            bm25: rank(2, 1.5),
+            vector: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&hit).unwrap(),
+            r#"{"id":"c1","score":0.5,"bm25":{"rank":2,"score":1.5},"vector":null}"#
+        );
+    }
+
+    // ---- properties ----
+
+    const POOL: usize = 10;
+
+    fn pool() -> Vec<String> {
+        (0..POOL).map(|i| format!("d{i}")).collect()
+    }
+
+    /// A leg of distinct ids with descending small-integer scores (ties are common).
+    fn unique_leg() -> impl Strategy<Value = Vec<LegHit>> {
+        prop::sample::subsequence(pool(), 0..=POOL)
+            .prop_shuffle()
+            .prop_flat_map(|ids| {
+                let n = ids.len();
+                prop::collection::vec(0u8..6, n).prop_map(move |mut scores| {
+                    scores.sort_unstable_by(|a, b| b.cmp(a));
+                    ids.iter()
+                        .zip(scores)
+                        .map(|(id, s)| LegHit::new(id.clone(), f32::from(s)))
+                        .collect()
+                })
+            })
+    }
+
+    /// A leg that may repeat ids (scores arbitrary).
+    fn dup_leg() -> impl Strategy<Value = Vec<LegHit>> {
+        prop::collection::vec((0..POOL, -5.0f32..5.0), 0..15).prop_map(|v| {
+            v.into_iter()
+                .map(|(i, s)| LegHit::new(format!("d{i}"), s))
+                .collect()
+        })
+    }
+
+    /// Fusing modes, with min-max weights that are multiples of 1/64 so `1 - (1 - w) == w`.
+    fn fusing_mode() -> impl Strategy<Value = Fusion> {
+        prop_oneof![
+            (0u32..=120).prop_map(|k| Fusion::Rrf { k: f64::from(k) }),
+            (0u32..=64).prop_map(|n| Fusion::MinMax {
+                bm25_weight: f64::from(n) / 64.0
+            }),
+        ]
+    }
+
+    fn any_mode() -> impl Strategy<Value = Fusion> {
+        prop_oneof![
+            fusing_mode(),
+            Just(Fusion::Bm25Only),
+            Just(Fusion::VectorOnly)
+        ]
+    }
+
+    fn mirror(f: Fusion) -> Fusion {
+        match f {
+            Fusion::Rrf { k } => Fusion::Rrf { k },
+            Fusion::MinMax { bm25_weight } => Fusion::MinMax {
+                bm25_weight: 1.0 - bm25_weight,
+            },
+            Fusion::Bm25Only => Fusion::VectorOnly,
+            Fusion::VectorOnly => Fusion::Bm25Only,
+        }
+    }
+
+    fn position(hits: &[FusedHit], id: &str) -> usize {
+        hits.iter().position(|h| h.id == id).unwrap_or(usize::MAX)
+    }
+
+    fn distinct(legs: &[&[LegHit]]) -> HashSet<String> {
+        legs.iter()
+            .flat_map(|l| l.iter().map(|h| h.id.clone()))
+            .collect()
+    }
+
+    proptest! {
+        /// (a) RRF: moving a hit earlier in one leg never moves it later in the fused list.
+        #[test]
+        fn rrf_promotion_is_monotone(
+            bm25 in unique_leg(),
+            vector in unique_leg(),
+            k in 0u32..=120,
+            in_bm25 in any::<bool>(),
+            from in any::<prop::sample::Index>(),
+            to in any::<prop::sample::Index>(),
+        ) {
+            let fusion = Fusion::Rrf { k: f64::from(k) };
+            let (mut b2, mut v2) = (bm25.clone(), vector.clone());
+            let target_leg = if in_bm25 { &mut b2 } else { &mut v2 };
+            prop_assume!(!target_leg.is_empty());
+            let i = from.index(target_leg.len());
+            let j = to.index(i + 1); // j <= i
+            let hit = target_leg.remove(i);
+            let id = hit.id.clone();
+            target_leg.insert(j, hit);
+            let before = fuse(fusion, &bm25, &vector, usize::MAX);
+            let after = fuse(fusion, &b2, &v2, usize::MAX);
+            prop_assert!(position(&after, &id) <= position(&before, &id));
+        }
+
+        /// (a) Min-max: raising a hit's score in one leg (leg kept sorted) never lowers it.
+        #[test]
+        fn min_max_raise_is_monotone(
+            bm25 in unique_leg(),
+            vector in unique_leg(),
+            n in 0u32..=64,
+            in_bm25 in any::<bool>(),
+            which in any::<prop::sample::Index>(),
+            delta in 1u8..6,
+        ) {
+            let fusion = Fusion::MinMax { bm25_weight: f64::from(n) / 64.0 };
+            let (mut b2, mut v2) = (bm25.clone(), vector.clone());
+            let target_leg = if in_bm25 { &mut b2 } else { &mut v2 };
+            prop_assume!(!target_leg.is_empty());
+            let i = which.index(target_leg.len());
+            target_leg[i].score += f32::from(delta);
+            let id = target_leg[i].id.clone();
+            target_leg.sort_by(|a, b| b.score.total_cmp(&a.score)); // stable
+            let before = fuse(fusion, &bm25, &vector, usize::MAX);
+            let after = fuse(fusion, &b2, &v2, usize::MAX);
+            prop_assert!(position(&after, &id) <= position(&before, &id));
+        }
+
+        /// (b) With one leg empty, the other leg's order is kept.
+        #[test]
+        fn one_empty_leg_keeps_order(
+            hits in unique_leg(),
+            fusion in any_mode(),
+            as_bm25 in any::<bool>(),
+            limit in 0usize..=12,
+        ) {
+            let (b, v): (&[LegHit], &[LegHit]) = if as_bm25 { (&hits, &[]) } else { (&[], &hits) };
+            let fused = fuse(fusion, b, v, limit);
+            let expected: Vec<&str> = hits.iter().map(|h| h.id.as_str()).take(limit).collect();
+            let single_leg_mismatch = matches!(
+                (fusion, as_bm25),
+                (Fusion::Bm25Only, false) | (Fusion::VectorOnly, true)
+            );
+            if single_leg_mismatch {
+                prop_assert!(fused.is_empty());
+            } else {
+                prop_assert_eq!(ids(&fused), expected);
+            }
+        }
+
+        /// (c) Every fused id comes from a leg, none twice, even with duplicate inputs.
+        #[test]
+        fn ids_come_from_legs_once(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            fusion in any_mode(),
+            limit in 0usize..=20,
+        ) {
+            let fused = fuse(fusion, &bm25, &vector, limit);
+            let source = distinct(&[&bm25, &vector]);
+            let mut seen = HashSet::new();
+            for h in &fused {
+                prop_assert!(source.contains(&h.id));
+                prop_assert!(seen.insert(h.id.clone()), "duplicate {}", h.id);
+                let in_bm25 = bm25.iter().any(|x| x.id == h.id);
+                let in_vector = vector.iter().any(|x| x.id == h.id);
+                prop_assert_eq!(h.bm25.is_some(), in_bm25);
+                prop_assert_eq!(h.vector.is_some(), in_vector);
+            }
+        }
+
+        /// (d) Swapping the legs (with mirrored weights) gives the same fused list.
+        #[test]
+        fn leg_order_does_not_matter(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            fusion in any_mode(),
+            limit in 0usize..=20,
+        ) {
+            let straight = fuse(fusion, &bm25, &vector, limit);
+            let swapped: Vec<FusedHit> = fuse(mirror(fusion), &vector, &bm25, limit)
+                .into_iter()
+                .map(|h| FusedHit { bm25: h.vector, vector: h.bm25, ..h })
+                .collect();
+            prop_assert_eq!(straight, swapped);
+        }
+
+        /// (e) Output length is min(limit, |union|) when fusing; the chosen leg's for one leg.
+        #[test]
+        fn output_length(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            fusion in any_mode(),
+            limit in 0usize..=20,
+        ) {
+            let fused = fuse(fusion, &bm25, &vector, limit);
+            let pool = match fusion {
+                Fusion::Bm25Only => distinct(&[&bm25]),
+                Fusion::VectorOnly => distinct(&[&vector]),
+                _ => distinct(&[&bm25, &vector]),
+            };
+            prop_assert_eq!(fused.len(), limit.min(pool.len()));
+        }
+
+        /// Fused scores are sorted, and RRF scores equal the formula.
+        #[test]
+        fn scores_sorted_and_rrf_formula(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            fusion in fusing_mode(),
+        ) {
+            let fused = fuse(fusion, &bm25, &vector, usize::MAX);
+            prop_assert!(fused.windows(2).all(|w| w[0].score >= w[1].score));
+            if let Fusion::Rrf { k } = fusion {
+                for h in &fused {
+                    let part = |r: Option<LegRank>| r.map_or(0.0, |r| 1.0 / (k + f64::from(r.rank)));
+                    prop_assert_eq!(h.score, part(h.bm25) + part(h.vector));
+                }
+            } else {
+                prop_assert!(fused.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+            }
+        }
+    }
+}

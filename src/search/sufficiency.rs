@@ -1,0 +1,181 @@
+//! Is there evidence at all? Fused scores cannot say: RRF depends only on ranks, and BM25 finds
+//! *something* for any common word. The decision instead asks how much of the keywords' meaning
+//! the hits cover: every key term (stop words dropped) is weighted by its rarity in the index
+//! (BM25's IDF; a term the index has never seen weighs the most), and a hit covers the terms
+//! that occur in its titlePath or text. A hit list whose best coverage stays under the bar is
+//! reported as insufficient, with the key terms nothing covered.
+
+use serde::{Deserialize, Serialize};
+
+/// Thresholds of the decision, calibrated on the golden set (see BENCHMARKS.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SufficiencyThresholds {
+    /// Minimum IDF-weighted share of the key terms found in one hit.
+    pub min_coverage: f64,
+}
+
+impl Default for SufficiencyThresholds {
+    fn default() -> Self {
+        Self { min_coverage: 0.25 }
+    }
+}
+
+/// The decision and why, returned with every `searchDocs` result (and recorded in traces).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sufficiency {
+    pub sufficient: bool,
+    pub reason: String,
+    /// Best IDF-weighted key-term coverage of a single hit, 0..=1.
+    pub coverage: f64,
+    /// IDF-weighted share of the key terms found in any hit.
+    #[serde(default)]
+    pub union_coverage: f64,
+    /// Key terms that no hit contains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_terms: Vec<String>,
+}
+
+/// A key term of the query and its weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyTerm {
+    pub term: String,
+    pub weight: f64,
+}
+
+/// Decides sufficiency from the key terms and, per hit, the set of terms it contains.
+pub fn decide(
+    key_terms: &[KeyTerm],
+    hit_terms: &[std::collections::HashSet<String>],
+    thresholds: SufficiencyThresholds,
+) -> Sufficiency {
+    if hit_terms.is_empty() {
+        return Sufficiency {
+            sufficient: false,
+            reason: "no hits".to_string(),
+            coverage: 0.0,
+            union_coverage: 0.0,
+            missing_terms: key_terms.iter().map(|k| k.term.clone()).collect(),
+        };
+    }
+    let total: f64 = key_terms.iter().map(|k| k.weight).sum();
+    if total <= 0.0 {
+        return Sufficiency {
+            sufficient: false,
+            reason: "the keywords have no content words (only stop words)".to_string(),
+            coverage: 0.0,
+            union_coverage: 0.0,
+            missing_terms: Vec::new(),
+        };
+    }
+    let coverage = hit_terms
+        .iter()
+        .map(|terms| {
+            key_terms
+                .iter()
+                .filter(|k| terms.contains(&k.term))
+                .map(|k| k.weight)
+                .sum::<f64>()
+                / total
+        })
+        .fold(0.0, f64::max);
+    let missing_terms: Vec<String> = key_terms
+        .iter()
+        .filter(|k| !hit_terms.iter().any(|terms| terms.contains(&k.term)))
+        .map(|k| k.term.clone())
+        .collect();
+    let missing_weight: f64 = key_terms
+        .iter()
+        .filter(|k| missing_terms.contains(&k.term))
+        .map(|k| k.weight)
+        .sum();
+    let union_coverage = 1.0 - missing_weight / total;
+    let sufficient = coverage >= thresholds.min_coverage;
+    let reason = if sufficient {
+        format!(
+            "best hit covers {:.0}% of the key terms (bar {:.0}%)",
+            coverage * 100.0,
+            thresholds.min_coverage * 100.0
+        )
+    } else if missing_terms.is_empty() {
+        format!(
+            "no single hit covers enough of the key terms: best {:.0}%, bar {:.0}%",
+            coverage * 100.0,
+            thresholds.min_coverage * 100.0
+        )
+    } else {
+        format!(
+            "best hit covers {:.0}% of the key terms (bar {:.0}%); not found in any hit: {}",
+            coverage * 100.0,
+            thresholds.min_coverage * 100.0,
+            missing_terms.join(", ")
+        )
+    };
+    Sufficiency {
+        sufficient,
+        reason,
+        coverage,
+        union_coverage,
+        missing_terms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn set(words: &[&str]) -> HashSet<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    fn kt(term: &str, weight: f64) -> KeyTerm {
+        KeyTerm {
+            term: term.into(),
+            weight,
+        }
+    }
+
+    #[test]
+    fn a_rare_missing_term_makes_the_evidence_insufficient() {
+        let keys = [kt("出差", 1.0), kt("报销", 0.5), kt("洗衣费", 6.0)];
+        let d = decide(
+            &keys,
+            &[set(&["出差", "报销"])],
+            SufficiencyThresholds::default(),
+        );
+        assert!(!d.sufficient);
+        assert_eq!(d.missing_terms, vec!["洗衣费"]);
+        assert!(d.reason.contains("洗衣费"));
+    }
+
+    #[test]
+    fn covering_the_rare_terms_is_enough_even_without_common_ones() {
+        let keys = [kt("高铁", 3.0), kt("凭证", 3.0), kt("报销", 0.5)];
+        let d = decide(
+            &keys,
+            &[set(&["高铁", "凭证"]), set(&["报销"])],
+            SufficiencyThresholds::default(),
+        );
+        assert!(d.sufficient, "{d:?}");
+        assert!(d.missing_terms.is_empty());
+    }
+
+    #[test]
+    fn coverage_is_per_hit_not_pooled() {
+        let keys = [kt("a", 1.0), kt("b", 1.0)];
+        let d = decide(
+            &keys,
+            &[set(&["a"]), set(&["b"])],
+            SufficiencyThresholds { min_coverage: 0.9 },
+        );
+        assert!(!d.sufficient);
+        assert!((d.coverage - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_hits_and_no_content_words_are_insufficient() {
+        assert!(!decide(&[kt("a", 1.0)], &[], SufficiencyThresholds::default()).sufficient);
+        assert!(!decide(&[], &[set(&["a"])], SufficiencyThresholds::default()).sufficient);
+    }
+}

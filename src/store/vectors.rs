@@ -1,0 +1,874 @@
+//! Exact (brute-force) in-memory vector index with checksummed, atomic persistence.
+//!
+//! Exact search is the right tool at policy-corpus scale (10⁴–10⁵ chunks): results equal a full
+//! sort, there is nothing to tune or rebuild, and a scan of contiguous memory is fast enough
+//! (see `examples/vector_bench.rs`). Rows are addressed by position; the caller keeps a
+//! parallel list of chunk ids.
+//!
+//! # File format (`RTVEC001`, all integers and floats little-endian)
+//!
+//! | bytes | content |
+//! | --- | --- |
+//! | 8 | magic `RTVEC001` |
+//! | 4 | `dims`, u32 |
+//! | 8 | `rows`, u64 |
+//! | 4·dims·rows | row-major f32 data (rows already L2-normalised) |
+//! | 32 | SHA-256 of all preceding bytes |
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+use sha2::{Digest, Sha256};
+
+/// First bytes of every vector file; the trailing digits version the format.
+pub const MAGIC: &[u8; 8] = b"RTVEC001";
+const HEADER_LEN: u64 = 8 + 4 + 8;
+const CHECKSUM_LEN: u64 = 32;
+/// Floats converted per I/O chunk, so save/load never hold a second full copy of the data.
+const IO_CHUNK_FLOATS: usize = 16 * 1024;
+
+/// Errors from building, searching, saving or loading a [`VectorIndex`].
+#[derive(Debug, thiserror::Error)]
+pub enum VectorError {
+    /// A vector's length differs from the index's dimension.
+    #[error("dimension mismatch: expected {expected} dims, got {actual}")]
+    DimensionMismatch {
+        /// The index's (or caller's expected) dimension.
+        expected: usize,
+        /// The dimension found.
+        actual: usize,
+    },
+    /// A vector contains NaN or ±∞, which cannot be normalised or ranked.
+    #[error("vector has a non-finite value at position {position}")]
+    NonFinite {
+        /// Offset of the first bad value within the vector.
+        position: usize,
+    },
+    /// Reading or writing the file failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// File involved.
+        path: PathBuf,
+        /// Underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file does not start with [`MAGIC`]: not a vector file, or another format version.
+    #[error("{path} is not a ragtrail vector file (bad magic)")]
+    BadMagic {
+        /// File involved.
+        path: PathBuf,
+    },
+    /// The file is shorter than its header says it should be.
+    #[error("{path} is truncated: expected {expected} bytes, found {actual}")]
+    Truncated {
+        /// File involved.
+        path: PathBuf,
+        /// Length implied by the header (or the header's own length).
+        expected: u64,
+        /// Actual length.
+        actual: u64,
+    },
+    /// The file is longer than its header says it should be.
+    #[error("{path} has {actual} bytes but its header implies {expected}")]
+    TrailingData {
+        /// File involved.
+        path: PathBuf,
+        /// Length implied by the header.
+        expected: u64,
+        /// Actual length.
+        actual: u64,
+    },
+    /// The stored SHA-256 does not match the content: the file is corrupt.
+    #[error("{path} is corrupt: checksum {actual} does not match stored {expected}")]
+    ChecksumMismatch {
+        /// File involved.
+        path: PathBuf,
+        /// Stored checksum, hex.
+        expected: String,
+        /// Checksum of the content read, hex.
+        actual: String,
+    },
+    /// The file is structurally invalid in some other way (e.g. absurd header sizes).
+    #[error("{path} is corrupt: {reason}")]
+    Corrupt {
+        /// File involved.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The index cannot be represented in the file format (dims above `u32::MAX`).
+    #[error("index too large to save: {reason}")]
+    TooLarge {
+        /// What does not fit.
+        reason: String,
+    },
+}
+
+/// Exact cosine-similarity index over fixed-dimension vectors.
+///
+/// # Examples
+///
+/// ```
+/// use ragtrail::store::vectors::VectorIndex;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut index = VectorIndex::new(3);
+/// index.push(&[1.0, 0.0, 0.0])?; // row 0
+/// index.push(&[0.0, 2.0, 0.0])?; // row 1 (stored normalised)
+/// index.push(&[1.0, 1.0, 0.0])?; // row 2
+///
+/// let hits = index.search(&[0.0, 1.0, 0.0], 2, |_| true)?;
+/// assert_eq!(hits[0], (1, 1.0));
+/// assert_eq!(hits[1].0, 2);
+///
+/// // Filters run before scoring: row 1 is never returned here.
+/// let hits = index.search(&[0.0, 1.0, 0.0], 2, |row| row != 1)?;
+/// assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [2, 0]);
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("chunks.vec");
+/// index.save(&path)?;
+/// assert_eq!(VectorIndex::load(&path)?, index);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct VectorIndex {
+    dims: usize,
+    rows: usize,
+    /// Row-major, `rows * dims` floats, each row L2-normalised (or all zeros).
+    data: Vec<f32>,
+}
+
+impl fmt::Debug for VectorIndex {
+    // The data can be hundreds of MB; never dump it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VectorIndex")
+            .field("dims", &self.dims)
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VectorIndex {
+    /// An empty index for `dims`-long vectors.
+    pub fn new(dims: usize) -> Self {
+        Self::with_capacity(dims, 0)
+    }
+
+    /// An empty index with room for `rows` vectors before reallocating.
+    pub fn with_capacity(dims: usize, rows: usize) -> Self {
+        Self {
+            dims,
+            rows: 0,
+            data: Vec::with_capacity(dims.saturating_mul(rows)),
+        }
+    }
+
+    /// Length of every row.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Appends a copy of `v`, L2-normalised, and returns its row number. A zero vector is stored
+    /// as is and never matches a search (it has no direction).
+    pub fn push(&mut self, v: &[f32]) -> Result<usize, VectorError> {
+        let normalized = normalize(v, self.dims)?;
+        self.data
+            .extend_from_slice(normalized.as_deref().unwrap_or(v));
+        let row = self.rows;
+        self.rows += 1;
+        Ok(row)
+    }
+
+    /// The stored (normalised) row `i`.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`, like slice indexing; use [`get`](Self::get) for a checked lookup.
+    pub fn row(&self, i: usize) -> &[f32] {
+        let start = i * self.dims;
+        &self.data[start..start + self.dims]
+    }
+
+    /// The stored (normalised) row `i`, or `None` if out of range.
+    pub fn get(&self, i: usize) -> Option<&[f32]> {
+        if i < self.rows {
+            let start = i * self.dims;
+            self.data.get(start..start + self.dims)
+        } else {
+            None
+        }
+    }
+
+    /// The `k` rows most similar to `query` by cosine, among rows where `allow(row)` is true.
+    ///
+    /// Sorted by score descending, then row ascending, so ties are deterministic. Returns fewer
+    /// than `k` hits when fewer rows are allowed; zero rows and a zero query match nothing. Uses
+    /// a `k`-sized heap: memory per query is O(k + dims), independent of the number of rows.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        allow: impl Fn(usize) -> bool,
+    ) -> Result<Vec<(usize, f32)>, VectorError> {
+        let Some(query) = normalize(query, self.dims)? else {
+            return Ok(Vec::new()); // zero query: no direction, nothing is similar
+        };
+        if k == 0 || self.dims == 0 {
+            return Ok(Vec::new());
+        }
+        let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k.min(self.rows));
+        for (row, vector) in self.data.chunks_exact(self.dims).enumerate() {
+            if !allow(row) {
+                continue;
+            }
+            let score = dot(&query, vector);
+            // An exact 0 may be a stored zero row, which must never match.
+            if score == 0.0 && vector.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            let candidate = Candidate { score, row };
+            if heap.len() < k {
+                heap.push(candidate);
+            } else if let Some(mut worst) = heap.peek_mut()
+                && candidate < *worst
+            {
+                *worst = candidate;
+            }
+        }
+        Ok(heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|c| (c.row, c.score))
+            .collect())
+    }
+
+    /// Writes the index to `path` atomically: a temporary file in the same directory is
+    /// written, synced and renamed over `path`, so readers see the old file or the new one,
+    /// never a partial one.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), VectorError> {
+        let path = path.as_ref();
+        let dims = u32::try_from(self.dims).map_err(|_| VectorError::TooLarge {
+            reason: format!("dims {} exceeds u32::MAX", self.dims),
+        })?;
+        let io_err = |source| VectorError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file_name = path.file_name().ok_or_else(|| {
+            io_err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "path has no file name",
+            ))
+        })?;
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}-{}",
+            file_name.to_string_lossy(),
+            std::process::id(),
+            COUNTER.fetch_add(1, AtomicOrdering::Relaxed)
+        ));
+
+        let result = self.write_file(&tmp, dims).and_then(|()| {
+            fs::rename(&tmp, path).map_err(|source| VectorError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        });
+        match result {
+            Ok(()) => {
+                // Persist the rename itself; best effort, as not every filesystem supports it.
+                if let Ok(d) = File::open(dir) {
+                    let _ = d.sync_all();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    fn write_file(&self, tmp: &Path, dims: u32) -> Result<(), VectorError> {
+        let io_err = |source| VectorError::Io {
+            path: tmp.to_path_buf(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(tmp)
+            .map_err(io_err)?;
+        let mut out = BufWriter::new(file);
+        let mut hasher = Sha256::new();
+        let mut write = |bytes: &[u8]| -> Result<(), VectorError> {
+            hasher.update(bytes);
+            out.write_all(bytes).map_err(io_err)
+        };
+        write(MAGIC)?;
+        write(&dims.to_le_bytes())?;
+        write(&(self.rows as u64).to_le_bytes())?;
+        let mut buf = Vec::with_capacity(IO_CHUNK_FLOATS.min(self.data.len()) * 4);
+        for chunk in self.data.chunks(IO_CHUNK_FLOATS) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+            write(&buf)?;
+        }
+        let digest = hasher.finalize();
+        out.write_all(&digest).map_err(io_err)?;
+        let file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
+        file.sync_all().map_err(io_err)
+    }
+
+    /// Reads an index written by [`save`](Self::save), verifying magic, sizes and checksum.
+    /// A truncated, padded or corrupt file is a typed error, never a panic.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, VectorError> {
+        let path = path.as_ref();
+        let io_err = |source| VectorError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io_err)?;
+        let actual_len = file.metadata().map_err(io_err)?.len();
+        let truncated = |expected: u64| VectorError::Truncated {
+            path: path.to_path_buf(),
+            expected,
+            actual: actual_len,
+        };
+        let mut input = BufReader::new(file);
+        let mut hasher = Sha256::new();
+
+        let mut header = [0u8; HEADER_LEN as usize];
+        read_exact(&mut input, &mut header, || truncated(HEADER_LEN), io_err)?;
+        hasher.update(header);
+        let (magic, rest) = header.split_at(8);
+        if magic != MAGIC {
+            return Err(VectorError::BadMagic {
+                path: path.to_path_buf(),
+            });
+        }
+        let (dims_bytes, rows_bytes) = rest.split_at(4);
+        let mut dims_le = [0u8; 4];
+        dims_le.copy_from_slice(dims_bytes);
+        let mut rows_le = [0u8; 8];
+        rows_le.copy_from_slice(rows_bytes);
+        let dims = u32::from_le_bytes(dims_le);
+        let rows = u64::from_le_bytes(rows_le);
+
+        let corrupt = |reason: String| VectorError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let floats = u64::from(dims)
+            .checked_mul(rows)
+            .ok_or_else(|| corrupt(format!("{dims} dims × {rows} rows overflows")))?;
+        let expected_len = floats
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(HEADER_LEN + CHECKSUM_LEN))
+            .ok_or_else(|| corrupt(format!("{dims} dims × {rows} rows overflows")))?;
+        match actual_len.cmp(&expected_len) {
+            Ordering::Less => return Err(truncated(expected_len)),
+            Ordering::Greater => {
+                return Err(VectorError::TrailingData {
+                    path: path.to_path_buf(),
+                    expected: expected_len,
+                    actual: actual_len,
+                });
+            }
+            Ordering::Equal => {}
+        }
+        let too_big = || corrupt(format!("{dims} dims × {rows} rows does not fit in memory"));
+        let dims = usize::try_from(dims).map_err(|_| too_big())?;
+        let rows = usize::try_from(rows).map_err(|_| too_big())?;
+        let floats = usize::try_from(floats).map_err(|_| too_big())?;
+
+        // Sizes now match the real file length, so this allocation is bounded by the file.
+        let mut data = Vec::with_capacity(floats);
+        let mut buf = vec![0u8; IO_CHUNK_FLOATS.min(floats) * 4];
+        while data.len() < floats {
+            let n = (floats - data.len()).min(IO_CHUNK_FLOATS) * 4;
+            let bytes = &mut buf[..n];
+            read_exact(&mut input, bytes, || truncated(expected_len), io_err)?;
+            hasher.update(&*bytes);
+            data.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+        }
+        let mut stored = [0u8; CHECKSUM_LEN as usize];
+        read_exact(&mut input, &mut stored, || truncated(expected_len), io_err)?;
+        let computed = hasher.finalize();
+        if computed.as_slice() != stored {
+            return Err(VectorError::ChecksumMismatch {
+                path: path.to_path_buf(),
+                expected: hex::encode(stored),
+                actual: hex::encode(computed),
+            });
+        }
+        if let Some(position) = data.iter().position(|x| !x.is_finite()) {
+            return Err(corrupt(format!("non-finite value at float {position}")));
+        }
+        Ok(Self { dims, rows, data })
+    }
+
+    /// [`load`](Self::load), then checks the file holds `dims`-long vectors, so an index built
+    /// with another embedder configuration is rejected instead of silently mis-scored.
+    pub fn load_with_dims(path: impl AsRef<Path>, dims: usize) -> Result<Self, VectorError> {
+        let index = Self::load(path)?;
+        if index.dims != dims {
+            return Err(VectorError::DimensionMismatch {
+                expected: dims,
+                actual: index.dims,
+            });
+        }
+        Ok(index)
+    }
+}
+
+/// `read_exact` that reports end-of-file as the caller's truncation error.
+fn read_exact(
+    input: &mut impl Read,
+    buf: &mut [u8],
+    truncated: impl FnOnce() -> VectorError,
+    io_err: impl FnOnce(io::Error) -> VectorError,
+) -> Result<(), VectorError> {
+    input.read_exact(buf).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            truncated()
+        } else {
+            io_err(e)
+        }
+    })
+}
+
+/// Checks `v` and returns its L2-normalised copy, or `None` for the zero vector.
+fn normalize(v: &[f32], dims: usize) -> Result<Option<Vec<f32>>, VectorError> {
+    if v.len() != dims {
+        return Err(VectorError::DimensionMismatch {
+            expected: dims,
+            actual: v.len(),
+        });
+    }
+    if let Some(position) = v.iter().position(|x| !x.is_finite()) {
+        return Err(VectorError::NonFinite { position });
+    }
+    // f64 so that squares of large f32 values cannot overflow.
+    let norm = v
+        .iter()
+        .map(|&x| f64::from(x) * f64::from(x))
+        .sum::<f64>()
+        .sqrt();
+    if norm == 0.0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        v.iter().map(|&x| (f64::from(x) / norm) as f32).collect(),
+    ))
+}
+
+/// Dot product with 8 independent accumulators: breaking the serial dependency lets LLVM keep
+/// them in SIMD registers (it may not reorder a single float sum itself; checked: the loop
+/// compiles to packed `mulps`/`addps` on baseline x86-64). The fixed reduction order keeps
+/// results identical run to run.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a_chunks, a_tail) = a[..n].as_chunks::<8>();
+    let (b_chunks, b_tail) = b[..n].as_chunks::<8>();
+    let mut acc = [0.0f32; 8];
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for ((s, &p), &q) in acc.iter_mut().zip(x).zip(y) {
+            *s += p * q;
+        }
+    }
+    let mut tail = 0.0f32;
+    for (&p, &q) in a_tail.iter().zip(b_tail) {
+        tail += p * q;
+    }
+    // A plain left-to-right reduction: other shapes made LLVM shuffle lanes inside the loop.
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Heap entry ordered so that "less" means "better" (higher score, then lower row): the
+/// max-heap's top is then the worst kept hit, and `into_sorted_vec` is best-first.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    score: f32,
+    row: usize,
+}
+
+impl Ord for Candidate {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then(self.row.cmp(&other.row))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Candidate {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Candidate {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Reference: score every allowed non-zero row, full sort, truncate.
+    fn brute_force(
+        index: &VectorIndex,
+        query: &[f32],
+        k: usize,
+        allow: impl Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        let Some(q) = normalize(query, index.dims()).unwrap() else {
+            return Vec::new();
+        };
+        let mut all: Vec<(usize, f32)> = (0..index.len())
+            .filter(|&i| allow(i) && index.row(i).iter().any(|&x| x != 0.0))
+            .map(|i| (i, dot(&q, index.row(i))))
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
+    /// Small integer components make equal rows (hence exact ties) and zero rows common.
+    fn index_and_query() -> impl Strategy<Value = (VectorIndex, Vec<f32>)> {
+        (1usize..12).prop_flat_map(|dims| {
+            let vector = prop::collection::vec(-2i8..=2, dims)
+                .prop_map(|v| v.into_iter().map(f32::from).collect::<Vec<f32>>());
+            (prop::collection::vec(vector.clone(), 0..60), vector).prop_map(move |(rows, query)| {
+                let mut index = VectorIndex::new(dims);
+                for r in &rows {
+                    index.push(r).unwrap();
+                }
+                (index, query)
+            })
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn top_k_equals_brute_force((index, query) in index_and_query(), k in 0usize..70) {
+            let got = index.search(&query, k, |_| true).unwrap();
+            prop_assert_eq!(got, brute_force(&index, &query, k, |_| true));
+        }
+
+        #[test]
+        fn filter_respected(
+            (index, query) in index_and_query(),
+            k in 0usize..70,
+            mask in prop::collection::vec(any::<bool>(), 60),
+        ) {
+            let allow = |i: usize| mask[i];
+            let got = index.search(&query, k, allow).unwrap();
+            prop_assert!(got.iter().all(|&(i, _)| mask[i]));
+            let matchable = (0..index.len())
+                .filter(|&i| mask[i] && index.row(i).iter().any(|&x| x != 0.0))
+                .count();
+            let query_nonzero = query.iter().any(|&x| x != 0.0);
+            let expected_len = if query_nonzero { k.min(matchable) } else { 0 };
+            prop_assert_eq!(got.len(), expected_len);
+            prop_assert_eq!(got, brute_force(&index, &query, k, allow));
+        }
+
+        #[test]
+        fn any_corrupted_byte_is_an_error(
+            (index, _q) in index_and_query(),
+            pos in any::<prop::sample::Index>(),
+            flip in 1u8..=255,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("v.bin");
+            index.save(&path).unwrap();
+            let mut bytes = fs::read(&path).unwrap();
+            let i = pos.index(bytes.len());
+            bytes[i] ^= flip;
+            fs::write(&path, &bytes).unwrap();
+            prop_assert!(VectorIndex::load(&path).is_err());
+        }
+
+        #[test]
+        fn any_truncation_is_an_error(
+            (index, _q) in index_and_query(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("v.bin");
+            index.save(&path).unwrap();
+            let bytes = fs::read(&path).unwrap();
+            let keep = cut.index(bytes.len()); // strictly shorter than the file
+            fs::write(&path, &bytes[..keep]).unwrap();
+            let is_truncated = matches!(
+                VectorIndex::load(&path),
+                Err(VectorError::Truncated { .. })
+            );
+            prop_assert!(is_truncated);
+        }
+    }
+
+    fn sample_index() -> VectorIndex {
+        let mut index = VectorIndex::with_capacity(4, 8);
+        for v in [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 3.0, 0.0, 0.0],
+            [2.0, 2.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, -1.0, 0.5],
+        ] {
+            index.push(&v).unwrap();
+        }
+        index
+    }
+
+    #[test]
+    fn rows_are_normalised_and_zero_rows_kept() {
+        let index = sample_index();
+        assert_eq!(index.len(), 6);
+        assert_eq!(index.dims(), 4);
+        assert_eq!(index.row(1), &[0.0, 1.0, 0.0, 0.0]);
+        let r2 = index.row(2);
+        assert!((r2[0] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-7);
+        assert_eq!(index.row(3), &[0.0; 4]);
+        assert!(index.get(6).is_none());
+        assert!(VectorIndex::new(4).is_empty());
+    }
+
+    #[test]
+    fn ties_are_broken_by_row() {
+        let index = sample_index();
+        let hits = index.search(&[5.0, 0.0, 0.0, 0.0], 3, |_| true).unwrap();
+        let rows: Vec<usize> = hits.iter().map(|h| h.0).collect();
+        assert_eq!(rows, [0, 4, 2]);
+        assert_eq!(hits[0].1, hits[1].1);
+        // Same when the tie straddles the cut-off.
+        let hits = index.search(&[5.0, 0.0, 0.0, 0.0], 1, |_| true).unwrap();
+        assert_eq!(hits, [(0, 1.0)]);
+        let hits = index.search(&[5.0, 0.0, 0.0, 0.0], 1, |r| r != 0).unwrap();
+        assert_eq!(hits, [(4, 1.0)]);
+    }
+
+    #[test]
+    fn zero_rows_and_zero_queries_never_match() {
+        let index = sample_index();
+        let all = index.search(&[0.0, 0.0, 0.0, 1.0], 100, |_| true).unwrap();
+        assert_eq!(all.len(), 5); // every row but the zero row 3, negative scores included
+        assert!(all.iter().all(|h| h.0 != 3));
+        assert!(index.search(&[0.0; 4], 10, |_| true).unwrap().is_empty());
+    }
+
+    #[test]
+    fn wrong_dims_and_non_finite_are_errors() {
+        let mut index = sample_index();
+        assert!(matches!(
+            index.push(&[1.0, 2.0]),
+            Err(VectorError::DimensionMismatch {
+                expected: 4,
+                actual: 2
+            })
+        ));
+        assert!(matches!(
+            index.search(&[1.0; 5], 3, |_| true),
+            Err(VectorError::DimensionMismatch {
+                expected: 4,
+                actual: 5
+            })
+        ));
+        assert!(matches!(
+            index.push(&[1.0, f32::NAN, 0.0, 0.0]),
+            Err(VectorError::NonFinite { position: 1 })
+        ));
+        assert!(matches!(
+            index.search(&[f32::INFINITY, 0.0, 0.0, 0.0], 3, |_| true),
+            Err(VectorError::NonFinite { position: 0 })
+        ));
+        assert_eq!(index.len(), 6, "failed pushes add nothing");
+    }
+
+    #[test]
+    fn save_load_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = sample_index();
+        let path = dir.path().join("chunks.vec");
+        index.save(&path).unwrap();
+        let expected_len = HEADER_LEN + 4 * 4 * 6 + CHECKSUM_LEN;
+        assert_eq!(fs::metadata(&path).unwrap().len(), expected_len);
+        let loaded = VectorIndex::load(&path).unwrap();
+        assert_eq!(loaded, index);
+        assert_eq!(
+            loaded.search(&[1.0, 1.0, 0.0, 0.0], 3, |_| true).unwrap(),
+            index.search(&[1.0, 1.0, 0.0, 0.0], 3, |_| true).unwrap()
+        );
+        // Overwrite in place; no temporary files are left behind.
+        let empty = VectorIndex::new(7);
+        empty.save(&path).unwrap();
+        assert_eq!(VectorIndex::load(&path).unwrap(), empty);
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn header_layout_is_little_endian() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v");
+        sample_index().save(&path).unwrap();
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[..8], b"RTVEC001");
+        assert_eq!(&bytes[8..12], &[4, 0, 0, 0]);
+        assert_eq!(&bytes[12..20], &[6, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&bytes[20..24], &1.0f32.to_le_bytes());
+        let body = &bytes[..bytes.len() - 32];
+        assert_eq!(&bytes[bytes.len() - 32..], Sha256::digest(body).as_slice());
+    }
+
+    #[test]
+    fn corrupted_data_byte_is_checksum_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v");
+        sample_index().save(&path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[30] ^= 0x01;
+        fs::write(&path, &bytes).unwrap();
+        let err = VectorIndex::load(&path).unwrap_err();
+        assert!(matches!(err, VectorError::ChecksumMismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn bad_magic_truncation_and_padding() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v");
+        sample_index().save(&path).unwrap();
+        let good = fs::read(&path).unwrap();
+
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        fs::write(&path, &bad).unwrap();
+        assert!(matches!(
+            VectorIndex::load(&path),
+            Err(VectorError::BadMagic { .. })
+        ));
+
+        fs::write(&path, &good[..good.len() - 1]).unwrap();
+        assert!(matches!(
+            VectorIndex::load(&path),
+            Err(VectorError::Truncated { expected, actual, .. })
+                if expected == good.len() as u64 && actual == expected - 1
+        ));
+
+        fs::write(&path, &good[..5]).unwrap();
+        assert!(matches!(
+            VectorIndex::load(&path),
+            Err(VectorError::Truncated { .. })
+        ));
+
+        let mut padded = good.clone();
+        padded.push(0);
+        fs::write(&path, &padded).unwrap();
+        assert!(matches!(
+            VectorIndex::load(&path),
+            Err(VectorError::TrailingData { .. })
+        ));
+
+        // A header claiming absurd sizes is rejected before any large allocation.
+        let mut huge = good.clone();
+        huge[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+        fs::write(&path, &huge).unwrap();
+        assert!(matches!(
+            VectorIndex::load(&path),
+            Err(VectorError::Corrupt { .. })
+        ));
+        huge[12..20].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        fs::write(&path, &huge).unwrap();
+        assert!(matches!(
+            VectorIndex::load(&path),
+            Err(VectorError::Truncated { .. })
+        ));
+
+        assert!(matches!(
+            VectorIndex::load(dir.path().join("missing")),
+            Err(VectorError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn load_with_wrong_dims_is_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v");
+        sample_index().save(&path).unwrap();
+        assert!(VectorIndex::load_with_dims(&path, 4).is_ok());
+        assert!(matches!(
+            VectorIndex::load_with_dims(&path, 384),
+            Err(VectorError::DimensionMismatch {
+                expected: 384,
+                actual: 4
+            })
+        ));
+    }
+
+    #[test]
+    fn save_to_missing_directory_is_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = sample_index()
+            .save(dir.path().join("no/such/dir/v"))
+            .unwrap_err();
+        assert!(matches!(err, VectorError::Io { .. }), "{err}");
+    }
+
+    #[test]
+    fn dot_matches_naive_sum_closely() {
+        let a: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
+        let naive: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum();
+        assert!((f64::from(dot(&a, &b)) - naive).abs() < 1e-5);
+        assert_eq!(dot(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn zero_dims_index_is_harmless() {
+        let mut index = VectorIndex::new(0);
+        assert_eq!(index.push(&[]).unwrap(), 0);
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.row(0), &[] as &[f32]);
+        assert!(index.search(&[], 5, |_| true).unwrap().is_empty());
+    }
+}
