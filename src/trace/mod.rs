@@ -1,0 +1,34 @@
+//! The audit trail: a hash-chained JSONL trace per run plus a chained ledger of finished runs.
+//!
+//! Each line is one event with `v`, `runId`, `seq`, `ts`, `type`, `prevHash` and `hash`, where
+//! `hash` is SHA-256 (HMAC-SHA-256 with the operator's trace key) over the canonical JSON of the
+//! line without `hash`, and `prevHash` is the previous line's `hash` (64 zeros first). Editing,
+//! dropping or reordering a line breaks the chain; the ledger entry written by
+//! [`TraceWriter::finish`] also catches a trace that was cut short or rewritten whole.
+//! `trace-format.md` describes the format for users.
+
+mod canonical;
+mod error;
+mod events;
+mod ledger;
+mod reader;
+mod verify;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use canonical::{ZERO_HASH, canonical_json, digest_hex, event_hash};
+pub use error::TraceError;
+pub use events::{
+    AnswerEvent, Citation, EmbedderInfo, EventBody, LegStats, LlmTurn, RefusedCitation,
+    RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, Sufficiency, TRACE_VERSION,
+    TokenUsage, TraceEvent, TracedHit,
+};
+pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
+pub use reader::{RawLine, TraceFile, read_trace};
+pub use verify::{
+    ChainProblem, ChainReport, ChainStatus, LedgerCheck, NOT_IN_LEDGER_NOTE, ProblemKind, Verdict,
+    assess, check_ledger, verify_chain, verify_ledger,
+};
+pub use writer::{FinishedTrace, TraceWriter};

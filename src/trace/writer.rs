@@ -1,0 +1,239 @@
+//! Appending events to a trace file, one flushed line at a time.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SubsecRound, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::canonical::{HASH_KEY, ZERO_HASH, canonical_json, event_hash, stabilize};
+use super::error::TraceError;
+use super::events::{EventBody, RunFinished, RunStatus, TRACE_VERSION, TraceEvent};
+use super::ledger;
+
+/// Writes one run's trace: `<dir>/<UTC start>-<runId>.jsonl`, owner-only, never overwritten.
+///
+/// Every [`append`](Self::append) writes a whole line in one call and flushes it, so a crash
+/// leaves a valid prefix (at worst with a torn last line, which readers skip).
+pub struct TraceWriter {
+    dir: PathBuf,
+    path: PathBuf,
+    file: File,
+    run_id: Uuid,
+    key: Option<Vec<u8>>,
+    lines: u64,
+    last_hash: String,
+    poisoned: bool,
+}
+
+/// What [`TraceWriter::finish`] recorded, for the caller to print or keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedTrace {
+    /// The trace file.
+    pub path: PathBuf,
+    /// Lines in the trace, `run_finished` included.
+    pub lines: u64,
+    /// `hash` of the `run_finished` line, as the ledger records it.
+    pub final_hash: String,
+    /// `seq` of the ledger entry written for this run.
+    pub ledger_seq: u64,
+}
+
+impl fmt::Debug for TraceWriter {
+    // Hand-written so the trace key can never end up in a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceWriter")
+            .field("path", &self.path)
+            .field("run_id", &self.run_id)
+            .field("keyed", &self.key.is_some())
+            .field("lines", &self.lines)
+            .field("last_hash", &self.last_hash)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TraceWriter {
+    /// Creates `dir` if needed and a new trace file in it; fails rather than overwrite.
+    ///
+    /// With a `key`, line hashes are HMAC-SHA-256, so only key holders can forge a chain.
+    pub fn create(
+        dir: &Path,
+        run_id: Uuid,
+        key: Option<Vec<u8>>,
+    ) -> Result<TraceWriter, TraceError> {
+        std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+        let name = format!("{}-{run_id}.jsonl", Utc::now().format("%Y%m%dT%H%M%SZ"));
+        let path = dir.join(name);
+        let file = open_private(&path, OpenOptions::new().write(true).create_new(true))?;
+        tracing::debug!(path = %path.display(), %run_id, keyed = key.is_some(), "trace created");
+        Ok(TraceWriter {
+            dir: dir.to_path_buf(),
+            path,
+            file,
+            run_id,
+            key,
+            lines: 0,
+            last_hash: ZERO_HASH.to_string(),
+            poisoned: false,
+        })
+    }
+
+    /// The trace file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The run this trace records; every line carries it.
+    pub fn run_id(&self) -> Uuid {
+        self.run_id
+    }
+
+    /// Lines written so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// `hash` of the last line written, or 64 zeros before the first.
+    pub fn last_hash(&self) -> &str {
+        &self.last_hash
+    }
+
+    /// Appends one event and returns it as readers will see it (seq, ts, prevHash, hash set).
+    ///
+    /// The first event must be `run_started`; `run_finished` is written by
+    /// [`finish`](Self::finish), which also records the run in the ledger.
+    pub fn append(&mut self, body: EventBody) -> Result<TraceEvent, TraceError> {
+        match (&body, self.lines) {
+            (EventBody::RunStarted(_), 0) => {}
+            (_, 0) => return Err(TraceError::Misuse("the first event must be run_started")),
+            (EventBody::RunStarted(_), _) => {
+                return Err(TraceError::Misuse(
+                    "run_started can only be the first event",
+                ));
+            }
+            (EventBody::RunFinished(_), _) => {
+                return Err(TraceError::Misuse("end a run with finish(), not append()"));
+            }
+            _ => {}
+        }
+        self.write_event(body)
+    }
+
+    /// Appends `run_finished`, syncs the file, and records the run in `<dir>/ledger.jsonl`.
+    pub fn finish(
+        mut self,
+        status: RunStatus,
+        reason: impl Into<String>,
+        rounds: u32,
+        searches: u32,
+    ) -> Result<FinishedTrace, TraceError> {
+        if self.lines == 0 {
+            return Err(TraceError::Misuse("cannot finish a run that never started"));
+        }
+        let total = self.lines.checked_add(1).ok_or(TraceError::TooManyLines)?;
+        let lines = u32::try_from(total).map_err(|_| TraceError::TooManyLines)?;
+        let body = EventBody::RunFinished(RunFinished {
+            status,
+            reason: reason.into(),
+            rounds,
+            searches,
+            lines,
+        });
+        let event = self.write_event(body)?;
+        self.file
+            .sync_data()
+            .map_err(|e| TraceError::io(&self.path, e))?;
+        let file_name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let entry = ledger::append_entry(
+            &self.dir,
+            &file_name,
+            self.run_id,
+            total,
+            &event.hash,
+            self.key.as_deref(),
+        )?;
+        tracing::debug!(path = %self.path.display(), lines = total, "trace finished");
+        Ok(FinishedTrace {
+            path: self.path,
+            lines: total,
+            final_hash: event.hash,
+            ledger_seq: entry.seq,
+        })
+    }
+
+    fn write_event(&mut self, body: EventBody) -> Result<TraceEvent, TraceError> {
+        if self.poisoned {
+            return Err(TraceError::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        let event = TraceEvent {
+            v: TRACE_VERSION,
+            run_id: self.run_id,
+            seq: self.lines,
+            ts: now_millis(),
+            prev_hash: self.last_hash.clone(),
+            hash: String::new(),
+            body,
+        };
+        let value = serde_json::to_value(&event).map_err(TraceError::Encode)?;
+        let (value, line, hash) = seal(value, self.key.as_deref())?;
+        let event: TraceEvent = serde_json::from_value(value).map_err(TraceError::Encode)?;
+        if let Err(e) = self
+            .file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.flush())
+        {
+            // Part of the line may be on disk; anything appended after it would not chain.
+            self.poisoned = true;
+            return Err(TraceError::io(&self.path, e));
+        }
+        self.lines += 1;
+        self.last_hash = hash;
+        Ok(event)
+    }
+}
+
+/// Hashes `value` (its `hash` key, if any, replaced) and returns the value as readers will
+/// parse it, the line to write (canonical form plus newline) and the hash.
+pub(crate) fn seal(
+    mut value: Value,
+    key: Option<&[u8]>,
+) -> Result<(Value, String, String), TraceError> {
+    if let Some(map) = value.as_object_mut() {
+        map.remove(HASH_KEY);
+    }
+    let mut value = stabilize(value).map_err(TraceError::Encode)?;
+    let hash = event_hash(&value, key);
+    match value.as_object_mut() {
+        Some(map) => {
+            map.insert(HASH_KEY.to_string(), Value::String(hash.clone()));
+        }
+        None => return Err(TraceError::Misuse("a trace line must be a JSON object")),
+    }
+    let mut line = canonical_json(&value);
+    line.push('\n');
+    Ok((value, line, hash))
+}
+
+/// Now, cut to the milliseconds the format records, so the returned event equals the read one.
+pub(crate) fn now_millis() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+/// Opens with mode 0600 on unix: traces hold questions and document excerpts.
+pub(crate) fn open_private(path: &Path, options: &mut OpenOptions) -> Result<File, TraceError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).map_err(|e| TraceError::io(path, e))
+}
