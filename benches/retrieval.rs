@@ -89,12 +89,19 @@ fn bench_folder(name: &str, dir: &Path) {
 }
 
 fn main() {
-    let mut dirs: Vec<PathBuf> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).map(PathBuf::from).collect();
+    let mut dirs: Vec<PathBuf> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+        .collect();
     if dirs.is_empty() {
         dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("knowledge"));
     }
     for dir in dirs {
-        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         bench_folder(&name, &dir);
     }
 }

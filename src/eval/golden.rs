@@ -48,20 +48,34 @@ impl GoldenItem {
 #[derive(Debug, thiserror::Error)]
 pub enum GoldenError {
     #[error("cannot read golden set {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: not a golden item: {message}")]
-    Parse { path: String, line: usize, message: String },
+    Parse {
+        path: String,
+        line: usize,
+        message: String,
+    },
 }
 
 /// Reads a golden set: one JSON object per line, blank lines ignored.
 pub fn load(path: &Path) -> Result<Vec<GoldenItem>, GoldenError> {
     let display = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| GoldenError::Io { path: display.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| GoldenError::Io {
+        path: display.clone(),
+        source,
+    })?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| GoldenError::Parse { path: display.clone(), line: i + 1, message: e.to_string() })
+            serde_json::from_str(l).map_err(|e| GoldenError::Parse {
+                path: display.clone(),
+                line: i + 1,
+                message: e.to_string(),
+            })
         })
         .collect()
 }
