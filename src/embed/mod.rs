@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 /// What produced a set of vectors, stored next to them so an index built by one embedder is
 /// never queried with vectors from another (different kind, model or dims ⇒ re-embed).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct EmbedderInfo {
     /// Embedder family, e.g. `"hashing"`.
     pub kind: String,

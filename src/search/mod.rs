@@ -94,7 +94,7 @@ pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { bm25_weight: 0.3 };
 
 /// Counts and latency of one leg.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct LegStats {
     pub count: u32,
     pub latency_ms: f64,

@@ -21,8 +21,8 @@ impl Default for SufficiencyThresholds {
 }
 
 /// The decision and why, returned with every `searchDocs` result (and recorded in traces).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct Sufficiency {
     pub sufficient: bool,
     pub reason: String,

@@ -139,14 +139,8 @@ pub struct RunStarted {
     pub turn: Option<u32>,
 }
 
-/// Which embedder produced the vectors the dense leg searched.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct EmbedderInfo {
-    pub kind: String,
-    pub model: String,
-    pub dims: u32,
-}
+/// Which embedder produced the vectors the dense leg searched (the store records the same).
+pub use crate::embed::EmbedderInfo;
 
 /// One planner decision; enough to replay the run without the model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -208,12 +202,7 @@ pub struct SearchFilters {
 }
 
 /// How one retrieval leg did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct LegStats {
-    pub count: u32,
-    pub latency_ms: f64,
-}
+pub use crate::search::LegStats;
 
 /// A hit as the planner saw it, plus the hash of the chunk content so audit can detect drift.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -227,13 +216,8 @@ pub struct TracedHit {
     pub content_hash: String,
 }
 
-/// The agent's judgement after a search: stop or search again.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct Sufficiency {
-    pub sufficient: bool,
-    pub reason: String,
-}
+/// Whether a search's hits were evidence enough, and why.
+pub use crate::search::sufficiency::Sufficiency;
 
 /// The final answer and the evidence it cites.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

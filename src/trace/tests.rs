@@ -85,6 +85,7 @@ fn search(round: u32, hits: Vec<TracedHit>) -> EventBody {
         sufficiency: Sufficiency {
             sufficient: round > 1,
             reason: "accrual found".to_string(),
+            ..Sufficiency::default()
         },
         repeated: round > 1,
         cached: None,
