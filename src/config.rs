@@ -39,6 +39,15 @@ pub fn access_context(tenant: Option<&str>, roles: &[String]) -> AccessContext {
     AccessContext::new(tenant, roles)
 }
 
+/// The operator's trace key (`RAGTRAIL_TRACE_KEY`): read from the environment only, so it never
+/// sits in shell history or in a process listing.
+pub fn trace_key() -> Option<Vec<u8>> {
+    std::env::var("RAGTRAIL_TRACE_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(String::into_bytes)
+}
+
 /// Resolved paths of one invocation.
 #[derive(Debug, Clone)]
 pub struct Paths {

@@ -5,6 +5,7 @@
 //! fused) → `agent` (rounds of keywords) → `trace` (hash-chained JSONL of every step).
 
 pub mod access;
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod embed;

@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions, output formatting and progress. No business logic:
 //! every command calls the library.
 
+mod ask_cmd;
 mod output;
 mod search_cmd;
 
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{self, DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR};
+use crate::config::{self, DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
 use crate::engine::{Engine, IngestOptions, IngestProgress, IngestSummary};
 
 /// Exit status for errors (2 is clap's usage error and is not reused).
@@ -38,6 +39,9 @@ pub struct GlobalArgs {
     /// Knowledge folder ingested on first use when the index is empty.
     #[arg(long, global = true, env = "RAGTRAIL_KNOWLEDGE_DIR", default_value = DEFAULT_KNOWLEDGE_DIR, value_name = "DIR")]
     pub knowledge: PathBuf,
+    /// Where traces and the trace ledger are written.
+    #[arg(long, global = true, env = "RAGTRAIL_TRACE_DIR", default_value = DEFAULT_TRACE_DIR, value_name = "DIR")]
+    pub trace_dir: PathBuf,
     /// Tenant whose documents may be searched (set by the operator, never by the model).
     #[arg(long, global = true, env = "RAGTRAIL_TENANT", value_name = "NAME")]
     pub tenant: Option<String>,
@@ -54,6 +58,12 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Answer a question from the knowledge base, citing its sources, and write a trace.
+    ///
+    /// The planner searches in rounds (keywords, not sentences), then answers only from the hits
+    /// it was shown, each claim cited with a verbatim quote. Without evidence it says so and lists
+    /// the keywords it tried. Exit status: 0 answered, 1 insufficient evidence, 3 error.
+    Ask(ask_cmd::AskArgs),
     /// Read a knowledge folder into the index: only what changed since the last ingest.
     ///
     /// `.md` and `.txt` files, recursively. Unchanged files are skipped, changed ones replaced,
@@ -102,6 +112,7 @@ fn init_logging() {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Ask(args) => ask_cmd::run(&cli.global, &args),
         Command::Ingest(args) => ingest_cmd(&cli.global, &args),
         Command::Search(args) => search_cmd::run(&cli.global, &args),
     }

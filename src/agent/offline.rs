@@ -1,0 +1,527 @@
+//! The offline heuristic planner: no network, deterministic, the default and the baseline.
+//!
+//! - Round 1 searches the question's content words (segmented, stop words dropped), rarest first.
+//! - Later rounds follow what the best hits introduce and was not searched yet: names in
+//!   《…》/“…”/"…" quotes and form codes such as `FIN-07` (policies point at each other that
+//!   way), else the headings of the best hits.
+//! - It answers when the evidence covers the question (IDF-weighted key-term coverage of one
+//!   returned chunk, the same measure as `searchDocs`' sufficiency) and no reference is left to
+//!   follow, or when a round brought nothing new; it gives up when nothing covers the question.
+//! - The answer is extractive: the returned sentences that best match the question, each with
+//!   its citation and a verbatim quote.
+//!
+//! Nothing here knows the sample knowledge base: only text, term rarity and the hits.
+
+use std::collections::{HashMap, HashSet};
+
+use super::planner::{
+    Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
+    ProposedCitation,
+};
+use crate::search::SearchHit;
+use crate::search::sufficiency::SufficiencyThresholds;
+use crate::text::{self, char_len, is_stop_term};
+
+/// Round-1 keywords at most (the validator allows 8; fewer, rarer terms rank better).
+const FIRST_ROUND_KEYWORDS: usize = 6;
+/// Sentences in an extractive answer at most.
+const ANSWER_SENTENCES: usize = 5;
+/// Longest sentence quoted, in characters.
+const MAX_SENTENCE_CHARS: usize = 220;
+
+#[derive(Default)]
+pub struct OfflinePlanner {
+    thresholds: SufficiencyThresholds,
+    question_words: Vec<(String, f64)>,
+    searched_terms: HashSet<String>,
+    seen_chunks: HashSet<String>,
+    followed: HashSet<String>,
+}
+
+impl OfflinePlanner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_thresholds(thresholds: SufficiencyThresholds) -> Self {
+        Self {
+            thresholds,
+            ..Self::default()
+        }
+    }
+}
+
+fn analysed(word: &str) -> Vec<String> {
+    text::terms(word)
+        .into_iter()
+        .map(|t| t.text)
+        .filter(|t| !is_stop_term(t))
+        .collect()
+}
+
+/// The question's content words with their weight (the rarest analysed term in each).
+fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
+    let mut seen = HashSet::new();
+    let mut words: Vec<(String, f64)> = text::jieba()
+        .cut(question, false)
+        .into_iter()
+        .map(|t| t.word.trim().to_string())
+        .filter(|w| !w.is_empty() && seen.insert(w.to_lowercase()))
+        .filter_map(|w| {
+            let terms = analysed(&w);
+            let weight = terms.iter().map(|t| ctx.lookup.idf(t)).fold(0.0, f64::max);
+            (!terms.is_empty()).then_some((w, weight))
+        })
+        .collect();
+    // Single characters are weak keywords; keep them only if nothing longer is left.
+    if words.iter().any(|(w, _)| char_len(w) > 1) {
+        words.retain(|(w, _)| char_len(w) > 1 || w.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+    words.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    words
+}
+
+/// Names a chunk points at: 《…》, “…”, 「…」, "…" quotes and codes like `FIN-07`.
+fn references(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (open, close) in [('《', '》'), ('“', '”'), ('「', '」'), ('"', '"')] {
+        let mut rest = text;
+        while let Some(i) = rest.find(open) {
+            let after = &rest[i + open.len_utf8()..];
+            let Some(j) = after.find(close) else { break };
+            let name = after[..j].trim();
+            let n = char_len(name);
+            if (2..=24).contains(&n) && !name.contains('\n') {
+                out.push(name.to_string());
+            }
+            rest = &after[j + close.len_utf8()..];
+        }
+    }
+    // Form and document codes: two or more capitals, a dash, digits (FIN-07, HR-12).
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_uppercase() && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()) {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_uppercase() {
+                i += 1;
+            }
+            if i - start >= 2
+                && i + 1 < bytes.len()
+                && bytes[i] == b'-'
+                && bytes[i + 1].is_ascii_digit()
+            {
+                let mut end = i + 1;
+                while end < bytes.len() && bytes[end].is_ascii_digit() {
+                    end += 1;
+                }
+                out.push(text[start..end].to_string());
+                i = end;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    let mut seen = HashSet::new();
+    out.retain(|r| seen.insert(r.clone()));
+    out
+}
+
+/// Sentences (and table rows) of a chunk, trimmed, separator rows dropped.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        let end = i + c.len_utf8();
+        let boundary = matches!(c, '。' | '！' | '？' | '；' | '\n')
+            || (matches!(c, '.' | '!' | '?') && text[end..].starts_with(char::is_whitespace));
+        if boundary {
+            out.push(text[start..end].trim());
+            start = end;
+        }
+    }
+    out.push(text[start..].trim());
+    out.retain(|s| char_len(s) >= 4 && !s.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')));
+    out
+}
+
+struct Scored<'a> {
+    chunk: String,
+    sentence: &'a str,
+    score: f64,
+    round: u32,
+}
+
+impl OfflinePlanner {
+    fn weights(&self) -> HashMap<String, f64> {
+        let mut w = HashMap::new();
+        for (word, weight) in &self.question_words {
+            for t in analysed(word) {
+                w.entry(t).or_insert(*weight);
+            }
+        }
+        w
+    }
+
+    /// Best IDF-weighted coverage of the question's key terms by one returned chunk.
+    fn question_coverage(&self, ctx: &PlannerContext<'_>) -> f64 {
+        let weights: HashMap<String, f64> = self
+            .weights()
+            .into_keys()
+            .map(|t| {
+                let idf = ctx.lookup.idf(&t);
+                (t, idf)
+            })
+            .collect();
+        let total: f64 = weights.values().sum();
+        if total <= 0.0 {
+            return 0.0;
+        }
+        all_hits(ctx)
+            .filter_map(|(h, _)| {
+                let text = ctx.lookup.returned_chunk_text(&h.chunk_id)?;
+                let present: HashSet<String> = text::terms(&h.title_path)
+                    .into_iter()
+                    .chain(text::terms(text))
+                    .map(|t| t.text)
+                    .collect();
+                Some(
+                    weights
+                        .iter()
+                        .filter(|(t, _)| present.contains(*t))
+                        .map(|(_, w)| w)
+                        .sum::<f64>()
+                        / total,
+                )
+            })
+            .fold(0.0, f64::max)
+    }
+
+    fn next_keywords(&self, ctx: &PlannerContext<'_>) -> Option<(Vec<String>, String)> {
+        let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
+            return None;
+        };
+        let top_question: Vec<String> = self
+            .question_words
+            .iter()
+            .take(2)
+            .map(|(w, _)| w.clone())
+            .collect();
+        let own_titles: HashSet<String> = hits
+            .iter()
+            .filter_map(|h| {
+                h.title_path
+                    .split(crate::knowledge::TITLE_SEPARATOR)
+                    .next()
+                    .map(str::to_string)
+            })
+            .collect();
+        // 1. A rule, document or form the best hits point at.
+        for hit in hits.iter().take(3) {
+            let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
+                continue;
+            };
+            for reference in references(text) {
+                if self.followed.contains(&reference) || own_titles.contains(&reference) {
+                    continue;
+                }
+                let terms = analysed(&reference);
+                if terms.is_empty() || terms.iter().all(|t| self.searched_terms.contains(t)) {
+                    continue;
+                }
+                let mut keywords = vec![reference.clone()];
+                keywords.extend(top_question.iter().filter(|w| **w != reference).cloned());
+                return Some((
+                    keywords,
+                    format!("follow the reference to {reference} in {}", hit.title_path),
+                ));
+            }
+        }
+        // 2. Headings of the best hits that were not searched.
+        let mut fresh = Vec::new();
+        for hit in hits.iter().take(3) {
+            for part in hit
+                .title_path
+                .split(crate::knowledge::TITLE_SEPARATOR)
+                .skip(1)
+            {
+                let terms = analysed(part);
+                if !terms.is_empty()
+                    && terms.iter().any(|t| !self.searched_terms.contains(t))
+                    && !fresh.contains(&part.to_string())
+                    && char_len(part) <= 20
+                {
+                    fresh.push(part.to_string());
+                }
+            }
+        }
+        if fresh.is_empty() {
+            return None;
+        }
+        fresh.truncate(3);
+        let mut keywords = fresh.clone();
+        keywords.extend(top_question);
+        keywords.truncate(super::MAX_KEYWORDS);
+        Some((
+            keywords,
+            format!(
+                "broaden with the headings of the best hits: {}",
+                fresh.join(", ")
+            ),
+        ))
+    }
+
+    fn pending_reference(&self, ctx: &PlannerContext<'_>) -> bool {
+        let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
+            return false;
+        };
+        let own_titles: HashSet<&str> = hits
+            .iter()
+            .filter_map(|h| h.title_path.split(crate::knowledge::TITLE_SEPARATOR).next())
+            .collect();
+        hits.iter().take(2).any(|hit| {
+            ctx.lookup
+                .returned_chunk_text(&hit.chunk_id)
+                .is_some_and(|text| {
+                    references(text).iter().any(|r| {
+                        !self.followed.contains(r)
+                            && !own_titles.contains(r.as_str())
+                            && analysed(r).iter().any(|t| !self.searched_terms.contains(t))
+                    })
+                })
+        })
+    }
+
+    fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
+        let weights = self.weights();
+        let mut scored: Vec<Scored<'_>> = Vec::new();
+        for (hit, round) in all_hits(ctx) {
+            let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
+                continue;
+            };
+            let round_terms: HashSet<String> = match ctx.rounds.get(round as usize - 1) {
+                Some(Observation::Hits { keywords, .. }) => {
+                    keywords.iter().flat_map(|k| analysed(k)).collect()
+                }
+                _ => HashSet::new(),
+            };
+            for sentence in sentences(text) {
+                if char_len(sentence) > MAX_SENTENCE_CHARS {
+                    continue;
+                }
+                let terms: HashSet<String> =
+                    text::terms(sentence).into_iter().map(|t| t.text).collect();
+                let q: f64 = weights
+                    .iter()
+                    .filter(|(t, _)| terms.contains(*t))
+                    .map(|(_, w)| w)
+                    .sum();
+                let r = round_terms.iter().filter(|t| terms.contains(*t)).count() as f64;
+                if q + r > 0.0 {
+                    scored.push(Scored {
+                        chunk: hit.chunk_id.clone(),
+                        sentence,
+                        score: q + 0.5 * r,
+                        round,
+                    });
+                }
+            }
+        }
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
+        let mut picked: Vec<&Scored<'_>> = Vec::new();
+        // The best sentence of every round first (a followed reference answers part of the
+        // question in other words), then the best remaining ones.
+        for round in 1..=ctx.rounds.len() as u32 {
+            if let Some(s) = scored
+                .iter()
+                .find(|s| s.round == round && !picked.iter().any(|p| p.sentence == s.sentence))
+            {
+                picked.push(s);
+            }
+        }
+        for s in &scored {
+            if picked.len() >= ANSWER_SENTENCES {
+                break;
+            }
+            let per_chunk = picked.iter().filter(|p| p.chunk == s.chunk).count();
+            if per_chunk < 2 && !picked.iter().any(|p| p.sentence == s.sentence) {
+                picked.push(s);
+            }
+        }
+        picked.truncate(ANSWER_SENTENCES);
+        if picked.is_empty() {
+            return PlannerAction::GiveUp {
+                reason: "no_relevant_hits".to_string(),
+            };
+        }
+        picked.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let mut order: Vec<String> = Vec::new();
+        let mut citations = Vec::new();
+        let mut lines = Vec::new();
+        for s in &picked {
+            let n = match order.iter().position(|c| *c == s.chunk) {
+                Some(i) => i + 1,
+                None => {
+                    order.push(s.chunk.clone());
+                    citations.push(ProposedCitation {
+                        chunk_id: s.chunk.clone(),
+                        quote: s.sentence.to_string(),
+                    });
+                    order.len()
+                }
+            };
+            lines.push(format!("{} [{n}]", s.sentence));
+        }
+        let chinese = ctx.question.chars().any(text::is_cjk);
+        let mut text = String::from(if chinese {
+            "根据知识库："
+        } else {
+            "According to the knowledge base: "
+        });
+        text.push_str(&lines[0]);
+        for line in &lines[1..] {
+            text.push_str("\n- ");
+            text.push_str(line);
+        }
+        PlannerAction::Answer { text, citations }
+    }
+}
+
+/// Every hit returned so far, with the round that returned it (first time only).
+fn all_hits<'a>(ctx: &'a PlannerContext<'_>) -> impl Iterator<Item = (&'a SearchHit, u32)> + 'a {
+    let mut seen = HashSet::new();
+    ctx.rounds
+        .iter()
+        .filter_map(|o| match o {
+            Observation::Hits { round, hits, .. } => Some(hits.iter().map(move |h| (h, *round))),
+            _ => None,
+        })
+        .flatten()
+        .filter(move |(h, _)| seen.insert(h.chunk_id.clone()))
+}
+
+impl Planner for OfflinePlanner {
+    fn kind(&self) -> &'static str {
+        "offline"
+    }
+
+    fn next(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        observations: &[Observation],
+    ) -> Result<PlannerStep, PlannerError> {
+        let step = |action| {
+            Ok(PlannerStep {
+                actions: vec![action],
+                ..PlannerStep::default()
+            })
+        };
+        if self.question_words.is_empty() && ctx.searches_done == 0 {
+            self.question_words = question_words(ctx.question, ctx);
+        }
+        // A refused answer is not retried with the same evidence.
+        if observations
+            .iter()
+            .any(|o| matches!(o, Observation::CitationsRefused { .. }))
+        {
+            return step(PlannerAction::GiveUp {
+                reason: "refused_citations".to_string(),
+            });
+        }
+        let mut new_evidence = false;
+        for o in observations {
+            if let Observation::Hits { keywords, hits, .. } = o {
+                for k in keywords {
+                    self.searched_terms.extend(analysed(k));
+                    self.followed.insert(k.clone());
+                }
+                for h in hits {
+                    new_evidence |= self.seen_chunks.insert(h.chunk_id.clone());
+                }
+            }
+        }
+        if ctx.searches_done == 0 {
+            if self.question_words.is_empty() {
+                return step(PlannerAction::GiveUp {
+                    reason: "the question has no content words to search".to_string(),
+                });
+            }
+            let keywords: Vec<String> = self
+                .question_words
+                .iter()
+                .take(FIRST_ROUND_KEYWORDS)
+                .map(|(w, _)| w.clone())
+                .collect();
+            return step(PlannerAction::Search {
+                keywords,
+                reason: "content words of the question, rarest first".to_string(),
+                top_k: None,
+            });
+        }
+        let covered = self.question_coverage(ctx) >= self.thresholds.min_coverage;
+        let last_had_hits =
+            matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
+        if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
+            return step(
+                if covered && (last_had_hits || ctx.searches_done > 1) {
+                    self.answer(ctx)
+                } else {
+                    PlannerAction::GiveUp {
+                        reason: "no_relevant_hits".to_string(),
+                    }
+                },
+            );
+        }
+        match self.next_keywords(ctx) {
+            Some((keywords, reason)) => step(PlannerAction::Search {
+                keywords,
+                reason,
+                top_k: None,
+            }),
+            None if covered => step(self.answer(ctx)),
+            None => step(PlannerAction::GiveUp {
+                reason: "no_relevant_hits".to_string(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_are_found_in_quotes_and_codes() {
+        let r = references(
+            "详见《铁路电子客票报销规定》，超标须填写FIN-07“费用超标说明单”。See \"Travel Policy\".",
+        );
+        assert_eq!(
+            r,
+            vec![
+                "铁路电子客票报销规定",
+                "费用超标说明单",
+                "Travel Policy",
+                "FIN-07"
+            ]
+        );
+        assert!(references("no refs, A-1 is too short, XFIN-").is_empty());
+    }
+
+    #[test]
+    fn sentences_split_and_drop_table_separators() {
+        let s = sentences(
+            "第一句。第二句！\n| 城市 | 标准 |\n| --- | --- |\n| 一线 | 600元 |\nEnd. Next one",
+        );
+        assert_eq!(
+            s,
+            vec![
+                "第一句。",
+                "第二句！",
+                "| 城市 | 标准 |",
+                "| 一线 | 600元 |",
+                "End.",
+                "Next one"
+            ]
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! The planner decides, turn by turn, whether to search (and with which keywords) or to answer.
+//! The offline heuristic planner and the LLM planner implement the same trait.
+
+use serde::{Deserialize, Serialize};
+
+use crate::search::SearchHit;
+use crate::search::sufficiency::Sufficiency;
+
+/// A cited chunk and a short verbatim quote from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposedCitation {
+    pub chunk_id: String,
+    pub quote: String,
+}
+
+/// One thing the planner wants done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum PlannerAction {
+    /// Run `searchDocs` with these keywords.
+    Search {
+        keywords: Vec<String>,
+        /// Why this search (recorded in the trace).
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        top_k: Option<u32>,
+    },
+    /// Finish with an answer citing chunks returned in this run.
+    Answer {
+        text: String,
+        citations: Vec<ProposedCitation>,
+    },
+    /// Finish without an answer: the evidence is not there.
+    GiveUp { reason: String },
+}
+
+/// What the engine observed when it carried out an action; handed back on the next turn, one
+/// per action, in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "observation", rename_all = "camelCase")]
+pub enum Observation {
+    /// The hits of a search.
+    Hits {
+        round: u32,
+        keywords: Vec<String>,
+        hits: Vec<SearchHit>,
+        sufficiency: Sufficiency,
+    },
+    /// This keyword set was already searched in this run: not searched again.
+    Repeated {
+        keywords: Vec<String>,
+        first_round: u32,
+    },
+    /// The action could not be carried out (bad keywords, no searches left, …).
+    Rejected { message: String },
+    /// The answer was refused: its citations were not returned in this run or its quotes are
+    /// not in the cited chunk.
+    CitationsRefused { refused: Vec<RefusalReason> },
+}
+
+/// One refused citation and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusalReason {
+    pub chunk_id: String,
+    pub quote: String,
+    pub reason: String,
+}
+
+/// Token counts reported by a model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+/// One planner turn: its actions plus what the trace records about how they were produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlannerStep {
+    pub actions: Vec<PlannerAction>,
+    /// Messages sent to the model for this turn (LLM planners).
+    pub message_count: Option<u32>,
+    pub usage: Option<Usage>,
+    pub retries: u32,
+}
+
+/// What the planner may read about the run so far.
+pub struct PlannerContext<'a> {
+    pub question: &'a str,
+    /// Today's date (YYYY-MM-DD): policies with deadlines need it.
+    pub today: &'a str,
+    pub searches_done: u32,
+    pub max_searches: u32,
+    /// No searches are left: the planner may only answer or give up.
+    pub answer_only: bool,
+    /// Every search observation of this run, in order.
+    pub rounds: &'a [Observation],
+    /// Index statistics and the text of chunks returned in this run.
+    pub lookup: &'a dyn EvidenceLookup,
+}
+
+/// Read access the engine grants a planner: term rarity, and the full text of chunks that were
+/// returned to it in this run (never of other chunks).
+pub trait EvidenceLookup {
+    /// BM25 inverse document frequency of an analysed term (high: rare).
+    fn idf(&self, term: &str) -> f64;
+    /// Full text of a chunk returned in this run.
+    fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str>;
+}
+
+/// Why a planner could not produce a turn (network, model, protocol).
+#[derive(Debug, thiserror::Error)]
+pub enum PlannerError {
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Proposes keywords or an answer, one turn at a time.
+pub trait Planner {
+    /// `offline` or `llm`, as recorded in the trace.
+    fn kind(&self) -> &'static str;
+    /// The model behind the planner, if any.
+    fn model(&self) -> Option<String> {
+        None
+    }
+    /// The next turn, given the observations of the previous turn's actions (in order).
+    fn next(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        observations: &[Observation],
+    ) -> Result<PlannerStep, PlannerError>;
+}

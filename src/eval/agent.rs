@@ -1,0 +1,168 @@
+//! Agent evaluation on a golden set: does the run see the expected sections, cite them, state
+//! the facts, and refuse what the knowledge base cannot answer?
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::golden::GoldenItem;
+use crate::agent::{self, AgentError, Planner, RunSettings};
+use crate::engine::Engine;
+
+/// One evaluated question.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemResult {
+    pub id: String,
+    pub answerable: bool,
+    pub status: String,
+    pub rounds: u32,
+    /// Share of expected sections seen after round 1, 2, 3 (cumulative).
+    pub recall_by_round: [f64; 3],
+    pub recall: f64,
+    /// Cited chunks whose section is expected, over all cited chunks (None: nothing cited).
+    pub citation_precision: Option<f64>,
+    /// Facts found verbatim in the answer, over all facts (None: no facts).
+    pub facts_found: Option<f64>,
+    pub latency_ms: f64,
+    pub trace: Option<String>,
+}
+
+/// Totals over a golden set.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentReport {
+    pub answerable: usize,
+    pub unanswerable: usize,
+    pub evidence_recall: f64,
+    pub evidence_recall_by_round: [f64; 3],
+    pub citation_precision: f64,
+    pub facts_found: f64,
+    pub answered_answerable: f64,
+    pub refused_unanswerable: f64,
+    pub mean_rounds: f64,
+    pub latency_p50_ms: f64,
+    pub latency_p95_ms: f64,
+    pub items: Vec<ItemResult>,
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { 0.0 } else { s / n as f64 }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Runs the agent on the first turn of every item (later turns of a conversation need the
+/// session memory of `ragtrail chat`). `make_planner` gives a fresh planner per question.
+pub fn evaluate(
+    engine: &Engine,
+    items: &[GoldenItem],
+    settings: &RunSettings,
+    make_planner: &mut dyn FnMut() -> Box<dyn Planner>,
+) -> Result<AgentReport, AgentError> {
+    let mut results = Vec::new();
+    for item in items {
+        let turn = &item.turns[0];
+        let mut planner = make_planner();
+        let started = Instant::now();
+        let outcome = agent::run(
+            engine,
+            planner.as_mut(),
+            &turn.question,
+            settings,
+            &mut |_| {},
+        )?;
+        let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+        let seen_by = |round: u32| -> f64 {
+            if turn.expected.is_empty() {
+                return 0.0;
+            }
+            let seen = turn
+                .expected
+                .iter()
+                .filter(|p| {
+                    outcome
+                        .rounds
+                        .iter()
+                        .filter(|r| r.round <= round)
+                        .flat_map(|r| &r.hits)
+                        .any(|h| &h.title_path == *p)
+                })
+                .count();
+            seen as f64 / turn.expected.len() as f64
+        };
+        let citations = outcome
+            .answer
+            .as_ref()
+            .map(|a| a.citations.as_slice())
+            .unwrap_or(&[]);
+        let citation_precision = (!citations.is_empty()).then(|| {
+            citations
+                .iter()
+                .filter(|c| turn.expected.contains(&c.title_path))
+                .count() as f64
+                / citations.len() as f64
+        });
+        let answer_text = outcome
+            .answer
+            .as_ref()
+            .map(|a| a.text.as_str())
+            .unwrap_or("");
+        let facts_found = (!turn.facts.is_empty()).then(|| {
+            turn.facts
+                .iter()
+                .filter(|f| answer_text.contains(f.as_str()))
+                .count() as f64
+                / turn.facts.len() as f64
+        });
+        results.push(ItemResult {
+            id: item.id.clone(),
+            answerable: item.answerable,
+            status: serde_json::to_value(outcome.status)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            rounds: outcome.rounds.len() as u32,
+            recall_by_round: [seen_by(1), seen_by(2), seen_by(3)],
+            recall: seen_by(u32::MAX),
+            citation_precision,
+            facts_found,
+            latency_ms,
+            trace: outcome.trace.as_ref().map(|t| t.path.display().to_string()),
+        });
+    }
+    let ans: Vec<&ItemResult> = results.iter().filter(|r| r.answerable).collect();
+    let unans: Vec<&ItemResult> = results.iter().filter(|r| !r.answerable).collect();
+    let mut lat: Vec<f64> = results.iter().map(|r| r.latency_ms).collect();
+    lat.sort_by(f64::total_cmp);
+    Ok(AgentReport {
+        answerable: ans.len(),
+        unanswerable: unans.len(),
+        evidence_recall: mean(ans.iter().map(|r| r.recall)),
+        evidence_recall_by_round: [0, 1, 2].map(|i| mean(ans.iter().map(|r| r.recall_by_round[i]))),
+        citation_precision: mean(ans.iter().filter_map(|r| r.citation_precision)),
+        facts_found: mean(ans.iter().filter_map(|r| {
+            r.facts_found
+                .map(|f| if r.status == "answered" { f } else { 0.0 })
+        })),
+        answered_answerable: mean(
+            ans.iter()
+                .map(|r| f64::from(u8::from(r.status == "answered"))),
+        ),
+        refused_unanswerable: mean(
+            unans
+                .iter()
+                .map(|r| f64::from(u8::from(r.status == "insufficient_evidence"))),
+        ),
+        mean_rounds: mean(results.iter().map(|r| f64::from(r.rounds))),
+        latency_p50_ms: percentile(&lat, 0.5),
+        latency_p95_ms: percentile(&lat, 0.95),
+        items: results,
+    })
+}
