@@ -34,21 +34,43 @@ impl Tokenizer for MixedTokenizer {
     type TokenStream<'a> = MixedTokenStream;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> MixedTokenStream {
-        let mut tokens = Vec::new();
-        for (position, piece) in jieba()
+        // Dictionary words first; then every CJK character bigram that is not already a word,
+        // so a term the dictionary lacks (年假, 婚假) still matches where it occurs.
+        let mut spans: Vec<(usize, usize)> = jieba()
             .cut_for_search(text, false)
             .into_iter()
             .filter(|t| t.word.chars().any(char::is_alphanumeric))
-            .enumerate()
-        {
-            tokens.push(Token {
-                offset_from: piece.byte_start,
-                offset_to: piece.byte_end,
-                position,
-                text: piece.word.to_string(),
-                position_length: 1,
-            });
+            .map(|t| (t.byte_start, t.byte_end))
+            .collect();
+        let words: std::collections::HashSet<(usize, usize)> = spans.iter().copied().collect();
+        let mut prev: Option<(usize, char)> = None;
+        for (i, c) in text.char_indices() {
+            if is_cjk(c) {
+                if let Some((start, p)) = prev
+                    && is_cjk(p)
+                {
+                    let span = (start, i + c.len_utf8());
+                    if !words.contains(&span) {
+                        spans.push(span);
+                    }
+                }
+                prev = Some((i, c));
+            } else {
+                prev = None;
+            }
         }
+        spans.sort_unstable();
+        let tokens = spans
+            .into_iter()
+            .enumerate()
+            .map(|(position, (start, end))| Token {
+                offset_from: start,
+                offset_to: end,
+                position,
+                text: text[start..end].to_string(),
+                position_length: 1,
+            })
+            .collect();
         MixedTokenStream { tokens, next: 0 }
     }
 }

@@ -106,14 +106,17 @@ pub enum AgentError {
 
 struct Lookup<'a> {
     engine: &'a Engine,
-    n: f64,
+    n: u64,
     returned: HashMap<String, String>,
 }
 
 impl EvidenceLookup for Lookup<'_> {
-    fn idf(&self, term: &str) -> f64 {
-        let df = self.engine.index().doc_freq(term) as f64;
-        (1.0 + (self.n - df + 0.5) / (df + 0.5)).ln()
+    fn doc_freq(&self, term: &str) -> u64 {
+        self.engine.index().doc_freq(term)
+    }
+
+    fn num_chunks(&self) -> u64 {
+        self.n
     }
 
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str> {
@@ -176,7 +179,7 @@ pub fn run(
 
     let mut lookup = Lookup {
         engine,
-        n: engine.index().num_chunks() as f64,
+        n: engine.index().num_chunks(),
         returned: HashMap::new(),
     };
     let mut observations: Vec<Observation> = Vec::new();

@@ -19,7 +19,9 @@ use super::planner::{
     ProposedCitation,
 };
 use crate::search::SearchHit;
-use crate::search::sufficiency::SufficiencyThresholds;
+use crate::search::sufficiency::{
+    Sufficiency, SufficiencyThresholds, covered, decide, idf, key_terms,
+};
 use crate::text::{self, char_len, is_stop_term};
 
 /// Round-1 keywords at most (the validator allows 8; fewer, rarer terms rank better).
@@ -62,15 +64,26 @@ fn analysed(word: &str) -> Vec<String> {
 /// The question's content words with their weight (the rarest analysed term in each).
 fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
     let mut seen = HashSet::new();
+    // HMM on: it finds words the dictionary lacks (年假), which the index matches by bigrams.
     let mut words: Vec<(String, f64)> = text::jieba()
-        .cut(question, false)
+        .cut(question, true)
         .into_iter()
         .map(|t| t.word.trim().to_string())
         .filter(|w| !w.is_empty() && seen.insert(w.to_lowercase()))
         .filter_map(|w| {
             let terms = analysed(&w);
-            let weight = terms.iter().map(|t| ctx.lookup.idf(t)).fold(0.0, f64::max);
-            (!terms.is_empty()).then_some((w, weight))
+            // Rarest *known* term: a word the index has never seen cannot retrieve anything,
+            // so it goes last (df 0 ⇒ weight 0), not first.
+            let n = ctx.lookup.num_chunks();
+            let weight = terms
+                .iter()
+                .map(|t| match ctx.lookup.doc_freq(t) {
+                    0 => 0.0,
+                    df => idf(df, n),
+                })
+                .fold(0.0, f64::max);
+            let latin_letter = w.chars().all(|c| c.is_ascii_alphabetic()) && w.len() < 2;
+            (!terms.is_empty() && !latin_letter).then_some((w, weight))
         })
         .collect();
     // Single characters are weak keywords; keep them only if nothing longer is left.
@@ -163,38 +176,31 @@ impl OfflinePlanner {
         w
     }
 
-    /// Best IDF-weighted coverage of the question's key terms by one returned chunk.
-    fn question_coverage(&self, ctx: &PlannerContext<'_>) -> f64 {
-        let weights: HashMap<String, f64> = self
-            .weights()
-            .into_keys()
-            .map(|t| {
-                let idf = ctx.lookup.idf(&t);
-                (t, idf)
-            })
-            .collect();
-        let total: f64 = weights.values().sum();
-        if total <= 0.0 {
-            return 0.0;
-        }
-        all_hits(ctx)
+    /// The `searchDocs` sufficiency decision, applied to the question's key terms and every
+    /// chunk returned so far (a later round's keywords come from the hits themselves, so their
+    /// own coverage says nothing about the question).
+    fn question_sufficiency(&self, ctx: &PlannerContext<'_>) -> Sufficiency {
+        let keys = key_terms(
+            &[ctx.question.to_string()],
+            &|t: &str| ctx.lookup.doc_freq(t),
+            ctx.lookup.num_chunks(),
+        );
+        let per_hit: Vec<HashSet<String>> = all_hits(ctx)
             .filter_map(|(h, _)| {
                 let text = ctx.lookup.returned_chunk_text(&h.chunk_id)?;
-                let present: HashSet<String> = text::terms(&h.title_path)
+                let terms: HashSet<String> = text::terms(&h.title_path)
                     .into_iter()
                     .chain(text::terms(text))
                     .map(|t| t.text)
                     .collect();
-                Some(
-                    weights
-                        .iter()
-                        .filter(|(t, _)| present.contains(*t))
-                        .map(|(_, w)| w)
-                        .sum::<f64>()
-                        / total,
-                )
+                Some(covered(
+                    &keys,
+                    &terms,
+                    &format!("{}\n{}", h.title_path, text).to_lowercase(),
+                ))
             })
-            .fold(0.0, f64::max)
+            .collect();
+        decide(&keys, &per_hit, self.thresholds)
     }
 
     fn next_keywords(&self, ctx: &PlannerContext<'_>) -> Option<(Vec<String>, String)> {
@@ -294,8 +300,53 @@ impl OfflinePlanner {
 
     fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
         let weights = self.weights();
+        let keys = key_terms(
+            &[ctx.question.to_string()],
+            &|t: &str| ctx.lookup.doc_freq(t),
+            ctx.lookup.num_chunks(),
+        );
+        let total: f64 = keys
+            .iter()
+            .map(|k| k.weight)
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        // Which chunks to cite: those covering the question (or, for a round that followed a
+        // reference, the referenced name) nearly as well as the best one; at most three.
+        let mut chunk_scores: Vec<(&SearchHit, u32, f64)> = all_hits(ctx)
+            .filter_map(|(hit, round)| {
+                let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;
+                let terms: HashSet<String> = text::terms(&hit.title_path)
+                    .into_iter()
+                    .chain(text::terms(text))
+                    .map(|t| t.text)
+                    .collect();
+                let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
+                let present = covered(&keys, &terms, &lower);
+                let q = keys
+                    .iter()
+                    .filter(|k| present.contains(&k.term))
+                    .map(|k| k.weight)
+                    .sum::<f64>()
+                    / total;
+                let followed = match ctx.rounds.get(round as usize - 1) {
+                    Some(Observation::Hits { keywords, .. }) if round > 1 => keywords
+                        .first()
+                        .is_some_and(|k| lower.contains(&k.to_lowercase())),
+                    _ => false,
+                };
+                Some((hit, round, q + if followed { 0.5 } else { 0.0 }))
+            })
+            .collect();
+        chunk_scores.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.1.cmp(&b.1)));
+        let best = chunk_scores.first().map(|c| c.2).unwrap_or(0.0);
+        let chosen: Vec<(&SearchHit, u32)> = chunk_scores
+            .iter()
+            .filter(|c| c.2 >= 0.7 * best && c.2 > 0.0)
+            .take(3)
+            .map(|c| (c.0, c.1))
+            .collect();
         let mut scored: Vec<Scored<'_>> = Vec::new();
-        for (hit, round) in all_hits(ctx) {
+        for &(hit, round) in &chosen {
             let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
                 continue;
             };
@@ -458,19 +509,17 @@ impl Planner for OfflinePlanner {
                 top_k: None,
             });
         }
-        let covered = self.question_coverage(ctx) >= self.thresholds.min_coverage;
+        let covered = self.question_sufficiency(ctx).sufficient;
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
-            return step(
-                if covered && (last_had_hits || ctx.searches_done > 1) {
-                    self.answer(ctx)
-                } else {
-                    PlannerAction::GiveUp {
-                        reason: "no_relevant_hits".to_string(),
-                    }
-                },
-            );
+            return step(if covered && (last_had_hits || ctx.searches_done > 1) {
+                self.answer(ctx)
+            } else {
+                PlannerAction::GiveUp {
+                    reason: "no_relevant_hits".to_string(),
+                }
+            });
         }
         match self.next_keywords(ctx) {
             Some((keywords, reason)) => step(PlannerAction::Search {

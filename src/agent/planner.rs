@@ -103,8 +103,10 @@ pub struct PlannerContext<'a> {
 /// Read access the engine grants a planner: term rarity, and the full text of chunks that were
 /// returned to it in this run (never of other chunks).
 pub trait EvidenceLookup {
-    /// BM25 inverse document frequency of an analysed term (high: rare).
-    fn idf(&self, term: &str) -> f64;
+    /// In how many chunks an analysed term occurs.
+    fn doc_freq(&self, term: &str) -> u64;
+    /// Chunks in the index.
+    fn num_chunks(&self) -> u64;
     /// Full text of a chunk returned in this run.
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str>;
 }

@@ -17,7 +17,7 @@ use crate::index::{Bm25Index, Bm25Query, IndexError};
 use crate::store::ChunkStore;
 use fusion::{FusedHit, Fusion, LegHit, fuse};
 use snippet::{DEFAULT_SNIPPET_CHARS, snippet};
-use sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, decide};
+use sufficiency::{Sufficiency, SufficiencyThresholds, covered, decide, key_terms};
 
 /// One result of `searchDocs`, exactly as the planner (and the trace) sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -219,8 +219,25 @@ pub fn search_docs(
     // Fuse the whole candidate set: weak hits are dropped below, then the list is cut to top-k.
     let fused = fuse(fusion, &bm25_hits, &vector_hits, candidates);
 
-    let key_terms = key_terms(index, &keywords);
-    let wanted: HashSet<String> = key_terms.iter().map(|k| k.term.clone()).collect();
+    let keys = key_terms(&keywords, &|t: &str| index.doc_freq(t), index.num_chunks());
+    let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
+    // Each keyword's own key terms, to record which keywords a hit matched.
+    let per_keyword: Vec<(&String, Vec<sufficiency::KeyTerm>)> = keywords
+        .iter()
+        .map(|k| {
+            (
+                k,
+                keys.iter()
+                    .filter(|t| {
+                        key_terms(std::slice::from_ref(k), &|_| 1, 1)
+                            .iter()
+                            .any(|kt| kt.term == t.term)
+                    })
+                    .cloned()
+                    .collect(),
+            )
+        })
+        .collect();
     let mut hits = Vec::with_capacity(fused.len());
     let mut content_hashes = Vec::with_capacity(fused.len());
     let mut hit_terms = Vec::with_capacity(fused.len());
@@ -235,25 +252,23 @@ pub fn search_docs(
         if !req.access.allows(&chunk.tenant, &chunk.roles) {
             continue;
         }
-        let terms: HashSet<String> = crate::text::terms(&chunk.title_path)
+        let all_terms: HashSet<String> = crate::text::terms(&chunk.title_path)
             .into_iter()
             .chain(crate::text::terms(&chunk.text))
             .map(|t| t.text)
-            .filter(|t| wanted.contains(t))
             .collect();
-        if terms.is_empty()
+        let lowercase = format!("{}\n{}", chunk.title_path, chunk.text).to_lowercase();
+        let present = covered(&keys, &all_terms, &lowercase);
+        if present.is_empty()
             && f.vector
                 .is_none_or(|v| v.score < settings.vector_only_floor)
         {
             continue;
         }
-        let matched: Vec<&String> = keywords
+        let matched: Vec<&String> = per_keyword
             .iter()
-            .filter(|k| {
-                crate::text::terms(k)
-                    .iter()
-                    .any(|t| terms.contains(&t.text))
-            })
+            .filter(|(_, kts)| kts.iter().any(|kt| present.contains(&kt.term)))
+            .map(|(k, _)| *k)
             .collect();
         hits.push(SearchHit {
             chunk_id: chunk.id.clone(),
@@ -264,9 +279,9 @@ pub fn search_docs(
             metadata: metadata(chunk, f, &matched),
         });
         content_hashes.push(chunk.content_hash.clone());
-        hit_terms.push(terms);
+        hit_terms.push(present);
     }
-    let sufficiency = decide(&key_terms, &hit_terms, settings.sufficiency);
+    let sufficiency = decide(&keys, &hit_terms, settings.sufficiency);
     let mut legs = BTreeMap::new();
     if use_bm25 {
         legs.insert("bm25".to_string(), bm25_stats);
@@ -296,24 +311,6 @@ pub fn check_embedder(store: &ChunkStore, embedder: &dyn Embedder) -> Result<(),
         }),
         _ => Ok(()),
     }
-}
-
-/// The content terms of the keywords, each weighted by its BM25 IDF in the index.
-pub fn key_terms(index: &Bm25Index, keywords: &[String]) -> Vec<KeyTerm> {
-    let n = index.num_chunks() as f64;
-    let mut seen = HashSet::new();
-    keywords
-        .iter()
-        .flat_map(|k| crate::text::terms(k))
-        .filter(|t| !crate::text::is_stop_term(&t.text) && seen.insert(t.text.clone()))
-        .map(|t| {
-            let df = index.doc_freq(&t.text) as f64;
-            KeyTerm {
-                weight: (1.0 + (n - df + 0.5) / (df + 0.5)).ln(),
-                term: t.text,
-            }
-        })
-        .collect()
 }
 
 fn metadata(

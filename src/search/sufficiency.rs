@@ -16,7 +16,7 @@ pub struct SufficiencyThresholds {
 
 impl Default for SufficiencyThresholds {
     fn default() -> Self {
-        Self { min_coverage: 0.25 }
+        Self { min_coverage: 0.35 }
     }
 }
 
@@ -39,8 +39,73 @@ pub struct Sufficiency {
 /// A key term of the query and its weight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyTerm {
+    /// The word (lowercased); what [`covered`] looks for.
     pub term: String,
     pub weight: f64,
+    /// The analysed index terms of the word.
+    pub parts: Vec<String>,
+}
+
+/// BM25's inverse document frequency.
+pub fn idf(df: u64, n: u64) -> f64 {
+    let (df, n) = (df as f64, n as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The content words of `keywords` (jieba words, HMM on so that words the dictionary lacks stay
+/// whole; stop words dropped), each weighted by the IDF of its rarest part in the index.
+pub fn key_terms(keywords: &[String], doc_freq: &dyn Fn(&str) -> u64, n: u64) -> Vec<KeyTerm> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for keyword in keywords {
+        for word in crate::text::jieba().cut(keyword, true) {
+            let word = word.word.trim().to_lowercase();
+            let parts: Vec<String> = crate::text::terms(&word)
+                .into_iter()
+                .map(|t| t.text)
+                .collect();
+            if parts.is_empty()
+                || crate::text::is_stop_term(&word)
+                || parts.iter().all(|p| crate::text::is_stop_term(p))
+            {
+                continue;
+            }
+            let term = if parts.len() == 1 {
+                parts[0].clone()
+            } else {
+                word
+            };
+            if !seen.insert(term.clone()) {
+                continue;
+            }
+            let df = parts.iter().map(|p| doc_freq(p)).min().unwrap_or(0);
+            out.push(KeyTerm {
+                term,
+                weight: idf(df, n),
+                parts,
+            });
+        }
+    }
+    out
+}
+
+/// The key terms a text contains: a CJK word as written, a Latin word by its analysed terms.
+pub fn covered(
+    key_terms: &[KeyTerm],
+    text_terms: &std::collections::HashSet<String>,
+    lowercase_text: &str,
+) -> std::collections::HashSet<String> {
+    key_terms
+        .iter()
+        .filter(|k| {
+            if k.term.chars().any(crate::text::is_cjk) {
+                lowercase_text.contains(&k.term)
+            } else {
+                k.parts.iter().all(|p| text_terms.contains(p))
+            }
+        })
+        .map(|k| k.term.clone())
+        .collect()
 }
 
 /// Decides sufficiency from the key terms and, per hit, the set of terms it contains.
@@ -133,7 +198,44 @@ mod tests {
         KeyTerm {
             term: term.into(),
             weight,
+            parts: vec![term.into()],
         }
+    }
+
+    #[test]
+    fn key_terms_keep_unknown_words_whole_and_weigh_them_by_rarity() {
+        let df = |t: &str| match t {
+            "出差" => 50,
+            "报销" => 80,
+            _ => 0,
+        };
+        let keys = key_terms(&["出差可以报销洗衣服的钱吗".to_string()], &df, 100);
+        let names: Vec<&str> = keys.iter().map(|k| k.term.as_str()).collect();
+        assert!(
+            names.contains(&"出差") && names.contains(&"报销"),
+            "{names:?}"
+        );
+        assert!(
+            !names.contains(&"可以") && !names.contains(&"的"),
+            "{names:?}"
+        );
+        let rare = keys
+            .iter()
+            .find(|k| k.term.contains('洗'))
+            .expect("the laundry word");
+        let common = keys
+            .iter()
+            .find(|k| k.term == "出差")
+            .map(|k| k.weight)
+            .unwrap_or(f64::MAX);
+        assert!(rare.weight > common);
+        let text = "出差期间的洗衣服费用可以报销";
+        let terms = crate::text::terms(text)
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
+        assert!(covered(&keys, &terms, text).contains(&rare.term));
+        assert!(!covered(&keys, &terms, "出差报销").contains(&rare.term));
     }
 
     #[test]
