@@ -96,6 +96,15 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
 
 /// Names a chunk points at: 《…》, “…”, 「…」, "…" quotes and codes like `FIN-07`.
 fn references(text: &str) -> Vec<String> {
+    references_with_strength(text)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// [`references`] with whether each is a document title (《…》) or a code: by convention those
+/// point at another rule or form, while quotes often just name a term or a system.
+fn references_with_strength(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for (open, close) in [('《', '》'), ('“', '”'), ('「', '」'), ('"', '"')] {
         let mut rest = text;
@@ -105,7 +114,7 @@ fn references(text: &str) -> Vec<String> {
             let name = after[..j].trim();
             let n = char_len(name);
             if (2..=24).contains(&n) && !name.contains('\n') {
-                out.push(name.to_string());
+                out.push((name.to_string(), open == '《'));
             }
             rest = &after[j + close.len_utf8()..];
         }
@@ -128,7 +137,7 @@ fn references(text: &str) -> Vec<String> {
                 while end < bytes.len() && bytes[end].is_ascii_digit() {
                     end += 1;
                 }
-                out.push(text[start..end].to_string());
+                out.push((text[start..end].to_string(), true));
                 i = end;
                 continue;
             }
@@ -136,7 +145,7 @@ fn references(text: &str) -> Vec<String> {
         i += 1;
     }
     let mut seen = HashSet::new();
-    out.retain(|r| seen.insert(r.clone()));
+    out.retain(|(r, _)| seen.insert(r.clone()));
     out
 }
 
@@ -222,26 +231,44 @@ impl OfflinePlanner {
                     .map(str::to_string)
             })
             .collect();
-        // 1. A rule, document or form the best hits point at.
+        // 1. A rule, document or form the best hits point at; among several, the one named in
+        //    the sentence that matches the question best (then the better-ranked hit).
+        let weights = self.weights();
+        let mut best: Option<(f64, String, &str)> = None;
         for hit in hits.iter().take(3) {
             let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
                 continue;
             };
-            for reference in references(text) {
-                if self.followed.contains(&reference) || own_titles.contains(&reference) {
-                    continue;
+            for sentence in sentences(text) {
+                let sentence_terms: HashSet<String> =
+                    text::terms(sentence).into_iter().map(|t| t.text).collect();
+                let score: f64 = weights
+                    .iter()
+                    .filter(|(t, _)| sentence_terms.contains(*t))
+                    .map(|(_, w)| w)
+                    .sum();
+                for (reference, strong) in references_with_strength(sentence) {
+                    let score = if strong { score + 100.0 } else { score };
+                    if self.followed.contains(&reference) || own_titles.contains(&reference) {
+                        continue;
+                    }
+                    let terms = analysed(&reference);
+                    if terms.is_empty() || terms.iter().all(|t| self.searched_terms.contains(t)) {
+                        continue;
+                    }
+                    if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                        best = Some((score, reference, hit.title_path.as_str()));
+                    }
                 }
-                let terms = analysed(&reference);
-                if terms.is_empty() || terms.iter().all(|t| self.searched_terms.contains(t)) {
-                    continue;
-                }
-                let mut keywords = vec![reference.clone()];
-                keywords.extend(top_question.iter().filter(|w| **w != reference).cloned());
-                return Some((
-                    keywords,
-                    format!("follow the reference to {reference} in {}", hit.title_path),
-                ));
             }
+        }
+        if let Some((_, reference, from)) = best {
+            let mut keywords = vec![reference.clone()];
+            keywords.extend(top_question.iter().filter(|w| **w != reference).cloned());
+            return Some((
+                keywords,
+                format!("follow the reference to {reference} in {from}"),
+            ));
         }
         // 2. Headings of the best hits that were not searched.
         let mut fresh = Vec::new();
@@ -312,31 +339,32 @@ impl OfflinePlanner {
             .max(f64::MIN_POSITIVE);
         // Which chunks to cite: those covering the question (or, for a round that followed a
         // reference, the referenced name) nearly as well as the best one; at most three.
-        let mut chunk_scores: Vec<(&SearchHit, u32, f64)> = all_hits(ctx)
+        let mut chunk_scores: Vec<(&SearchHit, u32, f64, bool)> = all_hits(ctx)
             .filter_map(|(hit, round)| {
                 let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;
-                let terms: HashSet<String> = text::terms(&hit.title_path)
-                    .into_iter()
-                    .chain(text::terms(text))
-                    .map(|t| t.text)
-                    .collect();
+                let terms: HashSet<String> = text::terms(&hit.title_path).into_iter().chain(text::terms(text)).map(|t| t.text).collect();
                 let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
                 let present = covered(&keys, &terms, &lower);
-                let q = keys
-                    .iter()
-                    .filter(|k| present.contains(&k.term))
-                    .map(|k| k.weight)
-                    .sum::<f64>()
-                    / total;
-                let followed = match ctx.rounds.get(round as usize - 1) {
-                    Some(Observation::Hits { keywords, .. }) if round > 1 => keywords
-                        .first()
-                        .is_some_and(|k| lower.contains(&k.to_lowercase())),
-                    _ => false,
-                };
-                Some((hit, round, q + if followed { 0.5 } else { 0.0 }))
+                let q = keys.iter().filter(|k| present.contains(&k.term)).map(|k| k.weight).sum::<f64>() / total;
+                // A chunk of the document a later round followed (its title names the reference).
+                let followed = round > 1
+                    && matches!(ctx.rounds.get(round as usize - 1), Some(Observation::Hits { keywords, .. })
+                        if keywords.first().is_some_and(|k| hit.title_path.to_lowercase().contains(&k.to_lowercase())));
+                Some((hit, round, q, followed))
             })
             .collect();
+        // It answers the part of the question the referring chunk delegated: rank it with the
+        // best chunk, whatever its own words.
+        let best_direct = chunk_scores
+            .iter()
+            .filter(|c| !c.3)
+            .map(|c| c.2)
+            .fold(0.0, f64::max);
+        for c in &mut chunk_scores {
+            if c.3 {
+                c.2 = c.2.max(best_direct);
+            }
+        }
         chunk_scores.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.1.cmp(&b.1)));
         let best = chunk_scores.first().map(|c| c.2).unwrap_or(0.0);
         let chosen: Vec<(&SearchHit, u32)> = chunk_scores
@@ -356,6 +384,7 @@ impl OfflinePlanner {
                 }
                 _ => HashSet::new(),
             };
+            let before = scored.len();
             for sentence in sentences(text) {
                 if char_len(sentence) > MAX_SENTENCE_CHARS {
                     continue;
@@ -376,6 +405,20 @@ impl OfflinePlanner {
                         round,
                     });
                 }
+            }
+            // A chosen chunk in other words than the question (a followed reference): its
+            // opening sentence states what it is about.
+            if scored.len() == before
+                && let Some(first) = sentences(text)
+                    .into_iter()
+                    .find(|s| char_len(s) <= MAX_SENTENCE_CHARS)
+            {
+                scored.push(Scored {
+                    chunk: hit.chunk_id.clone(),
+                    sentence: first,
+                    score: 0.1,
+                    round,
+                });
             }
         }
         scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));

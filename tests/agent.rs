@@ -1,0 +1,391 @@
+//! The agent loop on a real index: rounds, repeated keyword sets, the turn cap, the answer-only
+//! turn, citation checks, and the trace it leaves.
+
+mod common;
+
+use common::*;
+use ragtrail::access::AccessContext;
+use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::agent::{
+    self, AgentRagOptions, Observation, Planner, PlannerAction, PlannerContext, PlannerError,
+    PlannerStep, ProposedCitation, RunSettings, TraceSettings,
+};
+use ragtrail::engine::Engine;
+use ragtrail::trace::{self, EventBody, RunStatus};
+
+const CLAIMS: &str = "---\ntitle: 报销流程\n---\n\n## 提交时限\n\n出差结束后30天内在「易报」提交报销单。火车票的凭证要求见《铁路客票规定》。\n";
+const RAIL: &str = "---\ntitle: 铁路客票规定\n---\n\n## 电子发票\n\n高铁车费只认12306开具的电子发票，购票截图无效。\n\n## 开票期限\n\n乘车后180天内申请开具。\n";
+
+fn workspace() -> (Workspace, Engine) {
+    let ws = Workspace::new();
+    ws.write("finance/claims.md", CLAIMS);
+    ws.write("finance/rail.md", RAIL);
+    ws.write("hr/leave.md", LEAVE_EN);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    (ws, engine)
+}
+
+fn settings(ws: &Workspace) -> RunSettings {
+    RunSettings {
+        options: AgentRagOptions::default(),
+        access: AccessContext::default(),
+        today: "2026-11-30".into(),
+        trace: Some(TraceSettings {
+            dir: ws.dir.path().join("traces"),
+            key: None,
+        }),
+        session: None,
+    }
+}
+
+/// A planner that plays back a script; each entry sees the observations it was handed.
+struct Scripted {
+    turns: Vec<Box<dyn FnMut(&PlannerContext<'_>, &[Observation]) -> Vec<PlannerAction>>>,
+    seen: Vec<Vec<Observation>>,
+}
+
+impl Planner for Scripted {
+    fn kind(&self) -> &'static str {
+        "scripted"
+    }
+    fn next(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        obs: &[Observation],
+    ) -> Result<PlannerStep, PlannerError> {
+        self.seen.push(obs.to_vec());
+        let actions = if self.turns.is_empty() {
+            Vec::new()
+        } else {
+            (self.turns.remove(0))(ctx, obs)
+        };
+        Ok(PlannerStep {
+            actions,
+            ..PlannerStep::default()
+        })
+    }
+}
+
+fn search(keywords: &[&str]) -> PlannerAction {
+    PlannerAction::Search {
+        keywords: keywords.iter().map(|s| s.to_string()).collect(),
+        reason: "test".into(),
+        top_k: None,
+    }
+}
+
+fn first_hit(obs: &[Observation]) -> Option<(String, String)> {
+    obs.iter().find_map(|o| match o {
+        Observation::Hits { hits, .. } => hits
+            .first()
+            .map(|h| (h.chunk_id.clone(), h.snippet.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
+    let (ws, engine) = workspace();
+    let mut planner = OfflinePlanner::new();
+    let outcome = agent::run(
+        &engine,
+        &mut planner,
+        "报销火车票需要什么凭证？",
+        &settings(&ws),
+        &mut |_| {},
+    )
+    .expect("run");
+    assert!(outcome.rounds.len() >= 2, "{:?}", outcome.rounds);
+    assert_eq!(outcome.rounds[0].hits[0].title_path, "报销流程 / 提交时限");
+    assert!(
+        outcome.rounds[0]
+            .hits
+            .iter()
+            .all(|h| !h.title_path.starts_with("铁路客票规定"))
+    );
+    assert_eq!(
+        outcome.rounds[1].keywords[0], "铁路客票规定",
+        "round 2 follows the document round 1 named"
+    );
+    assert!(
+        outcome.rounds[1]
+            .hits
+            .iter()
+            .any(|h| h.title_path == "铁路客票规定 / 电子发票")
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let answer = outcome.answer.expect("answer");
+    let cited: Vec<&str> = answer
+        .citations
+        .iter()
+        .map(|c| c.title_path.as_str())
+        .collect();
+    assert!(cited.contains(&"铁路客票规定 / 电子发票"), "{cited:?}");
+    for c in &answer.citations {
+        let chunk = engine.store().get(&c.chunk_id).expect("cited chunk exists");
+        assert!(
+            agent::quote_in_text(&c.quote, &chunk.text),
+            "quote {:?} not in {}",
+            c.quote,
+            c.chunk_id
+        );
+    }
+}
+
+#[test]
+fn unanswerable_question_is_insufficient_evidence_listing_the_keywords() {
+    let (ws, engine) = workspace();
+    let mut planner = OfflinePlanner::new();
+    let outcome = agent::run(
+        &engine,
+        &mut planner,
+        "公司的健身房会员费可以报销吗？",
+        &settings(&ws),
+        &mut |_| {},
+    )
+    .expect("run");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    let message = outcome.message.expect("message");
+    assert!(message.contains("Keywords tried"), "{message}");
+    assert!(
+        outcome
+            .keyword_sets_tried
+            .iter()
+            .flatten()
+            .any(|k| k.contains("健身")),
+        "{:?}",
+        outcome.keyword_sets_tried
+    );
+}
+
+#[test]
+fn a_repeated_keyword_set_is_not_searched_again_and_the_planner_is_told() {
+    let (ws, engine) = workspace();
+    let mut planner = Scripted {
+        turns: vec![
+            Box::new(|_, _| vec![search(&["高铁", "凭证"])]),
+            Box::new(|_, _| vec![search(&["凭证 ", "高铁"])]),
+            Box::new(|_, _| {
+                vec![PlannerAction::GiveUp {
+                    reason: "done".into(),
+                }]
+            }),
+        ],
+        seen: Vec::new(),
+    };
+    let outcome = agent::run(
+        &engine,
+        &mut planner,
+        "高铁凭证",
+        &settings(&ws),
+        &mut |_| {},
+    )
+    .expect("run");
+    assert_eq!(outcome.rounds.len(), 1);
+    assert!(
+        matches!(
+            &planner.seen[2][0],
+            Observation::Repeated { first_round: 1, .. }
+        ),
+        "{:?}",
+        planner.seen[2]
+    );
+}
+
+#[test]
+fn the_turn_cap_ends_a_planner_that_never_finishes() {
+    let (ws, engine) = workspace();
+    let turns: Vec<Box<dyn FnMut(&PlannerContext<'_>, &[Observation]) -> Vec<PlannerAction>>> = (0
+        ..100)
+        .map(|_| {
+            Box::new(|_: &PlannerContext<'_>, _: &[Observation]| {
+                vec![search(&["这是一个完整的句子吗？"])]
+            }) as _
+        })
+        .collect();
+    let mut planner = Scripted {
+        turns,
+        seen: Vec::new(),
+    };
+    let outcome =
+        agent::run(&engine, &mut planner, "问题", &settings(&ws), &mut |_| {}).expect("run");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert_eq!(outcome.reason, "turn_limit");
+    assert_eq!(
+        planner.seen.len() as u32,
+        AgentRagOptions::default().max_planner_turns()
+    );
+    assert!(
+        matches!(&planner.seen[1][0], Observation::Rejected { message } if message.contains("sentence"))
+    );
+}
+
+#[test]
+fn after_the_last_search_the_planner_answers_from_the_last_round() {
+    let (ws, engine) = workspace();
+    let mut s = settings(&ws);
+    s.options.max_search_rounds = 2;
+    let mut planner = Scripted {
+        turns: vec![
+            Box::new(|_, _| vec![search(&["易报"])]),
+            Box::new(|_, _| vec![search(&["开票期限"])]),
+            // Answer-only turn: a further search is rejected…
+            Box::new(|ctx, obs| {
+                assert!(ctx.answer_only);
+                let (id, _) = first_hit(obs).expect("hits of round 2");
+                vec![
+                    search(&["高铁"]),
+                    PlannerAction::Answer {
+                        text: "180天内开票。".into(),
+                        citations: vec![ProposedCitation {
+                            chunk_id: id,
+                            quote: "乘车后180天内申请开具".into(),
+                        }],
+                    },
+                ]
+            }),
+        ],
+        seen: Vec::new(),
+    };
+    let outcome = agent::run(&engine, &mut planner, "开票期限", &s, &mut |_| {}).expect("run");
+    assert_eq!(outcome.rounds.len(), 2);
+    assert_eq!(outcome.status, RunStatus::Answered);
+    let answer = outcome.answer.expect("answer");
+    assert_eq!(answer.citations[0].title_path, "铁路客票规定 / 开票期限");
+}
+
+#[test]
+fn forged_citations_and_quotes_are_refused_then_a_correct_answer_passes() {
+    let (ws, engine) = workspace();
+    let mut planner = Scripted {
+        turns: vec![
+            Box::new(|_, _| vec![search(&["高铁", "电子发票"])]),
+            Box::new(|_, obs| {
+                let (id, _) = first_hit(obs).expect("hits");
+                vec![PlannerAction::Answer {
+                    text: "forged".into(),
+                    citations: vec![
+                        ProposedCitation {
+                            chunk_id: "c_0000000000000000".into(),
+                            quote: "购票截图无效".into(),
+                        },
+                        ProposedCitation {
+                            chunk_id: id,
+                            quote: "购票截图有效".into(),
+                        },
+                    ],
+                }]
+            }),
+            Box::new(|ctx, obs| {
+                let refused = match &obs[0] {
+                    Observation::CitationsRefused { refused } => refused.clone(),
+                    other => panic!("expected a refusal, got {other:?}"),
+                };
+                assert_eq!(refused.len(), 2);
+                assert!(refused[0].reason.contains("not returned"));
+                assert!(refused[1].reason.contains("not in the cited chunk"));
+                let id = match &ctx.rounds[0] {
+                    Observation::Hits { hits, .. } => hits[0].chunk_id.clone(),
+                    _ => unreachable!(),
+                };
+                vec![PlannerAction::Answer {
+                    text: "截图无效。".into(),
+                    citations: vec![ProposedCitation {
+                        chunk_id: id,
+                        quote: "购票截图无效".into(),
+                    }],
+                }]
+            }),
+        ],
+        seen: Vec::new(),
+    };
+    let outcome = agent::run(
+        &engine,
+        &mut planner,
+        "高铁票截图能报销吗",
+        &settings(&ws),
+        &mut |_| {},
+    )
+    .expect("run");
+    assert_eq!(outcome.status, RunStatus::Answered);
+    let trace = trace::read_trace(&outcome.trace.expect("trace").path).expect("read");
+    let answers: Vec<bool> = trace
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::Answer(a) => Some(a.grounded),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![false, true],
+        "the refused answer is in the trace too"
+    );
+}
+
+#[test]
+fn the_trace_verifies_matches_the_ledger_and_breaks_on_any_byte() {
+    let (ws, engine) = workspace();
+    let mut planner = OfflinePlanner::new();
+    let outcome = agent::run(
+        &engine,
+        &mut planner,
+        "出差回来多久内要提交报销？",
+        &settings(&ws),
+        &mut |_| {},
+    )
+    .expect("run");
+    let finished = outcome.trace.expect("trace");
+    let file = trace::read_trace(&finished.path).expect("read");
+    let types: Vec<&str> = file.events().map(|e| e.body.type_name()).collect();
+    assert_eq!(types.first(), Some(&"run_started"));
+    assert_eq!(types.last(), Some(&"run_finished"));
+    assert!(types.contains(&"search") && types.contains(&"llm_turn") && types.contains(&"answer"));
+    let chain = trace::verify_chain(&file, None);
+    assert!(chain.problem.is_none(), "{chain:?}");
+    let name = finished
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("name")
+        .to_string();
+    let ledger = trace::check_ledger(finished.path.parent().expect("dir"), &file, &name, None)
+        .expect("ledger");
+    assert_eq!(trace::assess(&chain, &ledger).exit_code(), 0, "{ledger:?}");
+    // Every search hit was recorded with its content hash.
+    for e in file.events() {
+        if let EventBody::Search(s) = &e.body {
+            for h in &s.hits {
+                assert_eq!(
+                    engine
+                        .store()
+                        .get(&h.hit.chunk_id)
+                        .map(|c| c.content_hash.clone()),
+                    Some(h.content_hash.clone())
+                );
+            }
+        }
+    }
+    // Change one byte inside the second line: the chain breaks at that line.
+    let bytes = std::fs::read(&finished.path).expect("bytes");
+    let second = bytes.iter().position(|b| *b == b'\n').expect("newline") + 1;
+    let snippet_at = second
+        + bytes[second..]
+            .windows(9)
+            .position(|w| w == b"\"turn\":0,")
+            .expect("turn field");
+    let mut tampered = bytes.clone();
+    tampered[snippet_at + 7] = b'7';
+    std::fs::write(&finished.path, &tampered).expect("write");
+    let file = trace::read_trace(&finished.path).expect("read tampered");
+    let problem = trace::verify_chain(&file, None)
+        .problem
+        .expect("tampering detected");
+    assert_eq!(problem.line, 2);
+    // A trace cut mid-line reads up to the last whole line.
+    std::fs::write(&finished.path, &bytes[..bytes.len() - 10]).expect("truncate");
+    let file = trace::read_trace(&finished.path).expect("read torn");
+    assert!(file.torn_tail.is_some());
+    assert_eq!(file.lines.len(), types.len() - 1);
+}
