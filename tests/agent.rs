@@ -39,9 +39,12 @@ fn settings(ws: &Workspace) -> RunSettings {
     }
 }
 
-/// A planner that plays back a script; each entry sees the observations it was handed.
+/// One scripted turn: sees the context and the observations it was handed.
+type Turn = Box<dyn FnMut(&PlannerContext<'_>, &[Observation]) -> Vec<PlannerAction>>;
+
+/// A planner that plays back a script.
 struct Scripted {
-    turns: Vec<Box<dyn FnMut(&PlannerContext<'_>, &[Observation]) -> Vec<PlannerAction>>>,
+    turns: Vec<Turn>,
     seen: Vec<Vec<Observation>>,
 }
 
@@ -196,8 +199,7 @@ fn a_repeated_keyword_set_is_not_searched_again_and_the_planner_is_told() {
 #[test]
 fn the_turn_cap_ends_a_planner_that_never_finishes() {
     let (ws, engine) = workspace();
-    let turns: Vec<Box<dyn FnMut(&PlannerContext<'_>, &[Observation]) -> Vec<PlannerAction>>> = (0
-        ..100)
+    let turns: Vec<Turn> = (0..100)
         .map(|_| {
             Box::new(|_: &PlannerContext<'_>, _: &[Observation]| {
                 vec![search(&["这是一个完整的句子吗？"])]
