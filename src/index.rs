@@ -252,7 +252,9 @@ impl Bm25Index {
         let query = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();
         let top = searcher
-            .search(&query, &TopDocs::with_limit(q.limit).order_by_score())
+            // A little slack: ties are ordered by chunk id below, not by where a segment merge
+            // happened to put the documents, so replays see the same order.
+            .search(&query, &TopDocs::with_limit(q.limit + 16).order_by_score())
             .map_err(|e| self.err(e))?;
         let mut columns = HashMap::new();
         let mut out = Vec::with_capacity(top.len());
@@ -272,6 +274,8 @@ impl Bm25Index {
                 out.push(Bm25Match { id64, score });
             }
         }
+        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id64.cmp(&b.id64)));
+        out.truncate(q.limit);
         Ok(out)
     }
 }

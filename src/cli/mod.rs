@@ -4,6 +4,7 @@
 mod ask_cmd;
 mod output;
 mod search_cmd;
+pub mod trace_cmds;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,19 @@ pub enum Command {
     /// deleted ones removed. Unreadable, binary, empty or oversized files are skipped with a
     /// warning; malformed front matter stops the ingest (the index is left as it was).
     Ingest(IngestArgs),
+    /// Re-run a recorded run's searches against the current index and show what changed.
+    ///
+    /// The recorded keywords, topK, fusion, date and access context are reused; no model is
+    /// called. Exit status: 0 reproduced, 1 differs, 3 invalid or tampered trace.
+    Replay(trace_cmds::ReplayArgs),
+    /// Show which evidence produced a run's answer, and whether the trace can be trusted.
+    ///
+    /// Verifies the hash chain and the ledger first, then for each citation: where it surfaced,
+    /// whether its quote is in the chunk, whether the chunk is unchanged today. Never calls a
+    /// model. Exit status: 0 clean, 1 findings, 3 integrity failure.
+    Audit(trace_cmds::AuditArgs),
+    /// List recent runs, newest first.
+    Traces(trace_cmds::TracesArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
     Search(search_cmd::SearchArgs),
 }
@@ -115,6 +129,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ask(args) => ask_cmd::run(&cli.global, &args),
         Command::Ingest(args) => ingest_cmd(&cli.global, &args),
         Command::Search(args) => search_cmd::run(&cli.global, &args),
+        Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
+        Command::Audit(args) => trace_cmds::audit_cmd(&cli.global, &args),
+        Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
     }
 }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// matters less than agreement between legs.
 pub const DEFAULT_RRF_K: f64 = 60.0;
 /// Equal weight to both legs for min-max fusion.
-pub const DEFAULT_BM25_WEIGHT: f64 = 0.5;
+pub const DEFAULT_BM25_WEIGHT: f64 = 0.3;
 
 /// One hit of one leg, as returned by that leg (best first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,9 +143,14 @@ impl Fusion {
 }
 
 impl fmt::Display for Fusion {
-    /// The mode's name only; parameters are not part of it.
+    /// The mode's name and its parameter (`rrf:60`, `minmax:0.3`, `bm25`, `vector`): traces
+    /// record this, so a replay fuses exactly as the run did.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Fusion::Rrf { k } => write!(f, "rrf:{k}"),
+            Fusion::MinMax { bm25_weight } => write!(f, "minmax:{bm25_weight}"),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 
@@ -153,9 +158,21 @@ impl FromStr for Fusion {
     type Err = FusionError;
 
     /// `rrf`, `minmax`, `bm25` or `vector` (ASCII case-insensitive, surrounding spaces ignored),
-    /// with default parameters.
+    /// with default parameters, or `rrf:K` / `minmax:W` with explicit ones.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let name = s.trim();
+        let trimmed = s.trim();
+        if let Some((name, param)) = trimmed.split_once(':') {
+            let value: f64 = param
+                .trim()
+                .parse()
+                .map_err(|_| FusionError::UnknownName(s.to_owned()))?;
+            return match name.trim().to_ascii_lowercase().as_str() {
+                "rrf" => Fusion::rrf(value),
+                "minmax" => Fusion::min_max(value),
+                _ => Err(FusionError::UnknownName(s.to_owned())),
+            };
+        }
+        let name = trimmed;
         let is = |n: &str| name.eq_ignore_ascii_case(n);
         if is("rrf") {
             Ok(Fusion::Rrf { k: DEFAULT_RRF_K })
@@ -533,14 +550,23 @@ mod tests {
     #[test]
     fn parse_and_display() {
         for (s, f) in [
-            ("rrf", Fusion::Rrf { k: 60.0 }),
-            ("minmax", Fusion::MinMax { bm25_weight: 0.5 }),
+            ("rrf:60", Fusion::Rrf { k: 60.0 }),
+            ("minmax:0.3", Fusion::MinMax { bm25_weight: 0.3 }),
+            ("minmax:0.75", Fusion::MinMax { bm25_weight: 0.75 }),
             ("bm25", Fusion::Bm25Only),
             ("vector", Fusion::VectorOnly),
         ] {
             assert_eq!(s.parse::<Fusion>(), Ok(f));
             assert_eq!(f.to_string(), s);
         }
+        assert_eq!(
+            "minmax".parse::<Fusion>(),
+            Ok(Fusion::MinMax {
+                bm25_weight: DEFAULT_BM25_WEIGHT
+            })
+        );
+        assert!("minmax:x".parse::<Fusion>().is_err());
+        assert!("cosine:3".parse::<Fusion>().is_err());
         assert_eq!(" RRF ".parse::<Fusion>(), Ok(Fusion::default()));
         assert_eq!(
             "cosine".parse::<Fusion>(),

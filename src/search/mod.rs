@@ -90,7 +90,9 @@ impl Default for SearchSettings {
 pub const DEFAULT_VECTOR_ONLY_FLOOR: f32 = 0.5;
 
 /// The default fusion, chosen by measurement (BENCHMARKS.md, "Fusion").
-pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { bm25_weight: 0.3 };
+pub const DEFAULT_FUSION: Fusion = Fusion::MinMax {
+    bm25_weight: fusion::DEFAULT_BM25_WEIGHT,
+};
 
 /// Counts and latency of one leg.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

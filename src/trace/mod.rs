@@ -7,11 +7,14 @@
 //! [`TraceWriter::finish`] also catches a trace that was cut short or rewritten whole.
 //! `trace-format.md` describes the format for users.
 
+pub mod audit;
 mod canonical;
 mod error;
 mod events;
+mod integrity;
 mod ledger;
 mod reader;
+pub mod replay;
 mod verify;
 mod writer;
 
@@ -25,6 +28,7 @@ pub use events::{
     RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, Sufficiency, TRACE_VERSION,
     TokenUsage, TraceEvent, TracedHit,
 };
+pub use integrity::{Integrity, check_integrity};
 pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
 pub use reader::{RawLine, TraceFile, read_trace};
 pub use verify::{

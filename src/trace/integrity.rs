@@ -1,0 +1,108 @@
+//! Integrity first: read a trace, verify its chain and compare it with the ledger in its folder.
+//! Replay and audit both start here and stop at an integrity failure (exit 3).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::error::TraceError;
+use super::reader::{TraceFile, read_trace};
+use super::verify::{ChainReport, LedgerCheck, Verdict, assess, check_ledger, verify_chain};
+
+/// What the integrity check found.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Integrity {
+    /// `clean`, `incomplete` (nothing tampered, but the run did not finish or cannot be
+    /// compared with a ledger) or `failed`.
+    pub status: &'static str,
+    /// The first line that cannot be trusted, if any.
+    pub first_bad_line: Option<usize>,
+    /// What is wrong, for people.
+    pub problems: Vec<String>,
+    #[serde(skip)]
+    pub verdict: Verdict,
+}
+
+impl Integrity {
+    fn from(verdict: Verdict, first_bad_line: Option<usize>, problems: Vec<String>) -> Self {
+        let status = match verdict {
+            Verdict::Clean => "clean",
+            Verdict::Findings => "incomplete",
+            Verdict::IntegrityFailure => "failed",
+        };
+        Self {
+            status,
+            first_bad_line,
+            problems,
+            verdict,
+        }
+    }
+}
+
+/// Reads `path` and checks it. The trace is returned when it could be read, even if tampered
+/// (callers decide what they still show); I/O errors are errors.
+pub fn check_integrity(
+    path: &Path,
+    key: Option<&[u8]>,
+) -> Result<(Integrity, Option<TraceFile>), TraceError> {
+    let file = match read_trace(path) {
+        Ok(f) => f,
+        Err(e) => match Verdict::for_read_error(&e) {
+            Some(verdict) => {
+                let line = match &e {
+                    TraceError::Malformed { line, .. } => Some(*line),
+                    _ => None,
+                };
+                return Ok((Integrity::from(verdict, line, vec![e.to_string()]), None));
+            }
+            None => return Err(e),
+        },
+    };
+    let chain = verify_chain(&file, key);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let ledger = check_ledger(dir, &file, &name, key)?;
+    let verdict = assess(&chain, &ledger);
+    let (line, problems) = describe(&chain, &ledger);
+    Ok((Integrity::from(verdict, line, problems), Some(file)))
+}
+
+fn describe(chain: &ChainReport, ledger: &LedgerCheck) -> (Option<usize>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut line = None;
+    if let Some(p) = &chain.problem {
+        line = Some(p.line);
+        problems.push(p.to_string());
+    }
+    if let Some(torn) = chain.torn_tail {
+        problems.push(format!(
+            "line {torn}: torn last line (the writer stopped mid-line); ignored"
+        ));
+    }
+    match ledger {
+        LedgerCheck::Matches { .. } => {}
+        LedgerCheck::NotInLedger { note } => problems.push(format!("not in the ledger: {note}")),
+        LedgerCheck::LedgerMissing => problems.push("no ledger.jsonl beside the trace to compare with".to_string()),
+        LedgerCheck::LinesDiffer { ledger, actual } => {
+            line = line.or(Some((*ledger.min(actual) + 1) as usize));
+            problems.push(format!(
+                "the ledger recorded {ledger} lines, the trace has {actual}: lines were {} after the run finished",
+                if actual < ledger { "removed" } else { "added" }
+            ));
+        }
+        LedgerCheck::FinalHashDiffers { ledger, actual } => problems.push(format!(
+            "the trace's final hash {actual} differs from the one the ledger recorded ({ledger}): the trace was rewritten with a new chain"
+        )),
+        LedgerCheck::LedgerBroken { line: l, problem } => {
+            problems.push(format!("the ledger itself is broken at its line {l}: {problem}"))
+        }
+    }
+    (line, problems)
+}
