@@ -10,4 +10,9 @@ folders=(knowledge)
 for d in laws-zh handbook-en; do
   [ -d "$data/$d" ] && folders+=("$data/$d")
 done
-cargo bench --bench retrieval -- "${folders[@]}"
+echo "== searchDocs and ingest (cargo bench --bench retrieval)"
+cargo bench --bench retrieval -- --synthetic 100000 "${folders[@]}"
+echo "== golden-set calibration (boost, fusion, sufficiency)"
+cargo run --release --example calibrate
+echo "== offline agent on the golden set"
+cargo run --release --example agent_eval
