@@ -369,7 +369,7 @@ impl OfflinePlanner {
         let best = chunk_scores.first().map(|c| c.2).unwrap_or(0.0);
         let chosen: Vec<(&SearchHit, u32)> = chunk_scores
             .iter()
-            .filter(|c| c.2 >= 0.7 * best && c.2 > 0.0)
+            .filter(|c| c.2 >= 0.85 * best && c.2 > 0.0)
             .take(3)
             .map(|c| (c.0, c.1))
             .collect();
