@@ -76,7 +76,12 @@ fn bench_folder(name: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>
         secs,
         summary.chunks as f64 / secs
     );
-    let modes = [("BM25", Fusion::Bm25Only), ("vector", Fusion::VectorOnly), ("fused (minmax)", ragtrail::search::DEFAULT_FUSION), ("fused (rrf)", Fusion::Rrf { k: 60.0 })];
+    let modes = [
+        ("BM25", Fusion::Bm25Only),
+        ("vector", Fusion::VectorOnly),
+        ("fused (minmax)", ragtrail::search::DEFAULT_FUSION),
+        ("fused (rrf)", Fusion::Rrf { k: 60.0 }),
+    ];
     // Interleave modes over three passes and keep each mode's best pass: one noisy moment on
     // this shared 2-core machine then does not decide a ratio.
     let mut best = [(f64::MAX, f64::MAX); 4];
@@ -89,18 +94,34 @@ fn bench_folder(name: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>
         }
     }
     for (i, (label, _)) in modes.iter().enumerate() {
-        println!("|   searchDocs {label}, {} queries | | | p50 {:.3} ms, p99 {:.3} ms |", qs.len(), best[i].0, best[i].1);
+        println!(
+            "|   searchDocs {label}, {} queries | | | p50 {:.3} ms, p99 {:.3} ms |",
+            qs.len(),
+            best[i].0,
+            best[i].1
+        );
     }
     let slower = best[0].0.max(best[1].0);
-    println!("|   fused p50 / slower leg p50 | | | {:.2} |", best[2].0 / slower);
+    println!(
+        "|   fused p50 / slower leg p50 | | | {:.2} |",
+        best[2].0 / slower
+    );
     Ok(())
 }
 
 /// A synthetic knowledge folder of about `chunks` chunks: Markdown files whose sections mix
 /// Chinese and English words drawn deterministically from a small vocabulary.
 fn synthetic(dir: &Path, chunks: usize) -> std::io::Result<()> {
-    const ZH: &[&str] = &["报销", "发票", "差旅", "住宿", "标准", "审批", "出差", "补贴", "凭证", "年假", "病假", "退货", "保修", "密码", "设备", "采购", "合同", "金额", "部门", "员工", "提交", "期限", "流程", "系统", "城市", "交通", "餐饮", "会议", "培训", "证明"];
-    const EN: &[&str] = &["claim", "invoice", "travel", "hotel", "limit", "approval", "receipt", "leave", "refund", "warranty", "password", "device", "purchase", "contract", "amount", "manager", "deadline", "policy", "system", "city", "meal", "training", "form", "office", "remote"];
+    const ZH: &[&str] = &[
+        "报销", "发票", "差旅", "住宿", "标准", "审批", "出差", "补贴", "凭证", "年假", "病假",
+        "退货", "保修", "密码", "设备", "采购", "合同", "金额", "部门", "员工", "提交", "期限",
+        "流程", "系统", "城市", "交通", "餐饮", "会议", "培训", "证明",
+    ];
+    const EN: &[&str] = &[
+        "claim", "invoice", "travel", "hotel", "limit", "approval", "receipt", "leave", "refund",
+        "warranty", "password", "device", "purchase", "contract", "amount", "manager", "deadline",
+        "policy", "system", "city", "meal", "training", "form", "office", "remote",
+    ];
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = |n: usize| {
         state ^= state << 13;
@@ -130,7 +151,10 @@ fn synthetic(dir: &Path, chunks: usize) -> std::io::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut synthetic_chunks = 0usize;
     let mut it = args.iter();
@@ -146,7 +170,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("| corpus | docs | chunks | ingest / latency |\n|---|---|---|---|");
     for dir in &dirs {
-        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         if let Err(e) = bench_folder(&name, dir) {
             eprintln!("skipped {name}: {e}");
         }

@@ -386,3 +386,56 @@ fn the_committed_fixture_trace_still_reads_verifies_and_renders_the_same() {
         );
     }
 }
+
+#[test]
+fn an_auditor_sees_only_the_evidence_their_access_covers() {
+    let ws = Workspace::new();
+    ws.write("hr/internal.md", "---\ntitle: HR 内部指引\nroles: [hr]\n---\n\n## 病假核查\n\n连续病假超过5天须由人事复核病历原件。\n");
+    ws.write("finance/travel.md", TRAVEL);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let settings = RunSettings {
+        options: AgentRagOptions::default(),
+        access: AccessContext::new("default", ["hr"]),
+        today: "2026-11-30".into(),
+        trace: Some(TraceSettings {
+            dir: ws.dir.path().join("traces"),
+            key: None,
+        }),
+        session: None,
+    };
+    let outcome = agent::run(
+        &engine,
+        &mut OfflinePlanner::new(),
+        "病假超过5天要人事复核什么？",
+        &settings,
+        &mut |_| {},
+    )
+    .expect("run");
+    assert!(outcome.answer.is_some(), "{:?}", outcome.message);
+    let path = outcome.trace.expect("trace").path;
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ragtrail"))
+            .arg("--data-dir")
+            .arg(ws.data())
+            .args(args)
+            .arg("audit")
+            .arg(&path)
+            .output()
+            .expect("audit");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let hr = run(&["--role", "hr"]);
+    assert!(hr.contains("病历原件"), "{hr}");
+    let staff = run(&[]);
+    assert!(
+        !staff.contains("病历原件") && !staff.contains("病假核查"),
+        "{staff}"
+    );
+    assert!(staff.contains("withheld"));
+    let other = run(&["--tenant", "globex", "--role", "hr"]);
+    assert!(
+        !other.contains("病假") && other.contains("withheld"),
+        "{other}"
+    );
+}

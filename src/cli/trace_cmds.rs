@@ -228,7 +228,9 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
     } else {
         Some(open_ready_engine(global)?)
     };
-    let report = audit(&file, integrity, engine.as_ref());
+    let mut report = audit(&file, integrity, engine.as_ref());
+    let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
+    crate::trace::audit::restrict_to(&mut report, &auditor, engine.as_ref());
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),
@@ -417,8 +419,14 @@ pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<Exit
         let Some(started) = run_started(&file) else {
             continue;
         };
-        // Runs of another tenant are not listed to this operator context.
-        if started.access.tenant != access.tenant {
+        // Runs of another tenant, or made with roles this operator lacks, are not listed.
+        if started.access.tenant != access.tenant
+            || !started
+                .access
+                .roles
+                .iter()
+                .all(|r| access.roles.contains(r))
+        {
             continue;
         }
         let (status, rounds) = file

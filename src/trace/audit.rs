@@ -60,6 +60,8 @@ pub struct AuditReport {
     pub question: String,
     pub today: String,
     pub planner: String,
+    /// The access context the run was made under.
+    pub access: crate::access::AccessContext,
     pub status: String,
     pub reason: String,
     pub answer: Option<String>,
@@ -81,6 +83,63 @@ impl AuditReport {
             _ if !self.findings.is_empty() => 1,
             _ => 0,
         }
+    }
+}
+
+/// Text shown in place of evidence the auditor may not see.
+pub const WITHHELD: &str = "[withheld: outside the auditor's access]";
+
+/// Hides what `auditor` may not see: everything but integrity when the run belongs to another
+/// tenant; otherwise the citations of chunks restricted to roles the auditor lacks (and the
+/// answer built on them). Says in a note what was withheld.
+pub fn restrict_to(
+    report: &mut AuditReport,
+    auditor: &crate::access::AccessContext,
+    engine: Option<&Engine>,
+) {
+    if auditor.tenant != report.access.tenant {
+        report.question = WITHHELD.to_string();
+        report.answer = report.answer.as_ref().map(|_| WITHHELD.to_string());
+        for c in &mut report.citations {
+            c.title_path = WITHHELD.to_string();
+            c.source_uri = WITHHELD.to_string();
+            c.quote = WITHHELD.to_string();
+            c.surfaced
+                .iter_mut()
+                .for_each(|s| s.keywords = vec![WITHHELD.to_string()]);
+        }
+        report.rounds.iter_mut().for_each(|r| {
+            r.keywords = vec![WITHHELD.to_string()];
+            r.reason = WITHHELD.to_string();
+        });
+        report.findings = report
+            .findings
+            .iter()
+            .map(|_| WITHHELD.to_string())
+            .collect();
+        report.notes = vec![format!(
+            "evidence withheld: the run belongs to tenant {}, the auditor to {}",
+            report.access.tenant, auditor.tenant
+        )];
+        return;
+    }
+    let mut withheld = 0;
+    for c in &mut report.citations {
+        // The chunk's own restriction decides; a chunk that is gone is judged by the run's roles.
+        let roles = engine
+            .and_then(|e| e.store().get(&c.chunk_id))
+            .map(|ch| ch.roles.clone())
+            .unwrap_or_else(|| report.access.roles.clone());
+        if !auditor.allows(&report.access.tenant, &roles) {
+            c.title_path = WITHHELD.to_string();
+            c.source_uri = WITHHELD.to_string();
+            c.quote = WITHHELD.to_string();
+            withheld += 1;
+        }
+    }
+    if withheld > 0 {
+        report.answer = report.answer.as_ref().map(|_| WITHHELD.to_string());
+        report.notes.push(format!("{withheld} citation(s) and the answer withheld: they rest on documents restricted to roles the auditor does not hold"));
     }
 }
 
@@ -224,6 +283,7 @@ pub fn audit(file: &TraceFile, integrity: Integrity, engine: Option<&Engine>) ->
         question: started.map(|s| s.question.clone()).unwrap_or_default(),
         today: started.map(|s| s.today.clone()).unwrap_or_default(),
         planner: started.map(|s| s.planner.clone()).unwrap_or_default(),
+        access: started.map(|s| s.access.clone()).unwrap_or_default(),
         status,
         reason: finished.map(|f| f.reason.clone()).unwrap_or_default(),
         answer: final_answer.map(|a| a.text.clone()),
