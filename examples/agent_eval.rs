@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         today: "2026-11-30".into(),
         trace: None,
         session: None,
+        conversation: None,
     };
     let report = agent::evaluate(&engine, &items, &settings, &mut || {
         Box::new(OfflinePlanner::new()) as Box<dyn Planner>

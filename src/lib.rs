@@ -14,6 +14,7 @@ pub mod eval;
 pub mod index;
 pub mod knowledge;
 pub mod search;
+pub mod session;
 pub mod store;
 pub mod text;
 pub mod trace;

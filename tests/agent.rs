@@ -36,6 +36,7 @@ fn settings(ws: &Workspace) -> RunSettings {
             key: None,
         }),
         session: None,
+        conversation: None,
     }
 }
 

@@ -33,6 +33,7 @@ fn recorded_run(key: Option<&[u8]>) -> (Workspace, Engine, PathBuf) {
             key: key.map(<[u8]>::to_vec),
         }),
         session: None,
+        conversation: None,
     };
     let outcome = agent::run(
         &engine,
@@ -403,6 +404,7 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
             key: None,
         }),
         session: None,
+        conversation: None,
     };
     let outcome = agent::run(
         &engine,

@@ -10,6 +10,7 @@ mod planner;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use citations::{MAX_QUOTE_CHARS, quote_in_text};
@@ -25,7 +26,8 @@ pub use planner::{
 use crate::access::AccessContext;
 use crate::engine::Engine;
 use crate::search::sufficiency::Sufficiency;
-use crate::search::{SearchHit, SearchRequest};
+use crate::search::{SearchHit, SearchRequest, SearchResponse};
+use crate::session::{CachedSearch, PriorTurn, Session};
 use crate::trace::{
     AnswerEvent, Citation, EventBody, FinishedTrace, LlmTurn, RefusedCitation, RunStarted,
     RunStatus, SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
@@ -52,6 +54,22 @@ pub struct RunSettings {
     pub trace: Option<TraceSettings>,
     /// Conversation this run belongs to, and its turn number.
     pub session: Option<(String, u32)>,
+    /// The conversation's earlier turns and search cache (read, and the cache extended).
+    pub conversation: Option<Arc<Mutex<Session>>>,
+}
+
+impl RunSettings {
+    /// Settings for a run outside any conversation, without a trace.
+    pub fn new(options: AgentRagOptions, access: AccessContext, today: impl Into<String>) -> Self {
+        Self {
+            options,
+            access,
+            today: today.into(),
+            trace: None,
+            session: None,
+            conversation: None,
+        }
+    }
 }
 
 /// One search round as it happened.
@@ -69,6 +87,8 @@ pub struct RoundRecord {
 pub struct FinalAnswer {
     pub text: String,
     pub citations: Vec<Citation>,
+    /// A conversational reply (greeting, thanks) with no evidence behind it.
+    pub unsourced: bool,
 }
 
 /// The result of a run, whatever its status.
@@ -163,6 +183,7 @@ pub fn run(
         },
     };
     let store = engine.store();
+    let index_fingerprint = format!("gen-{}:{}", store.generation(), store.chunks().len());
     rec.event(EventBody::RunStarted(RunStarted {
         question: question.to_string(),
         options: serde_json::to_value(options).unwrap_or_default(),
@@ -170,13 +191,19 @@ pub fn run(
         planner: planner.kind().to_string(),
         model: planner.model(),
         embedder: engine.embedder().info(),
-        index_fingerprint: format!("gen-{}:{}", store.generation(), store.chunks().len()),
+        index_fingerprint: index_fingerprint.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         today: settings.today.clone(),
         session_id: settings.session.as_ref().map(|s| s.0.clone()),
         turn: settings.session.as_ref().map(|s| s.1),
     }))?;
 
+    let history: Vec<PriorTurn> = settings
+        .conversation
+        .as_ref()
+        .and_then(|c| c.lock().ok().map(|s| s.turns.clone()))
+        .unwrap_or_default();
+    let turn_no = settings.session.as_ref().map(|s| s.1).unwrap_or(0);
     let mut lookup = Lookup {
         engine,
         n: engine.index().num_chunks(),
@@ -195,6 +222,7 @@ pub fn run(
         let answer_only = searches_done >= options.max_search_rounds;
         let ctx = PlannerContext {
             question,
+            history: &history,
             today: &settings.today,
             searches_done,
             max_searches: options.max_search_rounds,
@@ -286,14 +314,51 @@ pub fn run(
                         top_k as usize,
                         settings.access.clone(),
                     );
-                    let resp = match engine.search_docs(&req) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            let message = format!("search failed: {e}");
-                            on_event(AgentEvent::Rejected { message: &message });
-                            observations.push(Observation::Rejected { message });
-                            continue;
+                    let cache_key = format!(
+                        "{}|{}|{}|{}|{}",
+                        key.join("\u{1f}"),
+                        settings.access.tenant,
+                        settings.access.roles.join(","),
+                        top_k,
+                        index_fingerprint
+                    );
+                    let cached = settings
+                        .conversation
+                        .as_ref()
+                        .and_then(|c| c.lock().ok().and_then(|s| s.cached(&cache_key).cloned()));
+                    let (resp, cached_from) = match cached {
+                        Some(c) => (
+                            SearchResponse {
+                                hits: c.hits,
+                                content_hashes: c.content_hashes,
+                                legs: c.legs,
+                                fusion: c.fusion.parse().unwrap_or(engine.settings.fusion),
+                                sufficiency: c.sufficiency,
+                            },
+                            Some((c.turn, c.round)),
+                        ),
+                        None => match engine.search_docs(&req) {
+                            Ok(r) => {
+                                if let Some(conv) = &settings.conversation
+                                    && let Ok(mut s) = conv.lock()
+                                {
+                                    s.remember(CachedSearch::new(cache_key, turn_no, round, &r));
+                                }
+                                (r, None)
+                            }
+                            Err(e) => {
+                                let message = format!("search failed: {e}");
+                                on_event(AgentEvent::Rejected { message: &message });
+                                observations.push(Observation::Rejected { message });
+                                continue;
+                            }
+                        },
+                    };
+                    let reason = match cached_from {
+                        Some((t, r)) => {
+                            format!("{reason} (served from the session cache: turn {t}, round {r})")
                         }
+                        None => reason,
                     };
                     searched.insert(key, round);
                     keyword_sets_tried.push(keywords.clone());
@@ -323,7 +388,7 @@ pub fn run(
                             .collect(),
                         sufficiency: resp.sufficiency.clone(),
                         repeated: false,
-                        cached: None,
+                        cached: cached_from.map(|(_, r)| r),
                     }))?;
                     let record = RoundRecord {
                         round,
@@ -375,6 +440,7 @@ pub fn run(
                                     reason: r.reason.clone(),
                                 })
                                 .collect(),
+                            unsourced: false,
                         }))?;
                         on_event(AgentEvent::Refused(&refused));
                         observations.push(Observation::CitationsRefused { refused });
@@ -385,6 +451,7 @@ pub fn run(
                         citations: cited.clone(),
                         grounded: true,
                         refused: Vec::new(),
+                        unsourced: false,
                     }))?;
                     finish = Some((
                         RunStatus::Answered,
@@ -392,12 +459,32 @@ pub fn run(
                         Some(FinalAnswer {
                             text,
                             citations: cited,
+                            unsourced: false,
                         }),
                     ));
                     break;
                 }
                 PlannerAction::GiveUp { reason } => {
                     finish = Some((RunStatus::InsufficientEvidence, reason, None));
+                    break;
+                }
+                PlannerAction::Reply { text } => {
+                    rec.event(EventBody::Answer(AnswerEvent {
+                        text: text.clone(),
+                        citations: Vec::new(),
+                        grounded: false,
+                        refused: Vec::new(),
+                        unsourced: true,
+                    }))?;
+                    finish = Some((
+                        RunStatus::Answered,
+                        "conversational".to_string(),
+                        Some(FinalAnswer {
+                            text,
+                            citations: Vec::new(),
+                            unsourced: true,
+                        }),
+                    ));
                     break;
                 }
             }
@@ -426,6 +513,7 @@ pub fn run(
             citations: Vec::new(),
             grounded: false,
             refused: Vec::new(),
+            unsourced: false,
         }))?;
     }
     let searches = rounds.len() as u32;

@@ -35,6 +35,8 @@ const MAX_SENTENCE_CHARS: usize = 220;
 pub struct OfflinePlanner {
     thresholds: SufficiencyThresholds,
     question_words: Vec<(String, f64)>,
+    /// Topic words carried over from the previous turn of a conversation (said in the reason).
+    carried: Vec<String>,
     searched_terms: HashSet<String>,
     seen_chunks: HashSet<String>,
     followed: HashSet<String>,
@@ -92,6 +94,81 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
     }
     words.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     words
+}
+
+/// A greeting or thanks, and nothing else.
+fn is_small_talk(question: &str) -> bool {
+    const PHRASES: &[&str] = &[
+        "你好",
+        "您好",
+        "嗨",
+        "哈喽",
+        "早上好",
+        "下午好",
+        "晚上好",
+        "谢谢",
+        "谢谢你",
+        "谢谢您",
+        "多谢",
+        "感谢",
+        "好的谢谢",
+        "hi",
+        "hello",
+        "hey",
+        "good morning",
+        "good afternoon",
+        "good evening",
+        "thanks",
+        "thank you",
+        "thanks a lot",
+        "thx",
+        "ok thanks",
+    ];
+    let normalized: String = question
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| {
+            !c.is_ascii_punctuation() && !matches!(c, '！' | '，' | '。' | '？' | '～' | '~')
+        })
+        .collect();
+    let normalized = normalized.trim();
+    PHRASES.contains(&normalized)
+}
+
+fn is_thanks(question: &str) -> bool {
+    let q = question.to_lowercase();
+    ["谢", "感谢", "thank", "thx"].iter().any(|w| q.contains(w))
+}
+
+/// Whether a question leans on the previous turn: short, or pointing back ("那…呢", "this").
+fn refers_back(question: &str) -> bool {
+    let q = question.trim().to_lowercase();
+    const MARKERS: &[&str] = &[
+        "那",
+        "这个",
+        "这些",
+        "它",
+        "其",
+        "上面",
+        "刚才",
+        "呢",
+        "what about",
+        "how about",
+        "that",
+        "this",
+        "those",
+        "these",
+        " it",
+        "the same",
+    ];
+    let cjk = q.chars().filter(|c| text::is_cjk(*c)).count();
+    let short = if cjk > 0 {
+        cjk <= 12
+    } else {
+        q.split_whitespace().count() <= 6
+    };
+    short || MARKERS.iter().any(|m| q.contains(m))
 }
 
 /// Names a chunk points at: 《…》, “…”, 「…」, "…" quotes and codes like `FIN-07`.
@@ -175,6 +252,15 @@ struct Scored<'a> {
 }
 
 impl OfflinePlanner {
+    /// The question with the topic words carried over from the previous turn, if any.
+    fn effective_question(&self, ctx: &PlannerContext<'_>) -> String {
+        if self.carried.is_empty() {
+            ctx.question.to_string()
+        } else {
+            format!("{} {}", self.carried.join(" "), ctx.question)
+        }
+    }
+
     fn weights(&self) -> HashMap<String, f64> {
         let mut w = HashMap::new();
         for (word, weight) in &self.question_words {
@@ -190,7 +276,7 @@ impl OfflinePlanner {
     /// own coverage says nothing about the question).
     fn question_sufficiency(&self, ctx: &PlannerContext<'_>) -> Sufficiency {
         let keys = key_terms(
-            &[ctx.question.to_string()],
+            &[self.effective_question(ctx)],
             &|t: &str| ctx.lookup.doc_freq(t),
             ctx.lookup.num_chunks(),
         );
@@ -328,7 +414,7 @@ impl OfflinePlanner {
     fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
         let weights = self.weights();
         let keys = key_terms(
-            &[ctx.question.to_string()],
+            &[self.effective_question(ctx)],
             &|t: &str| ctx.lookup.doc_freq(t),
             ctx.lookup.num_chunks(),
         );
@@ -345,7 +431,13 @@ impl OfflinePlanner {
                 let terms: HashSet<String> = text::terms(&hit.title_path).into_iter().chain(text::terms(text)).map(|t| t.text).collect();
                 let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
                 let present = covered(&keys, &terms, &lower);
-                let q = keys.iter().filter(|k| present.contains(&k.term)).map(|k| k.weight).sum::<f64>() / total;
+let q = keys.iter().filter(|k| present.contains(&k.term)).map(|k| k.weight).sum::<f64>() / total;
+                // A heading that names the question's words is the section about it: among chunks
+                // covering the question alike, prefer it.
+                let title_lower = hit.title_path.to_lowercase();
+                let title_terms: HashSet<String> = text::terms(&hit.title_path).into_iter().map(|t| t.text).collect();
+                let in_title = covered(&keys, &title_terms, &title_lower);
+                let q = q + 0.6 * keys.iter().filter(|k| in_title.contains(&k.term)).map(|k| k.weight).sum::<f64>() / total;
                 // A chunk of the document a later round followed (its title names the reference).
                 let followed = round > 1
                     && matches!(ctx.rounds.get(round as usize - 1), Some(Observation::Hits { keywords, .. })
@@ -510,8 +602,45 @@ impl Planner for OfflinePlanner {
                 ..PlannerStep::default()
             })
         };
+        if ctx.searches_done == 0 && observations.is_empty() && is_small_talk(ctx.question) {
+            let chinese = ctx.question.chars().any(text::is_cjk);
+            let text = match (chinese, is_thanks(ctx.question)) {
+                (true, true) => "不客气！还有其他制度方面的问题吗？",
+                (true, false) => "你好！请问想了解哪方面的制度？",
+                (false, true) => "You're welcome! Anything else about the policies?",
+                (false, false) => "Hello! What would you like to know about the policies?",
+            };
+            return step(PlannerAction::Reply {
+                text: text.to_string(),
+            });
+        }
         if self.question_words.is_empty() && ctx.searches_done == 0 {
             self.question_words = question_words(ctx.question, ctx);
+            if let Some(previous) = ctx.history.iter().rev().find(|t| !t.keywords.is_empty())
+                && refers_back(ctx.question)
+            {
+                // A follow-up that omits its topic ("需要提供什么证明？") searches with the previous
+                // turn's topic words in front.
+                let own: HashSet<String> = self
+                    .question_words
+                    .iter()
+                    .flat_map(|(w, _)| analysed(w))
+                    .collect();
+                let top = self.question_words.first().map(|w| w.1).unwrap_or(1.0) + 1.0;
+                let carried: Vec<String> = previous
+                    .keywords
+                    .first()
+                    .into_iter()
+                    .flatten()
+                    .filter(|k| analysed(k).iter().any(|t| !own.contains(t)))
+                    .take(2)
+                    .cloned()
+                    .collect();
+                for (i, word) in carried.iter().enumerate() {
+                    self.question_words.insert(i, (word.clone(), top));
+                }
+                self.carried = carried;
+            }
         }
         // A refused answer is not retried with the same evidence.
         if observations
@@ -548,7 +677,14 @@ impl Planner for OfflinePlanner {
                 .collect();
             return step(PlannerAction::Search {
                 keywords,
-                reason: "content words of the question, rarest first".to_string(),
+                reason: if self.carried.is_empty() {
+                    "content words of the question, rarest first".to_string()
+                } else {
+                    format!(
+                        "content words of the question, rarest first, with the previous turn's topic carried over: {}",
+                        self.carried.join(", ")
+                    )
+                },
                 top_k: None,
             });
         }

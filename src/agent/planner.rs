@@ -33,6 +33,10 @@ pub enum PlannerAction {
     },
     /// Finish without an answer: the evidence is not there.
     GiveUp { reason: String },
+    /// Finish with a reply the planner declares conversational (a greeting, thanks, a question
+    /// about the conversation itself): no citations, recorded and shown as unsourced. Policy
+    /// statements never go here.
+    Reply { text: String },
 }
 
 /// What the engine observed when it carried out an action; handed back on the next turn, one
@@ -88,6 +92,8 @@ pub struct PlannerStep {
 /// What the planner may read about the run so far.
 pub struct PlannerContext<'a> {
     pub question: &'a str,
+    /// Earlier turns of the conversation, oldest first (empty outside a conversation).
+    pub history: &'a [crate::session::PriorTurn],
     /// Today's date (YYYY-MM-DD): policies with deadlines need it.
     pub today: &'a str,
     pub searches_done: u32,

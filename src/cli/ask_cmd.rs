@@ -9,6 +9,7 @@ use super::{GlobalArgs, open_ready_engine, output};
 use crate::agent::offline::OfflinePlanner;
 use crate::agent::{self, AgentEvent, AgentOutcome, AgentRagOptions, RunSettings, TraceSettings};
 use crate::config;
+use crate::session::{self, SessionStore};
 use crate::trace::RunStatus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -42,28 +43,51 @@ pub struct AskArgs {
     /// Do not write a trace for this run.
     #[arg(long)]
     pub no_trace: bool,
+    /// Ask within a conversation: earlier turns inform this one (follow-ups may omit their
+    /// topic). Created on first use; `new` starts a fresh one and prints its id.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
 }
 
-pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
-    let engine = open_ready_engine(global)?;
-    let settings = RunSettings {
+/// The settings of a run from `ask`/`chat` flags and the operator's configuration.
+pub fn run_settings(
+    global: &GlobalArgs,
+    max_rounds: u32,
+    top_k: u32,
+    require_source: bool,
+    today: Option<chrono::NaiveDate>,
+    trace: bool,
+) -> RunSettings {
+    RunSettings {
         options: AgentRagOptions {
-            max_search_rounds: args.max_rounds,
-            top_k_per_round: args.top_k,
-            require_source: !args.no_require_source,
+            max_search_rounds: max_rounds,
+            top_k_per_round: top_k,
+            require_source,
         },
         access: config::access_context(global.tenant.as_deref(), &global.roles),
-        today: args
-            .today
+        today: today
             .unwrap_or_else(|| chrono::Local::now().date_naive())
             .format("%Y-%m-%d")
             .to_string(),
-        trace: (!args.no_trace).then(|| TraceSettings {
+        trace: trace.then(|| TraceSettings {
             dir: global.trace_dir.clone(),
             key: config::trace_key(),
         }),
         session: None,
-    };
+        conversation: None,
+    }
+}
+
+pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
+    let engine = open_ready_engine(global)?;
+    let settings = run_settings(
+        global,
+        args.max_rounds,
+        args.top_k,
+        !args.no_require_source,
+        args.today,
+        !args.no_trace,
+    );
     let mut planner = match args.planner {
         PlannerChoice::Offline => OfflinePlanner::new(),
     };
@@ -104,7 +128,30 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let outcome = agent::run(&engine, &mut planner, &args.question, &settings, &mut show)?;
+    let outcome = match &args.session {
+        Some(id) => {
+            let id = if id == "new" {
+                SessionStore::new_id()
+            } else {
+                id.clone()
+            };
+            let sessions = SessionStore::new(&global.data_dir);
+            let (outcome, turn) = session::ask(
+                &engine,
+                &mut planner,
+                &sessions,
+                &id,
+                &args.question,
+                &settings,
+                &mut show,
+            )?;
+            if !json {
+                eprintln!("session {id}, turn {turn}");
+            }
+            outcome
+        }
+        None => agent::run(&engine, &mut planner, &args.question, &settings, &mut show)?,
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
     } else {
@@ -146,6 +193,10 @@ pub fn outcome_json(o: &AgentOutcome) -> serde_json::Value {
 fn outcome_text(o: &AgentOutcome) -> String {
     let mut out = String::from("\n");
     match &o.answer {
+        Some(answer) if answer.unsourced => {
+            out.push_str(&output::terminal_safe(&answer.text));
+            out.push_str("\n(conversational reply: unsourced, nothing was searched)\n");
+        }
         Some(answer) => {
             out.push_str(&output::terminal_safe(&answer.text));
             out.push_str("\n\nSources:\n");

@@ -2,6 +2,7 @@
 //! every command calls the library.
 
 mod ask_cmd;
+mod chat_cmd;
 mod output;
 mod search_cmd;
 pub mod trace_cmds;
@@ -65,6 +66,11 @@ pub enum Command {
     /// it was shown, each claim cited with a verbatim quote. Without evidence it says so and lists
     /// the keywords it tried. Exit status: 0 answered, 1 insufficient evidence, 3 error.
     Ask(ask_cmd::AskArgs),
+    /// Talk with the knowledge base: follow-up questions may omit their topic.
+    ///
+    /// Each turn is answered like `ask` (cited, traced); the last turns and a cache of searches
+    /// are kept per session in the data directory, so `--session ID` resumes after a restart.
+    Chat(chat_cmd::ChatArgs),
     /// Read a knowledge folder into the index: only what changed since the last ingest.
     ///
     /// `.md` and `.txt` files, recursively. Unchanged files are skipped, changed ones replaced,
@@ -127,6 +133,7 @@ fn init_logging() {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Ask(args) => ask_cmd::run(&cli.global, &args),
+        Command::Chat(args) => chat_cmd::run(&cli.global, &args),
         Command::Ingest(args) => ingest_cmd(&cli.global, &args),
         Command::Search(args) => search_cmd::run(&cli.global, &args),
         Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),

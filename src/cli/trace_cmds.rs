@@ -96,6 +96,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
                 key,
             }),
             session: None,
+            conversation: None,
         };
         let mut planner = OfflinePlanner::new();
         let live = agent::run(

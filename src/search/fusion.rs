@@ -324,9 +324,9 @@ impl MinMaxScale {
 /// assert!((hits[0].score - (1.0 / 61.0 + 1.0 / 62.0)).abs() < 1e-12);
 /// assert_eq!(hits[0].vector.map(|r| r.rank), Some(2));
 ///
-/// let fusion: Fusion = "minmax".parse()?;
+/// let fusion: Fusion = "minmax:0.5".parse()?;
 /// assert_eq!(fusion, Fusion::MinMax { bm25_weight: 0.5 });
-/// assert_eq!(fusion.to_string(), "minmax");
+/// assert_eq!(fusion.to_string(), "minmax:0.5");
 /// # Ok::<(), ragtrail::search::fusion::FusionError>(())
 /// ```
 pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) -> Vec<FusedHit> {

@@ -229,6 +229,9 @@ pub struct AnswerEvent {
     /// Citations the agent dropped because they did not check out.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedCitation>,
+    /// A reply the planner declared conversational (greeting, thanks): no evidence behind it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unsourced: bool,
 }
 
 /// One cited chunk and the quote taken from it.

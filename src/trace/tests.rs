@@ -124,6 +124,7 @@ fn run_bodies() -> Vec<EventBody> {
                 quote: "never returned".to_string(),
                 reason: "not in hits".to_string(),
             }],
+            unsourced: false,
         }),
     ]
 }

@@ -1,0 +1,262 @@
+//! Conversations: the last turns of a session (question, answer, cited chunks, keywords) and a
+//! cache of searches already run in it, kept in the data directory so a session survives a
+//! restart.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::search::SearchResponse;
+use crate::search::sufficiency::Sufficiency;
+use crate::search::{LegStats, SearchHit};
+
+/// Turns kept per session (older ones are dropped).
+pub const MAX_TURNS: usize = 8;
+/// Cached searches kept per session.
+pub const MAX_CACHED: usize = 64;
+
+/// One earlier turn, as the planner of a later turn sees it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PriorTurn {
+    pub turn: u32,
+    pub question: String,
+    /// The grounded answer, or the insufficient-evidence message.
+    pub answer: String,
+    pub cited: Vec<String>,
+    /// Keyword sets searched in that turn, in order.
+    pub keywords: Vec<Vec<String>>,
+    pub trace: Option<String>,
+}
+
+/// A search served again when the same keyword set is asked under the same access context and
+/// index version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedSearch {
+    pub key: String,
+    pub turn: u32,
+    pub round: u32,
+    pub hits: Vec<SearchHit>,
+    pub content_hashes: Vec<String>,
+    pub sufficiency: Sufficiency,
+    pub fusion: String,
+    pub legs: std::collections::BTreeMap<String, LegStats>,
+}
+
+impl CachedSearch {
+    pub fn new(key: String, turn: u32, round: u32, resp: &SearchResponse) -> Self {
+        Self {
+            key,
+            turn,
+            round,
+            hits: resp.hits.clone(),
+            content_hashes: resp.content_hashes.clone(),
+            sufficiency: resp.sufficiency.clone(),
+            fusion: resp.fusion.to_string(),
+            legs: resp.legs.clone(),
+        }
+    }
+}
+
+/// A conversation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Session {
+    pub id: String,
+    pub turns: Vec<PriorTurn>,
+    pub cache: Vec<CachedSearch>,
+}
+
+impl Session {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Number the next turn gets (1-based).
+    pub fn next_turn(&self) -> u32 {
+        self.turns.last().map(|t| t.turn + 1).unwrap_or(1)
+    }
+
+    pub fn push_turn(&mut self, turn: PriorTurn) {
+        self.turns.push(turn);
+        if self.turns.len() > MAX_TURNS {
+            let excess = self.turns.len() - MAX_TURNS;
+            self.turns.drain(..excess);
+        }
+    }
+
+    pub fn cached(&self, key: &str) -> Option<&CachedSearch> {
+        self.cache.iter().find(|c| c.key == key)
+    }
+
+    pub fn remember(&mut self, entry: CachedSearch) {
+        self.cache.retain(|c| c.key != entry.key);
+        self.cache.push(entry);
+        if self.cache.len() > MAX_CACHED {
+            let excess = self.cache.len() - MAX_CACHED;
+            self.cache.drain(..excess);
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("session id {0:?} is not valid: use letters, digits, '-' and '_' (at most 64)")]
+    BadId(String),
+    #[error("session file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("session file {path} is corrupt: {message}")]
+    Corrupt { path: String, message: String },
+}
+
+/// Sessions as JSON files under `<data dir>/sessions/`.
+pub struct SessionStore {
+    dir: PathBuf,
+}
+
+impl SessionStore {
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            dir: data_dir.join("sessions"),
+        }
+    }
+
+    /// A fresh id (UUID v7, so ids sort by creation time).
+    pub fn new_id() -> String {
+        uuid::Uuid::now_v7().to_string()
+    }
+
+    fn path(&self, id: &str) -> Result<PathBuf, SessionError> {
+        let ok = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !ok {
+            return Err(SessionError::BadId(id.to_string()));
+        }
+        Ok(self.dir.join(format!("{id}.json")))
+    }
+
+    /// The session `id`, or a new empty one if it does not exist yet.
+    pub fn load_or_new(&self, id: &str) -> Result<Session, SessionError> {
+        let path = self.path(id)?;
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Session::new(id)),
+            Err(source) => Err(SessionError::Io {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Writes the session atomically (temp file + rename).
+    pub fn save(&self, session: &Session) -> Result<(), SessionError> {
+        let path = self.path(&session.id)?;
+        let io = |source| SessionError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec(session).map_err(|e| SessionError::Corrupt {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        std::fs::write(&tmp, bytes).map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_round_trip_and_keep_the_last_turns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SessionStore::new(dir.path());
+        let mut s = store.load_or_new("abc").expect("new");
+        assert!(s.turns.is_empty());
+        for i in 0..10 {
+            let turn = s.next_turn();
+            s.push_turn(PriorTurn {
+                turn,
+                question: format!("q{i}"),
+                ..PriorTurn::default()
+            });
+        }
+        store.save(&s).expect("save");
+        let back = store.load_or_new("abc").expect("load");
+        assert_eq!(back.turns.len(), MAX_TURNS);
+        assert_eq!(back.turns.last().map(|t| t.turn), Some(10));
+        assert!(matches!(
+            store.load_or_new("../etc/passwd"),
+            Err(SessionError::BadId(_))
+        ));
+    }
+}
+
+/// Why a turn could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Agent(#[from] crate::agent::AgentError),
+}
+
+/// Runs one turn of the conversation `id`: the planner sees the earlier turns, repeated keyword
+/// sets are served from the session's cache, the turn's trace records the session id and turn
+/// number, and the session is saved with the new turn.
+pub fn ask(
+    engine: &crate::engine::Engine,
+    planner: &mut dyn crate::agent::Planner,
+    sessions: &SessionStore,
+    id: &str,
+    question: &str,
+    base: &crate::agent::RunSettings,
+    on_event: &mut dyn FnMut(crate::agent::AgentEvent<'_>),
+) -> Result<(crate::agent::AgentOutcome, u32), TurnError> {
+    let session = sessions.load_or_new(id)?;
+    let turn = session.next_turn();
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(session));
+    let mut settings = base.clone();
+    settings.session = Some((id.to_string(), turn));
+    settings.conversation = Some(shared.clone());
+    let outcome = crate::agent::run(engine, planner, question, &settings, on_event)?;
+    let mut session = match shared.lock() {
+        Ok(s) => s.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    session.push_turn(PriorTurn {
+        turn,
+        question: question.to_string(),
+        answer: outcome
+            .answer
+            .as_ref()
+            .map(|a| a.text.clone())
+            .or_else(|| outcome.message.clone())
+            .unwrap_or_default(),
+        cited: outcome
+            .answer
+            .as_ref()
+            .map(|a| a.citations.iter().map(|c| c.chunk_id.clone()).collect())
+            .unwrap_or_default(),
+        keywords: outcome.rounds.iter().map(|r| r.keywords.clone()).collect(),
+        trace: outcome.trace.as_ref().map(|t| t.path.display().to_string()),
+    });
+    sessions.save(&session)?;
+    Ok((outcome, turn))
+}
