@@ -11,11 +11,14 @@
 //! a quarter of jitter — unless the server says how long to wait with `retry-after-ms` or
 //! `Retry-After` (seconds or an HTTP date), which is honoured up to `max_retry_after`.
 //!
+//! Calls may share a time budget ([`JsonClient::post_json_before`]): an agent run gives all its
+//! chat requests one deadline, so retries and slow answers cannot stretch a run without bound.
+//!
 //! The API key is sent as `Authorization: Bearer …` and never appears in a log line, an error
 //! or a `Debug` output; a server that echoes it back in an error body has it redacted.
 
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::StatusCode;
 use reqwest::blocking::Client;
@@ -203,6 +206,14 @@ pub enum HttpError {
         attempts: u32,
         detail: String,
     },
+    #[error("the time budget for the {purpose} endpoint {url} ran out ({attempts} attempts){last}")]
+    Budget {
+        purpose: &'static str,
+        url: String,
+        attempts: u32,
+        /// `; last error: …` when an attempt failed before the budget ran out, else empty.
+        last: String,
+    },
     #[error("the {purpose} endpoint {url} sent an answer that cannot be read: {message}")]
     Body {
         purpose: &'static str,
@@ -304,6 +315,19 @@ impl JsonClient {
         url: &str,
         body: &T,
     ) -> Result<HttpReply, HttpError> {
+        self.post_json_before(url, body, None)
+    }
+
+    /// Like [`post_json`](Self::post_json), inside a time budget that several calls may share
+    /// (e.g. every chat request of one agent run): no attempt runs past `deadline` (its timeout
+    /// is cut to the time left), and no retry is waited for that would start after it. Running
+    /// out gives [`HttpError::Budget`].
+    pub fn post_json_before<T: serde::Serialize + ?Sized>(
+        &self,
+        url: &str,
+        body: &T,
+        deadline: Option<Instant>,
+    ) -> Result<HttpReply, HttpError> {
         let shown = display_url(url);
         let bytes = serde_json::to_vec(body).map_err(|e| HttpError::Body {
             purpose: self.settings.purpose,
@@ -336,6 +360,15 @@ impl JsonClient {
             if let Some(auth) = &auth {
                 request = request.header(AUTHORIZATION, auth.clone());
             }
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(self.budget_error(url, retry, None));
+                }
+                if left < self.policy.request_timeout {
+                    request = request.timeout(left);
+                }
+            }
             let outcome = request.send().and_then(|resp| {
                 let status = resp.status();
                 let headers = resp.headers().clone();
@@ -359,6 +392,9 @@ impl JsonClient {
                 }
                 Err(e) => {
                     let failure = self.transport_error(url, &e, attempts);
+                    if e.is_timeout() && deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(self.budget_error(url, attempts, Some(&failure)));
+                    }
                     let transient =
                         e.is_connect() || e.is_timeout() || e.is_body() || e.is_request();
                     if !transient {
@@ -370,6 +406,9 @@ impl JsonClient {
             if retry >= self.policy.max_retries {
                 return Err(failure);
             }
+            if deadline.is_some_and(|d| Instant::now() + wait >= d) {
+                return Err(self.budget_error(url, attempts, Some(&failure)));
+            }
             tracing::warn!(
                 endpoint = self.settings.purpose,
                 url = %shown,
@@ -379,6 +418,17 @@ impl JsonClient {
             );
             std::thread::sleep(wait);
             retry += 1;
+        }
+    }
+
+    fn budget_error(&self, url: &str, attempts: u32, last: Option<&HttpError>) -> HttpError {
+        HttpError::Budget {
+            purpose: self.settings.purpose,
+            url: display_url(url),
+            attempts,
+            last: last
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default(),
         }
     }
 
@@ -677,6 +727,43 @@ mod tests {
         assert!(e.to_string().contains("RAGTRAIL_EMBED_API_KEY"), "{e}");
         assert_eq!(e.status(), Some(403));
         assert!(!format!("{client:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn a_deadline_cuts_a_hung_request_short_and_a_passed_one_sends_nothing() {
+        // A server that accepts connections and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = accepted.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().take(8) {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        let client = JsonClient::new(RetryPolicy::default(), settings(), None).expect("client");
+        let url = format!("http://{addr}/v1/embeddings");
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        let e = client
+            .post_json_before(&url, &serde_json::json!({}), Some(deadline))
+            .expect_err("hung");
+        let took = started.elapsed();
+        assert!(matches!(e, HttpError::Budget { attempts: 1, .. }), "{e}");
+        assert!(e.to_string().contains("time budget"), "{e}");
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        let e = client
+            .post_json_before(&url, &serde_json::json!({}), Some(Instant::now()))
+            .expect_err("passed");
+        assert!(matches!(e, HttpError::Budget { attempts: 0, .. }), "{e}");
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), before);
     }
 
     #[test]
