@@ -14,6 +14,7 @@ pub mod eval;
 pub mod http;
 pub mod index;
 pub mod knowledge;
+pub mod llm;
 pub mod search;
 pub mod store;
 pub mod text;
