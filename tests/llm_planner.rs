@@ -258,6 +258,10 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
         .expect("run_started");
     assert_eq!(started.planner, "llm");
     assert_eq!(started.model.as_deref(), Some(MODEL));
+    // Replay needs no model: the recorded searches re-run against the index as they were.
+    let replayed = trace::replay::replay(&engine, &trace_file);
+    assert!(replayed.reproduced, "{replayed:?}");
+    assert_eq!(replayed.rounds.len(), 3);
     for req in &reqs {
         assert_tool_pairing(req);
     }
