@@ -25,7 +25,7 @@ pub enum PlannerChoice {
 
 /// The chat endpoint of the LLM planner. The API key is read from `RAGTRAIL_LLM_API_KEY` (or
 /// `OPENAI_API_KEY`) only, never from a flag.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 #[command(next_help_heading = "Chat model")]
 pub struct LlmArgs {
     /// OpenAI-compatible chat endpoint, usually ending in /v1 [env: RAGTRAIL_LLM_BASE_URL, then
@@ -84,18 +84,19 @@ pub struct AskArgs {
     pub llm: LlmArgs,
 }
 
-/// The planner of this run: the one asked for, else the LLM planner when a chat endpoint is
+/// The planner of a run: the one asked for, else the LLM planner when a chat endpoint is
 /// configured, else the offline one. Checks the chat configuration before anything is sent.
-fn planner(args: &AskArgs) -> anyhow::Result<Box<dyn Planner>> {
+pub(crate) fn choose_planner(
+    choice: Option<PlannerChoice>,
+    llm: &LlmArgs,
+) -> anyhow::Result<Box<dyn Planner>> {
     let env = |name: &str| std::env::var(name).ok();
-    let flags = args.llm.flags();
-    let choice = args
-        .planner
-        .unwrap_or(if llm::chat_endpoint_configured(&flags, &env) {
-            PlannerChoice::Llm
-        } else {
-            PlannerChoice::Offline
-        });
+    let flags = llm.flags();
+    let choice = choice.unwrap_or(if llm::chat_endpoint_configured(&flags, &env) {
+        PlannerChoice::Llm
+    } else {
+        PlannerChoice::Offline
+    });
     Ok(match choice {
         PlannerChoice::Offline => Box::new(OfflinePlanner::new()),
         PlannerChoice::Llm => {
@@ -110,7 +111,7 @@ fn planner(args: &AskArgs) -> anyhow::Result<Box<dyn Planner>> {
 }
 
 pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
-    let mut planner = planner(args)?;
+    let mut planner = choose_planner(args.planner, &args.llm)?;
     let engine = open_ready_engine(global)?;
     let settings = RunSettings {
         options: AgentRagOptions {
