@@ -4,6 +4,7 @@
 
 mod citations;
 mod keywords;
+pub mod llm;
 pub mod offline;
 mod options;
 mod planner;

@@ -6,9 +6,13 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{GlobalArgs, open_ready_engine, output};
+use crate::agent::llm::LlmPlanner;
 use crate::agent::offline::OfflinePlanner;
-use crate::agent::{self, AgentEvent, AgentOutcome, AgentRagOptions, RunSettings, TraceSettings};
+use crate::agent::{
+    self, AgentEvent, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings,
+};
 use crate::config;
+use crate::llm::{self, LlmFlags};
 use crate::session::{self, SessionStore};
 use crate::trace::RunStatus;
 
@@ -16,6 +20,40 @@ use crate::trace::RunStatus;
 pub enum PlannerChoice {
     /// Deterministic keyword heuristics and an extractive answer; no network.
     Offline,
+    /// A chat model behind an OpenAI-compatible endpoint, with tool calling.
+    Llm,
+}
+
+/// The chat endpoint of the LLM planner. The API key is read from `RAGTRAIL_LLM_API_KEY` (or
+/// `OPENAI_API_KEY`) only, never from a flag.
+#[derive(Debug, Default, Args)]
+#[command(next_help_heading = "Chat model")]
+pub struct LlmArgs {
+    /// OpenAI-compatible chat endpoint, usually ending in /v1 [env: RAGTRAIL_LLM_BASE_URL, then
+    /// OPENAI_BASE_URL].
+    #[arg(long, value_name = "URL")]
+    pub llm_base_url: Option<String>,
+    /// Model name sent to the chat endpoint [env: RAGTRAIL_LLM_MODEL].
+    #[arg(long, value_name = "NAME")]
+    pub llm_model: Option<String>,
+    /// Seconds one chat request may take [env: RAGTRAIL_LLM_TIMEOUT_SECS] [default: 120].
+    #[arg(long, value_name = "SECS")]
+    pub llm_timeout: Option<f64>,
+    /// Seconds all the chat requests of one run may take together, retries included; 0 for no
+    /// limit [env: RAGTRAIL_LLM_BUDGET_SECS] [default: 600].
+    #[arg(long, value_name = "SECS")]
+    pub llm_budget: Option<f64>,
+}
+
+impl LlmArgs {
+    pub fn flags(&self) -> LlmFlags {
+        LlmFlags {
+            base_url: self.llm_base_url.clone(),
+            model: self.llm_model.clone(),
+            timeout_secs: self.llm_timeout,
+            budget_secs: self.llm_budget,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -31,9 +69,9 @@ pub struct AskArgs {
     /// Accept answers whose citations were not returned in this run (not recommended).
     #[arg(long)]
     pub no_require_source: bool,
-    /// Who plans the searches.
-    #[arg(long, value_enum, default_value_t = PlannerChoice::Offline)]
-    pub planner: PlannerChoice,
+    /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
+    #[arg(long, value_enum)]
+    pub planner: Option<PlannerChoice>,
     /// Today's date for the run (YYYY-MM-DD) [default: the local date].
     #[arg(long, value_name = "DATE")]
     pub today: Option<chrono::NaiveDate>,
@@ -47,6 +85,34 @@ pub struct AskArgs {
     /// topic). Created on first use; `new` starts a fresh one and prints its id.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// The planner of a run: the one asked for, else the LLM planner when a chat endpoint is
+/// configured, else the offline one. Checks the chat configuration before anything is sent.
+pub(crate) fn choose_planner(
+    choice: Option<PlannerChoice>,
+    llm: &LlmArgs,
+) -> anyhow::Result<Box<dyn Planner>> {
+    let env = |name: &str| std::env::var(name).ok();
+    let flags = llm.flags();
+    let choice = choice.unwrap_or(if llm::chat_endpoint_configured(&flags, &env) {
+        PlannerChoice::Llm
+    } else {
+        PlannerChoice::Offline
+    });
+    Ok(match choice {
+        PlannerChoice::Offline => Box::new(OfflinePlanner::new()),
+        PlannerChoice::Llm => {
+            let config = llm::resolve_chat_config(&flags, &env)?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the llm planner needs a chat endpoint: set RAGTRAIL_LLM_BASE_URL (or OPENAI_BASE_URL, or --llm-base-url) and RAGTRAIL_LLM_MODEL"
+                )
+            })?;
+            Box::new(LlmPlanner::new(&config)?)
+        }
+    })
 }
 
 /// The settings of a run from `ask`/`chat` flags and the operator's configuration.
@@ -79,6 +145,7 @@ pub fn run_settings(
 }
 
 pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
+    let mut planner = choose_planner(args.planner, &args.llm)?;
     let engine = open_ready_engine(global)?;
     let settings = run_settings(
         global,
@@ -88,9 +155,6 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         args.today,
         !args.no_trace,
     );
-    let mut planner = match args.planner {
-        PlannerChoice::Offline => OfflinePlanner::new(),
-    };
     let json = args.json;
     let mut show = |event: AgentEvent<'_>| {
         if json {
@@ -138,7 +202,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
             let sessions = SessionStore::new(&global.data_dir);
             let (outcome, turn) = session::ask(
                 &engine,
-                &mut planner,
+                &mut *planner,
                 &sessions,
                 &id,
                 &args.question,
@@ -150,7 +214,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
             }
             outcome
         }
-        None => agent::run(&engine, &mut planner, &args.question, &settings, &mut show)?,
+        None => agent::run(&engine, &mut *planner, &args.question, &settings, &mut show)?,
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);

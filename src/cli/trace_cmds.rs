@@ -8,7 +8,6 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::{GlobalArgs, open_ready_engine, output::terminal_safe};
-use crate::agent::offline::OfflinePlanner;
 use crate::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use crate::config;
 use crate::trace::audit::{AuditReport, audit};
@@ -98,17 +97,20 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
             session: None,
             conversation: None,
         };
-        let mut planner = OfflinePlanner::new();
+        let mut planner = super::ask_cmd::choose_planner(None, &Default::default())?;
         let live = agent::run(
             &engine,
-            &mut planner,
+            &mut *planner,
             &started.question,
             &settings,
             &mut |_| {},
         )?;
         println!(
             "\nlive re-plan ({}):",
-            planner_name(&live.trace.as_ref().map(|t| t.path.display().to_string()))
+            planner_name(
+                planner.kind(),
+                &live.trace.as_ref().map(|t| t.path.display().to_string())
+            )
         );
         let recorded: Vec<Vec<String>> = report.rounds.iter().map(|r| r.keywords.clone()).collect();
         for i in 0..recorded.len().max(live.rounds.len()) {
@@ -135,10 +137,10 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     Ok(ExitCode::from(if report.reproduced { 0 } else { 1 }))
 }
 
-fn planner_name(trace: &Option<String>) -> String {
+fn planner_name(kind: &str, trace: &Option<String>) -> String {
     match trace {
-        Some(path) => format!("offline planner, trace {path}"),
-        None => "offline planner".to_string(),
+        Some(path) => format!("{kind} planner, trace {path}"),
+        None => format!("{kind} planner"),
     }
 }
 

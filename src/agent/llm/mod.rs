@@ -1,0 +1,233 @@
+//! The LLM planner: an OpenAI-compatible chat model chooses the keywords and writes the answer
+//! through tool calls (see [`tools`]).
+//!
+//! The planner keeps the conversation. Each turn it first answers the previous reply's tool
+//! calls — one `tool` message per `tool_call_id`, in the order of the calls — then asks the model
+//! again. The agent loop hands back one observation per action, in order; calls refused here
+//! (unknown tool, unreadable arguments) are answered with their error and produce no action.
+//!
+//! - A reply with tool calls: each call becomes an action or an error (its text is kept in the
+//!   history and becomes the reason of searches that give none).
+//! - A reply with text but no tool call: an answer attempt without citations. Under
+//!   `requireSource` the loop refuses it and the model is told to use `submitAnswer`.
+//! - A reply with neither: no action; the model is told its reply was empty.
+//!
+//! Every turn reports the number of messages sent, the token usage and the retries, so the
+//! `llm_turn` trace events are enough to replay a run without the model.
+
+pub mod prompt;
+pub mod tools;
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::planner::{
+    Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep, Usage,
+};
+use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError, WireToolCall};
+
+/// How the previous reply's parts are answered on the next turn.
+#[derive(Debug, Clone, PartialEq)]
+enum Pending {
+    /// A tool call carried out by the loop: its observation is the answer.
+    Call { id: String },
+    /// A plain-text answer attempt: its observation goes back as a user message.
+    Text,
+    /// A tool call refused here: the error is the answer.
+    Refused { id: String, error: Value },
+    /// An empty reply.
+    Empty,
+}
+
+/// Plans with a chat model over an OpenAI-compatible endpoint.
+pub struct LlmPlanner {
+    client: ChatClient,
+    tools: Value,
+    messages: Vec<ChatMessage>,
+    pending: Vec<Pending>,
+    told_answer_only: bool,
+    calls_named: u32,
+}
+
+impl LlmPlanner {
+    /// Builds the client; nothing is sent until the first turn.
+    pub fn new(config: &ChatConfig) -> Result<Self, LlmError> {
+        Ok(Self {
+            client: ChatClient::new(config)?,
+            tools: tools::definitions(),
+            messages: Vec::new(),
+            pending: Vec::new(),
+            told_answer_only: false,
+            calls_named: 0,
+        })
+    }
+
+    /// The conversation so far (the system prompt first).
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.messages
+    }
+
+    /// Adds the answers to the previous reply: tool messages in call order, then user messages.
+    fn answer_previous(&mut self, ctx: &PlannerContext<'_>, observations: &[Observation]) {
+        let left = ctx.max_searches.saturating_sub(ctx.searches_done);
+        let pending = std::mem::take(&mut self.pending);
+        let had_actions = pending
+            .iter()
+            .any(|p| matches!(p, Pending::Call { .. } | Pending::Text));
+        let mut observed = observations.iter();
+        let mut tool_messages = Vec::new();
+        let mut user_messages = Vec::new();
+        for p in pending {
+            match p {
+                Pending::Call { id } => {
+                    let content = match observed.next() {
+                        Some(o) => tools::observation_json(o, left),
+                        None => serde_json::json!({
+                            "error": "not_run",
+                            "message": "This call was not carried out.",
+                        }),
+                    };
+                    tool_messages.push(ChatMessage::Tool {
+                        tool_call_id: id,
+                        content: content.to_string(),
+                    });
+                }
+                Pending::Refused { id, error } => tool_messages.push(ChatMessage::Tool {
+                    tool_call_id: id,
+                    content: error.to_string(),
+                }),
+                Pending::Text => {
+                    let mut content = observed
+                        .next()
+                        .map(|o| tools::observation_json(o, left))
+                        .unwrap_or_else(|| serde_json::json!({}));
+                    content["instruction"] = Value::String(prompt::USE_SUBMIT_ANSWER.into());
+                    user_messages.push(ChatMessage::User {
+                        content: content.to_string(),
+                    });
+                }
+                Pending::Empty => user_messages.push(ChatMessage::User {
+                    content: prompt::EMPTY_REPLY.to_string(),
+                }),
+            }
+        }
+        // Observations the loop added on its own (e.g. "neither a search nor an answer" after a
+        // reply whose calls were all refused here) say nothing the errors above did not.
+        if had_actions {
+            for o in observed {
+                user_messages.push(ChatMessage::User {
+                    content: tools::observation_json(o, left).to_string(),
+                });
+            }
+        }
+        self.messages.extend(tool_messages);
+        self.messages.extend(user_messages);
+    }
+
+    fn call_id(&mut self, given: Option<&str>, used: &mut HashSet<String>) -> String {
+        if let Some(id) = given
+            && used.insert(id.to_string())
+        {
+            return id.to_string();
+        }
+        loop {
+            self.calls_named += 1;
+            let id = format!("call_ragtrail_{}", self.calls_named);
+            if used.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+}
+
+impl Planner for LlmPlanner {
+    fn kind(&self) -> &'static str {
+        "llm"
+    }
+
+    fn model(&self) -> Option<String> {
+        Some(self.client.model().to_string())
+    }
+
+    fn next(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        observations: &[Observation],
+    ) -> Result<PlannerStep, PlannerError> {
+        if self.messages.is_empty() {
+            self.client.start_budget();
+            self.messages.push(ChatMessage::System {
+                content: prompt::system_prompt(ctx.today, ctx.max_searches),
+            });
+            self.messages.push(ChatMessage::User {
+                content: ctx.question.to_string(),
+            });
+        } else {
+            self.answer_previous(ctx, observations);
+        }
+        if ctx.answer_only && !self.told_answer_only {
+            self.told_answer_only = true;
+            self.messages.push(ChatMessage::User {
+                content: prompt::answer_now(ctx.searches_done, ctx.max_searches),
+            });
+        }
+        let message_count = u32::try_from(self.messages.len()).unwrap_or(u32::MAX);
+        let reply = self
+            .client
+            .complete(&self.messages, &self.tools)
+            .map_err(|e| PlannerError::Failed(e.to_string()))?;
+        let message = reply.message;
+        let mut actions = Vec::new();
+        let mut wire_calls = Vec::new();
+        let mut used = HashSet::new();
+        for call in &message.tool_calls {
+            let id = self.call_id(call.id.as_deref(), &mut used);
+            match tools::parse_call(&call.name, &call.arguments, message.content.as_deref()) {
+                Ok(action) => {
+                    actions.push(action);
+                    self.pending.push(Pending::Call { id: id.clone() });
+                }
+                Err(e) => {
+                    tracing::debug!("tool call refused: {e}");
+                    self.pending.push(Pending::Refused {
+                        id: id.clone(),
+                        error: e.to_json(),
+                    });
+                }
+            }
+            wire_calls.push(WireToolCall::function(
+                id,
+                call.name.clone(),
+                call.arguments.clone(),
+            ));
+        }
+        if wire_calls.is_empty() {
+            match &message.content {
+                Some(text) => {
+                    actions.push(PlannerAction::Answer {
+                        text: text.clone(),
+                        citations: Vec::new(),
+                    });
+                    self.pending.push(Pending::Text);
+                }
+                None => self.pending.push(Pending::Empty),
+            }
+        }
+        if message.content.is_some() || !wire_calls.is_empty() {
+            self.messages.push(ChatMessage::Assistant {
+                content: message.content.clone(),
+                tool_calls: wire_calls,
+            });
+        }
+        Ok(PlannerStep {
+            actions,
+            message_count: Some(message_count),
+            usage: reply.usage.map(|u| Usage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            }),
+            retries: reply.retries,
+        })
+    }
+}

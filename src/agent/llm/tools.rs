@@ -1,0 +1,384 @@
+//! The tools offered to the model, how their calls become planner actions, and how the engine's
+//! observations go back to the model as JSON.
+//!
+//! - `searchDocs {keywords: string[], topK?: int, reason?: string}` → [`PlannerAction::Search`]
+//! - `submitAnswer {answer: string, citations: [{chunkId, quote}]}` → [`PlannerAction::Answer`]
+//! - `reportNoEvidence {reason: string}` → [`PlannerAction::GiveUp`]: the model's way to say the
+//!   knowledge base does not hold the answer. A separate tool, so that an answer that forgot
+//!   its citations is refused and can be fixed instead of ending the run.
+//!
+//! Unknown tools and arguments that cannot be read become a [`ToolError`], sent back to the
+//! model as the call's tool message; nothing here panics on what a model sends.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::agent::planner::{Observation, PlannerAction, ProposedCitation};
+use crate::agent::{MAX_KEYWORD_CHARS, MAX_KEYWORDS, MAX_TOP_K_PER_ROUND};
+use crate::text::truncate_chars;
+
+pub const SEARCH_DOCS: &str = "searchDocs";
+pub const SUBMIT_ANSWER: &str = "submitAnswer";
+pub const REPORT_NO_EVIDENCE: &str = "reportNoEvidence";
+
+/// Longest search reason kept, in characters.
+const MAX_REASON_CHARS: usize = 200;
+
+/// The `tools` array of every request.
+pub fn definitions() -> Value {
+    json!([
+        {
+            "type": "function",
+            "function": {
+                "name": SEARCH_DOCS,
+                "description": "Search the policy knowledge base with a short list of keywords (terms, not sentences). Returns the best-matching chunks (chunkId, titlePath, snippet, sourceUri, score), whether they look sufficient to answer, and how many searches are left.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "keywords": {
+                            "type": "array",
+                            "items": {"type": "string", "maxLength": MAX_KEYWORD_CHARS},
+                            "minItems": 1,
+                            "maxItems": MAX_KEYWORDS,
+                            "description": "1 to 8 short search terms, e.g. [\"高铁票\", \"报销凭证\"]. Never tenants, roles or permissions."
+                        },
+                        "topK": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_TOP_K_PER_ROUND,
+                            "description": "How many hits to return (the server caps it)."
+                        },
+                        "reason": {
+                            "type": "string",
+                            "description": "One short sentence: what this search looks for (recorded for audit)."
+                        }
+                    },
+                    "required": ["keywords"]
+                }
+            }
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": SUBMIT_ANSWER,
+                "description": "Give the final answer, using only facts from hits returned by searchDocs in this conversation, each cited with the hit's chunkId and a quote copied verbatim from its snippet.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "answer": {
+                            "type": "string",
+                            "description": "The answer, with actionable steps, in the language of the question."
+                        },
+                        "citations": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "chunkId": {"type": "string", "description": "A chunkId exactly as searchDocs returned it."},
+                                    "quote": {"type": "string", "description": "A short phrase copied character for character from that hit's snippet."}
+                                },
+                                "required": ["chunkId", "quote"]
+                            }
+                        }
+                    },
+                    "required": ["answer", "citations"]
+                }
+            }
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": REPORT_NO_EVIDENCE,
+                "description": "End without an answer because the knowledge base does not hold the evidence. Say what is missing and which keyword sets were tried.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "reason": {"type": "string", "description": "What is missing, and the keyword sets tried."}
+                    },
+                    "required": ["reason"]
+                }
+            }
+        }
+    ])
+}
+
+/// Why a tool call was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("there is no tool named {0:?}; use searchDocs, submitAnswer or reportNoEvidence")]
+    UnknownTool(String),
+    #[error("the arguments of {tool} cannot be used: {message}")]
+    Malformed { tool: &'static str, message: String },
+}
+
+impl ToolError {
+    /// The tool message sent back for this call.
+    pub fn to_json(&self) -> Value {
+        let code = match self {
+            ToolError::UnknownTool(_) => "unknown_tool",
+            ToolError::Malformed { .. } => "malformed_arguments",
+        };
+        json!({"error": code, "message": self.to_string()})
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SearchArgs {
+    keywords: KeywordList,
+    #[serde(default, alias = "top_k")]
+    top_k: Option<u32>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Keywords as a list, or as one string of comma-separated terms (some models send that).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum KeywordList {
+    List(Vec<String>),
+    Text(String),
+}
+
+#[derive(Deserialize)]
+struct AnswerArgs {
+    answer: String,
+    #[serde(default)]
+    citations: Vec<CitationArgs>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CitationArgs {
+    #[serde(alias = "chunk_id", alias = "id")]
+    chunk_id: String,
+    #[serde(default)]
+    quote: String,
+}
+
+#[derive(Deserialize)]
+struct NoEvidenceArgs {
+    #[serde(default)]
+    reason: String,
+}
+
+fn args<T: serde::de::DeserializeOwned>(tool: &'static str, text: &str) -> Result<T, ToolError> {
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    serde_json::from_str(text).map_err(|e| ToolError::Malformed {
+        tool,
+        message: format!("{e}; send a JSON object matching the tool's parameters"),
+    })
+}
+
+/// Turns a tool call into an action. `fallback_reason` (the reply's text, if any) is the
+/// search's reason when the call gives none.
+pub fn parse_call(
+    name: &str,
+    arguments: &str,
+    fallback_reason: Option<&str>,
+) -> Result<PlannerAction, ToolError> {
+    match name {
+        SEARCH_DOCS => {
+            let a: SearchArgs = args(SEARCH_DOCS, arguments)?;
+            let keywords = match a.keywords {
+                KeywordList::List(k) => k,
+                KeywordList::Text(t) => t
+                    .split([',', '，', '、', ';', '；'])
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            };
+            let reason = a
+                .reason
+                .as_deref()
+                .or(fallback_reason)
+                .map(|r| truncate_chars(r.trim(), MAX_REASON_CHARS).to_string())
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| "chosen by the model".to_string());
+            Ok(PlannerAction::Search {
+                keywords,
+                reason,
+                top_k: a.top_k,
+            })
+        }
+        SUBMIT_ANSWER => {
+            let a: AnswerArgs = args(SUBMIT_ANSWER, arguments)?;
+            Ok(PlannerAction::Answer {
+                text: a.answer.trim().to_string(),
+                citations: a
+                    .citations
+                    .into_iter()
+                    .map(|c| ProposedCitation {
+                        chunk_id: c.chunk_id.trim().to_string(),
+                        quote: c.quote,
+                    })
+                    .collect(),
+            })
+        }
+        REPORT_NO_EVIDENCE => {
+            let a: NoEvidenceArgs = args(REPORT_NO_EVIDENCE, arguments)?;
+            let detail = truncate_chars(a.reason.trim(), MAX_REASON_CHARS);
+            Ok(PlannerAction::GiveUp {
+                reason: if detail.is_empty() {
+                    "no_relevant_hits".to_string()
+                } else {
+                    format!("no_relevant_hits: {detail}")
+                },
+            })
+        }
+        other => Err(ToolError::UnknownTool(
+            truncate_chars(other, 60).to_string(),
+        )),
+    }
+}
+
+/// The tool message for an observation. `searches_left` is the number of searches the run still
+/// allows.
+pub fn observation_json(obs: &Observation, searches_left: u32) -> Value {
+    match obs {
+        Observation::Hits {
+            round,
+            keywords,
+            hits,
+            sufficiency,
+        } => {
+            let mut v = json!({
+                "round": round,
+                "keywords": keywords,
+                "searchesLeft": searches_left,
+                "sufficiency": {
+                    "sufficient": sufficiency.sufficient,
+                    "reason": sufficiency.reason,
+                    "missingTerms": sufficiency.missing_terms,
+                },
+                "hits": hits.iter().map(|h| json!({
+                    "chunkId": h.chunk_id,
+                    "titlePath": h.title_path,
+                    "snippet": h.snippet,
+                    "sourceUri": h.source_uri,
+                    "score": h.score,
+                })).collect::<Vec<_>>(),
+            });
+            if hits.is_empty() {
+                v["note"] = json!(
+                    "No hits. Try other terms: synonyms, the documents' own wording, or the other language."
+                );
+            }
+            v
+        }
+        Observation::Repeated {
+            keywords,
+            first_round,
+        } => json!({
+            "error": "repeated_keywords",
+            "message": format!(
+                "This keyword set was already searched in round {first_round}; it was not searched again. Use different keywords, or answer from the hits you have."
+            ),
+            "keywords": keywords,
+            "searchesLeft": searches_left,
+        }),
+        Observation::Rejected { message } => json!({
+            "error": "rejected",
+            "message": message,
+            "searchesLeft": searches_left,
+        }),
+        Observation::CitationsRefused { refused } => json!({
+            "error": "citations_refused",
+            "message": "The answer was refused. Cite only chunkIds that searchDocs returned in this conversation, each with a quote copied verbatim from that hit's snippet, then call submitAnswer again; or call reportNoEvidence.",
+            "refused": refused.iter().map(|r| json!({
+                "chunkId": r.chunk_id,
+                "quote": r.quote,
+                "reason": r.reason,
+            })).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_become_actions() {
+        assert_eq!(
+            parse_call(
+                SEARCH_DOCS,
+                r#"{"keywords":["高铁票","凭证"],"topK":3,"reason":"find the rule"}"#,
+                None
+            ),
+            Ok(PlannerAction::Search {
+                keywords: vec!["高铁票".into(), "凭证".into()],
+                reason: "find the rule".into(),
+                top_k: Some(3),
+            })
+        );
+        assert_eq!(
+            parse_call(
+                SEARCH_DOCS,
+                r#"{"keywords":"高铁票, 凭证"}"#,
+                Some("thinking")
+            ),
+            Ok(PlannerAction::Search {
+                keywords: vec!["高铁票".into(), "凭证".into()],
+                reason: "thinking".into(),
+                top_k: None,
+            })
+        );
+        assert_eq!(
+            parse_call(
+                SUBMIT_ANSWER,
+                r#"{"answer":" A ","citations":[{"chunkId":"c_1","quote":"q"}]}"#,
+                None
+            ),
+            Ok(PlannerAction::Answer {
+                text: "A".into(),
+                citations: vec![ProposedCitation {
+                    chunk_id: "c_1".into(),
+                    quote: "q".into()
+                }],
+            })
+        );
+        assert_eq!(
+            parse_call(REPORT_NO_EVIDENCE, r#"{"reason":"nothing on pets"}"#, None),
+            Ok(PlannerAction::GiveUp {
+                reason: "no_relevant_hits: nothing on pets".into()
+            })
+        );
+    }
+
+    #[test]
+    fn bad_calls_become_errors_for_the_model() {
+        for (name, args) in [
+            (SEARCH_DOCS, "{\"keywords\": [\"a\""),
+            (SEARCH_DOCS, "{}"),
+            (SEARCH_DOCS, r#"{"keywords":[1,2]}"#),
+            (SEARCH_DOCS, r#"{"keywords":["a"],"topK":-1}"#),
+            (SUBMIT_ANSWER, r#"{"citations":[]}"#),
+            (SUBMIT_ANSWER, "[]"),
+        ] {
+            let e = parse_call(name, args, None).expect_err(args);
+            assert!(matches!(e, ToolError::Malformed { .. }), "{e}");
+            assert_eq!(e.to_json()["error"], "malformed_arguments");
+        }
+        let e = parse_call("deleteIndex", "{}", None).expect_err("unknown");
+        assert_eq!(e.to_json()["error"], "unknown_tool");
+        assert!(e.to_string().contains("searchDocs"));
+    }
+
+    #[test]
+    fn the_tools_are_functions_with_object_parameters() {
+        let tools = definitions();
+        let names: Vec<&str> = tools
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|t| {
+                assert_eq!(t["type"], "function");
+                assert_eq!(t["function"]["parameters"]["type"], "object");
+                t["function"]["name"].as_str().expect("name")
+            })
+            .collect();
+        assert_eq!(names, [SEARCH_DOCS, SUBMIT_ANSWER, REPORT_NO_EVIDENCE]);
+    }
+}

@@ -1,0 +1,297 @@
+//! A scripted OpenAI-compatible chat server over real HTTP on 127.0.0.1, for the LLM planner
+//! tests. It runs axum on its own thread with its own runtime, records every request (path,
+//! headers, JSON body, arrival time) and lets a script decide each reply from everything it has
+//! received so far, so a test fails when the client sends the wrong thing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    /// Header names in lowercase.
+    pub headers: HashMap<String, String>,
+    /// The body as JSON (`Null` when it was not JSON).
+    pub body: Value,
+    pub at: Instant,
+}
+
+impl Recorded {
+    pub fn messages(&self) -> &[Value] {
+        self.body["messages"].as_array().map_or(&[], Vec::as_slice)
+    }
+
+    /// The tool messages at the end of the conversation (after the last assistant message),
+    /// as (tool_call_id, parsed content).
+    pub fn tool_results(&self) -> Vec<(String, Value)> {
+        let msgs = self.messages();
+        let start = msgs
+            .iter()
+            .rposition(|m| m["role"] == "assistant")
+            .map_or(msgs.len(), |i| i + 1);
+        msgs[start..]
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                let content = m["content"].as_str().unwrap_or_default();
+                (
+                    m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                    serde_json::from_str(content).unwrap_or(Value::Null),
+                )
+            })
+            .collect()
+    }
+
+    /// User messages after the last assistant message.
+    pub fn new_user_messages(&self) -> Vec<String> {
+        let msgs = self.messages();
+        let start = msgs
+            .iter()
+            .rposition(|m| m["role"] == "assistant")
+            .map_or(msgs.len(), |i| i + 1);
+        msgs[start..]
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Every hit of every tool result in this request, as (chunkId, snippet, titlePath).
+    pub fn hits(&self) -> Vec<(String, String, String)> {
+        self.tool_results()
+            .iter()
+            .flat_map(|(_, c)| c["hits"].as_array().cloned().unwrap_or_default())
+            .map(|h| {
+                (
+                    h["chunkId"].as_str().unwrap_or_default().to_string(),
+                    h["snippet"].as_str().unwrap_or_default().to_string(),
+                    h["titlePath"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// What the server answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// 200 with this JSON body.
+    Json(Value),
+    /// Any status, extra headers and a raw body.
+    Status {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        body: String,
+    },
+    /// Wait this long, then answer with the inner reply (a hung server when the wait is long).
+    After(Duration, Box<Reply>),
+}
+
+type Script = Box<dyn FnMut(&[Recorded]) -> Reply + Send>;
+
+struct Shared {
+    requests: Mutex<Vec<Recorded>>,
+    script: Mutex<Script>,
+}
+
+/// A running scripted server; stopped when dropped.
+pub struct ChatServer {
+    /// `http://127.0.0.1:PORT/v1`
+    pub base_url: String,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ChatServer {
+    /// Starts a server whose replies come from `script`, called with every request received so
+    /// far (the current one last).
+    pub fn start(script: impl FnMut(&[Recorded]) -> Reply + Send + 'static) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("local addr");
+        let shared = Arc::new(Shared {
+            requests: Mutex::new(Vec::new()),
+            script: Mutex::new(Box::new(script)),
+        });
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let state = shared.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let app = Router::new().fallback(handle).with_state(state);
+                tokio::select! {
+                    r = axum::serve(listener, app) => r.expect("serve"),
+                    _ = rx => {}
+                }
+            });
+            // Dropping the runtime cancels connections still waiting in a hung reply.
+            runtime.shutdown_background();
+        });
+        Self {
+            base_url: format!("http://{addr}/v1"),
+            shared,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().expect("requests").clone()
+    }
+}
+
+impl Drop for ChatServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let recorded = Recorded {
+        path: uri.path().to_string(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(v.as_bytes()).to_string(),
+                )
+            })
+            .collect(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        at: Instant::now(),
+    };
+    let reply = {
+        let mut requests = shared.requests.lock().expect("requests");
+        requests.push(recorded);
+        let mut script = shared.script.lock().expect("script");
+        (script)(&requests)
+    };
+    respond(reply).await
+}
+
+async fn respond(mut reply: Reply) -> Response {
+    loop {
+        match reply {
+            Reply::After(wait, inner) => {
+                tokio::time::sleep(wait).await;
+                reply = *inner;
+            }
+            Reply::Json(v) => return (StatusCode::OK, axum::Json(v)).into_response(),
+            Reply::Status {
+                status,
+                headers,
+                body,
+            } => {
+                let mut resp = (
+                    StatusCode::from_u16(status).expect("status"),
+                    [("content-type", "application/json")],
+                    body,
+                )
+                    .into_response();
+                for (k, v) in headers {
+                    resp.headers_mut()
+                        .insert(k, v.parse().expect("header value"));
+                }
+                return resp;
+            }
+        }
+    }
+}
+
+/// A chat completion whose message makes these tool calls: (id, tool, arguments).
+pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Reply {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| {
+            json!({
+                "id": id,
+                "type": "function",
+                "function": {
+                    "name": name,
+                    // Arguments are JSON *text*; a string stands for raw (possibly broken) text.
+                    "arguments": match args {
+                        Value::String(raw) => raw.clone(),
+                        other => other.to_string(),
+                    },
+                }
+            })
+        })
+        .collect();
+    completion(json!({"role": "assistant", "content": null, "tool_calls": calls}))
+}
+
+/// A chat completion with this message, and a fixed usage.
+pub fn completion(message: Value) -> Reply {
+    Reply::Json(json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "model": "scripted-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }))
+}
+
+/// An error status with an OpenAI-style body.
+pub fn error(status: u16, message: &str, headers: Vec<(&'static str, String)>) -> Reply {
+    Reply::Status {
+        status,
+        headers,
+        body: json!({"error": {"message": message, "type": "scripted"}}).to_string(),
+    }
+}
+
+/// Checks that every assistant message's tool calls are answered by exactly one tool message
+/// each, in the order of the calls, right after it, and that no tool message is unpaired.
+pub fn assert_tool_pairing(request: &Recorded) {
+    let msgs = request.messages();
+    let mut i = 0;
+    while i < msgs.len() {
+        let m = &msgs[i];
+        assert_ne!(
+            m["role"], "tool",
+            "tool message without a preceding call at {i}: {msgs:#?}"
+        );
+        i += 1;
+        if m["role"] == "assistant"
+            && let Some(calls) = m["tool_calls"].as_array()
+        {
+            for call in calls {
+                let tool = msgs.get(i).unwrap_or(&Value::Null);
+                assert_eq!(tool["role"], "tool", "call {call} unanswered: {msgs:#?}");
+                assert_eq!(
+                    tool["tool_call_id"], call["id"],
+                    "tool messages out of order: {msgs:#?}"
+                );
+                assert!(tool["content"].is_string(), "{tool}");
+                i += 1;
+            }
+        }
+    }
+}

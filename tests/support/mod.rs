@@ -1,0 +1,4 @@
+//! Test support beyond `common`: the scripted chat server.
+#![allow(dead_code)]
+
+pub mod chat_server;
