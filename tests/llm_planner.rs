@@ -1003,3 +1003,110 @@ fn ragtrail_ask_planner_llm_through_the_binary() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("RAGTRAIL_LLM_BASE_URL"), "{stderr}");
 }
+
+/// The second turn of a session sends the first turn to the model, which turns the follow-up
+/// into standalone keywords.
+#[test]
+fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| {
+        let last = reqs.last().expect("a request");
+        let users: Vec<String> = last
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str().map(String::from))
+            .collect();
+        match (users.len(), last.tool_results().is_empty()) {
+            // Turn 1: search, then answer from the hit.
+            (1, true) => calls(&[search("s1", &["高铁票", "报销凭证"])]),
+            (1, false) => answer_from_latest(last, "a1").0,
+            // Turn 2: the earlier question is in the request; search with a standalone topic.
+            (_, true) => {
+                assert!(
+                    users.iter().any(|u| u.contains("高铁票怎么报销")),
+                    "turn 1 is carried: {users:?}"
+                );
+                calls(&[search("s2", &["高铁票", "截图"])])
+            }
+            (_, false) => answer_from_latest(last, "a2").0,
+        }
+    });
+    let sessions = ragtrail::session::SessionStore::new(&ws.data());
+    let s = settings(&ws.dir.path().join("traces"));
+    let mut p1 = LlmPlanner::new(&config(&server)).expect("planner");
+    let (first, _) = ragtrail::session::ask(
+        &engine,
+        &mut p1,
+        &sessions,
+        "llm-s",
+        "高铁票怎么报销？",
+        &s,
+        &mut |_| {},
+    )
+    .expect("turn 1");
+    assert_eq!(first.status, RunStatus::Answered);
+    let mut p2 = LlmPlanner::new(&config(&server)).expect("planner");
+    let (second, turn) = ragtrail::session::ask(
+        &engine,
+        &mut p2,
+        &sessions,
+        "llm-s",
+        "截图可以吗？",
+        &s,
+        &mut |_| {},
+    )
+    .expect("turn 2");
+    assert_eq!(turn, 2);
+    assert_eq!(second.rounds[0].keywords, vec!["高铁票", "截图"]);
+    let reqs = server.requests();
+    let turn2 = reqs
+        .iter()
+        .rev()
+        .find(|r| r.messages().iter().filter(|m| m["role"] == "user").count() >= 2)
+        .expect("turn 2 request");
+    assert!(turn2.messages().iter().any(|m| {
+        m["role"] == "assistant"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("keywords searched"))
+    }));
+}
+
+#[test]
+fn a_declared_greeting_is_answered_without_a_search_and_an_uncited_policy_claim_is_refused() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => tool_calls(&[(
+            "g",
+            "submitAnswer",
+            json!({"answer": "你好！", "citations": [], "conversational": true}),
+        )]),
+        // Second run: a policy statement without citations, not declared conversational.
+        2 => tool_calls(&[(
+            "p",
+            "submitAnswer",
+            json!({"answer": "住宿标准是600元。", "citations": []}),
+        )]),
+        _ => tool_calls(&[("n", "reportNoEvidence", json!({"reason": "gave up"}))]),
+    });
+    let greeting = ask(
+        &engine,
+        &config(&server),
+        "你好",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(greeting.status, RunStatus::Answered);
+    assert!(greeting.rounds.is_empty());
+    let answer = greeting.answer.expect("reply");
+    assert!(answer.unsourced && answer.citations.is_empty());
+    let claim = ask(
+        &engine,
+        &config(&server),
+        "住宿标准多少？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(claim.status, RunStatus::InsufficientEvidence);
+    let refused = server.requests()[2].tool_results();
+    assert!(refused[0].1.to_string().contains("refused"), "{refused:?}");
+}

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{GlobalArgs, ask_cmd, open_ready_engine, output::terminal_safe};
-use crate::agent::offline::OfflinePlanner;
 use crate::agent::{AgentEvent, AgentOutcome};
 use crate::session::{self, SessionStore};
 
@@ -21,11 +20,18 @@ pub struct ChatArgs {
     /// Hits per search (at most 20).
     #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
     pub top_k: u32,
+    /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
+    #[arg(long, value_enum)]
+    pub planner: Option<ask_cmd::PlannerChoice>,
+    #[command(flatten)]
+    pub llm: ask_cmd::LlmArgs,
 }
 
 const HELP: &str = "Ask a question, or:\n  /sources  the sources of the last answer\n  /trace    the last turn's trace and how to replay or audit it\n  /new      start a new session\n  /help     this text\n  /quit     leave (Ctrl-D works too)";
 
 pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+    // Checks the chat configuration before anything else (a wrong URL fails here, not mid-chat).
+    drop(ask_cmd::choose_planner(args.planner, &args.llm)?);
     let engine = open_ready_engine(global)?;
     let sessions = SessionStore::new(&global.data_dir);
     let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true);
@@ -83,7 +89,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
             },
             cmd if cmd.starts_with('/') => writeln!(out, "Unknown command {cmd}. {HELP}")?,
             question => {
-                let mut planner = OfflinePlanner::new();
+                let mut planner = ask_cmd::choose_planner(args.planner, &args.llm)?;
                 let mut show = |e: AgentEvent<'_>| {
                     if let AgentEvent::Round(r) = e {
                         println!("  searching [{}]", terminal_safe(&r.keywords.join(", ")));
@@ -91,7 +97,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                 };
                 match session::ask(
                     &engine,
-                    &mut planner,
+                    planner.as_mut(),
                     &sessions,
                     &id,
                     question,

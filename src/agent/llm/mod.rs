@@ -160,6 +160,17 @@ impl Planner for LlmPlanner {
             self.messages.push(ChatMessage::System {
                 content: prompt::system_prompt(ctx.today, ctx.max_searches),
             });
+            // The conversation so far, so a follow-up ("需要提供什么证明？", "what about Paris?")
+            // can be turned into standalone keywords.
+            for turn in ctx.history.iter().rev().take(prompt::HISTORY_TURNS).rev() {
+                self.messages.push(ChatMessage::User {
+                    content: turn.question.clone(),
+                });
+                self.messages.push(ChatMessage::Assistant {
+                    content: Some(prompt::earlier_answer(turn)),
+                    tool_calls: Vec::new(),
+                });
+            }
             self.messages.push(ChatMessage::User {
                 content: ctx.question.to_string(),
             });

@@ -27,6 +27,24 @@ pub const USE_SUBMIT_ANSWER: &str = "Your last reply was plain text, not a tool 
     call submitAnswer with citations (chunkId and a verbatim quote from a hit); to search, call \
     searchDocs; if the knowledge base lacks the answer, call reportNoEvidence.";
 
+/// Earlier turns of a conversation sent with a new question.
+pub const HISTORY_TURNS: usize = 4;
+
+/// How an earlier turn's answer is shown to the model: the answer and the keywords it searched.
+pub fn earlier_answer(turn: &crate::session::PriorTurn) -> String {
+    let keywords: Vec<String> = turn
+        .keywords
+        .iter()
+        .map(|k| format!("[{}]", k.join(", ")))
+        .collect();
+    let answer = crate::text::truncate_chars(&turn.answer, 600);
+    if keywords.is_empty() {
+        answer.to_string()
+    } else {
+        format!("{answer}\n(keywords searched: {})", keywords.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

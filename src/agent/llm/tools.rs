@@ -69,9 +69,12 @@ pub fn definitions() -> Value {
                             "type": "string",
                             "description": "The answer, with actionable steps, in the language of the question."
                         },
+                        "conversational": {
+                            "type": "boolean",
+                            "description": "true only for a greeting, thanks or a question about this conversation itself, answered without citations and shown as unsourced. Never for anything about policies."
+                        },
                         "citations": {
                             "type": "array",
-                            "minItems": 1,
                             "items": {
                                 "type": "object",
                                 "properties": {
@@ -146,6 +149,9 @@ struct AnswerArgs {
     answer: String,
     #[serde(default)]
     citations: Vec<CitationArgs>,
+    /// Declared small talk (greeting, thanks, a question about the conversation itself).
+    #[serde(default)]
+    conversational: bool,
 }
 
 #[derive(Deserialize)]
@@ -204,6 +210,13 @@ pub fn parse_call(
         }
         SUBMIT_ANSWER => {
             let a: AnswerArgs = args(SUBMIT_ANSWER, arguments)?;
+            // Only a reply with no citations can be conversational; with citations it is an
+            // ordinary answer and is checked as one.
+            if a.conversational && a.citations.is_empty() {
+                return Ok(PlannerAction::Reply {
+                    text: a.answer.trim().to_string(),
+                });
+            }
             Ok(PlannerAction::Answer {
                 text: a.answer.trim().to_string(),
                 citations: a
