@@ -261,7 +261,14 @@ fn hostile_keywords_are_terms_not_syntax() {
     }
     assert!(search(&engine, &["*"], 5).is_empty());
     let long = "报".repeat(10_000);
-    let _ = search(&engine, &[long.as_str()], 5);
+    let too_long = engine.search_docs(&SearchRequest::new(vec![long], 5, AccessContext::default()));
+    assert!(too_long.is_err_and(|e| e.to_string().contains("limit")));
+    let many: Vec<String> = (0..1000).map(|i| format!("词{i}")).collect();
+    assert!(
+        engine
+            .search_docs(&SearchRequest::new(many, 5, AccessContext::default()))
+            .is_err()
+    );
     let empty = engine.search_docs(&SearchRequest::new(
         vec!["  ".into()],
         5,

@@ -31,6 +31,11 @@ pub struct SearchHit {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// Keywords one `searchDocs` call accepts at most (the agent allows fewer).
+pub const MAX_KEYWORDS_PER_SEARCH: usize = 32;
+/// Characters one keyword may have at most (the agent allows fewer).
+pub const MAX_KEYWORD_CHARS_PER_SEARCH: usize = 200;
+
 /// Upper bound on `topK` whatever the caller asks.
 pub const MAX_TOP_K: usize = 50;
 /// How many candidates each leg contributes before fusion.
@@ -122,6 +127,10 @@ pub enum SearchError {
     Embed(#[from] EmbedError),
     #[error("no keywords to search: give one or more words")]
     NoKeywords,
+    #[error("{given} keywords in one search; the limit is {max}")]
+    TooManyKeywords { given: usize, max: usize },
+    #[error("a keyword of {chars} characters; the limit is {max}: search with short terms")]
+    KeywordTooLong { chars: usize, max: usize },
     #[error(
         "the index was embedded with {stored} but the configured embedder is {configured}; run `ragtrail ingest --rebuild` to re-embed, or configure the original embedder"
     )]
@@ -145,6 +154,22 @@ pub fn search_docs(
         .collect();
     if keywords.is_empty() {
         return Err(SearchError::NoKeywords);
+    }
+    // Bounded cost whoever calls: the agent's limits are tighter, these protect the library.
+    if keywords.len() > MAX_KEYWORDS_PER_SEARCH {
+        return Err(SearchError::TooManyKeywords {
+            given: keywords.len(),
+            max: MAX_KEYWORDS_PER_SEARCH,
+        });
+    }
+    if let Some(long) = keywords
+        .iter()
+        .find(|k| crate::text::char_len(k) > MAX_KEYWORD_CHARS_PER_SEARCH)
+    {
+        return Err(SearchError::KeywordTooLong {
+            chars: crate::text::char_len(long),
+            max: MAX_KEYWORD_CHARS_PER_SEARCH,
+        });
     }
     let fusion = req.fusion.unwrap_or(settings.fusion);
     let top_k = req.top_k.clamp(1, MAX_TOP_K);

@@ -202,6 +202,26 @@ pub fn parse_call(
                 .map(|r| truncate_chars(r.trim(), MAX_REASON_CHARS).to_string())
                 .filter(|r| !r.is_empty())
                 .unwrap_or_else(|| "chosen by the model".to_string());
+            // Access comes from the operator; anything else the model sends (a tenant, a role, a
+            // scope) is ignored, and the attempt is recorded with the search's reason.
+            let extra: Vec<String> = serde_json::from_str::<Value>(arguments)
+                .ok()
+                .and_then(|v| {
+                    v.as_object().map(|o| {
+                        o.keys()
+                            .filter(|k| {
+                                !matches!(k.as_str(), "keywords" | "topK" | "top_k" | "reason")
+                            })
+                            .cloned()
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
+            let reason = if extra.is_empty() {
+                reason
+            } else {
+                format!("{reason} [ignored arguments: {}]", extra.join(", "))
+            };
             Ok(PlannerAction::Search {
                 keywords,
                 reason,
