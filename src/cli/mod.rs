@@ -1,12 +1,14 @@
 //! Command-line interface: clap definitions, output formatting and progress. No business logic:
 //! every command calls the library.
 
+mod db_cmd;
 mod output;
 mod search_cmd;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -50,6 +52,25 @@ pub struct GlobalArgs {
         value_delimiter = ','
     )]
     pub roles: Vec<String>,
+    /// PostgreSQL + pgvector as the system of record (unset: the embedded store in --data-dir).
+    #[arg(
+        long,
+        global = true,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub database_url: Option<String>,
+}
+
+impl GlobalArgs {
+    /// The database URL, if one is set and not blank.
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +83,10 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
     Search(search_cmd::SearchArgs),
+    /// Apply pending database migrations (needs DATABASE_URL).
+    Migrate,
+    /// Rebuild the BM25 index from the system of record (PostgreSQL when DATABASE_URL is set).
+    Reindex,
 }
 
 #[derive(Debug, Args)]
@@ -104,10 +129,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Ingest(args) => ingest_cmd(&cli.global, &args),
         Command::Search(args) => search_cmd::run(&cli.global, &args),
+        Command::Migrate => db_cmd::migrate(&cli.global),
+        Command::Reindex => db_cmd::reindex(&cli.global),
     }
 }
 
 fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    if let Some(url) = global.database_url() {
+        let embedder = Arc::new(crate::embed::HashingEmbedder::default());
+        return Engine::open_postgres(&global.data_dir, url, embedder)
+            .context("opening the knowledge base in PostgreSQL");
+    }
     Engine::open(&global.data_dir)
         .with_context(|| format!("opening the data directory {}", global.data_dir.display()))
 }
