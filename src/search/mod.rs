@@ -86,6 +86,11 @@ impl Default for SearchSettings {
     }
 }
 
+/// Vector hits at or below this cosine similarity are dropped: unrelated texts score 0, and
+/// float rounding (which differs between the embedded store and pgvector) must not decide
+/// whether such a hit joins the candidate list.
+pub const MIN_VECTOR_SCORE: f32 = 1e-5;
+
 /// See [`SearchSettings::vector_only_floor`].
 pub const DEFAULT_VECTOR_ONLY_FLOOR: f32 = 0.5;
 
@@ -225,7 +230,7 @@ pub fn search_docs_with(
         let hits: Vec<LegHit> = if let Some(leg) = vector_leg {
             leg.search(&query, candidates, &req.access, req.include_superseded)?
                 .into_iter()
-                .filter(|(_, score)| *score > 0.0)
+                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
                 .map(|(id, score)| LegHit::new(id, score))
                 .collect()
         } else {
@@ -238,7 +243,7 @@ pub fn search_docs_with(
                     message: e.to_string(),
                 })?;
             rows.iter()
-                .filter(|(_, score)| *score > 0.0)
+                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
                 .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
                 .collect()
         };
