@@ -26,7 +26,7 @@ if [ -z "${RAGTRAIL_TEST_DATABASE_URL:-}" ]; then
   [ -n "$RAGTRAIL_TEST_DATABASE_URL" ] || { echo "error: pg-test.sh printed no DATABASE_URL" >&2; exit 1; }
   export RAGTRAIL_TEST_DATABASE_URL
 fi
-echo "== PostgreSQL for the tests: $RAGTRAIL_TEST_DATABASE_URL"
+echo "== PostgreSQL for the tests: $(printf '%s' "$RAGTRAIL_TEST_DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#')"
 
 echo "== cargo test"
 cargo test --all-targets --locked
