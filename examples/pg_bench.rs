@@ -5,9 +5,11 @@
 //! (defaults 100000 and 200). Creates a database of its own on that server and drops it at the
 //! end. `scripts/pg-bench.sh` starts a throwaway durable server and runs this.
 //!
-//! The corpus is synthetic but shaped like policy text: 20-chunk documents, each on one of 400
-//! topics, chunks of 40 words drawn mostly from the topic's words; vectors come from the
-//! hashing embedder (384 dims) over the chunk text, queries are 2-3 words of a topic.
+//! The corpus is synthetic but shaped like policy text: 20-chunk documents, each on one of
+//! 2,000 topics; a chunk is 40 words, half from its topic's 40 words and half from a
+//! 20,000-word vocabulary with Zipf frequencies. Vectors come from the hashing embedder (384
+//! dims) over the chunk text; each query is 3 words taken from a random chunk, as a question
+//! about that passage would be.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,9 +24,9 @@ use ragtrail::store::postgres::{PgSettings, PgStore, VectorSearchMode};
 use sqlx::{AssertSqlSafe, Connection, Executor};
 
 const PER_DOC: usize = 20;
-const TOPICS: usize = 400;
-const WORDS_PER_TOPIC: usize = 30;
-const VOCABULARY: usize = 6000;
+const TOPICS: usize = 2000;
+const WORDS_PER_TOPIC: usize = 40;
+const VOCABULARY: usize = 20_000;
 
 struct Rng(u64);
 
@@ -59,6 +61,8 @@ fn word(i: usize) -> String {
 struct Corpus {
     vocabulary: Vec<String>,
     topics: Vec<Vec<usize>>,
+    /// Cumulative Zipf weights (s = 1) over the vocabulary.
+    zipf: Vec<f64>,
 }
 
 impl Corpus {
@@ -67,27 +71,48 @@ impl Corpus {
         let topics = (0..TOPICS)
             .map(|_| (0..WORDS_PER_TOPIC).map(|_| rng.below(VOCABULARY)).collect())
             .collect();
-        Self { vocabulary, topics }
+        let mut zipf = Vec::with_capacity(VOCABULARY);
+        let mut total = 0.0;
+        for r in 1..=VOCABULARY {
+            total += 1.0 / r as f64;
+            zipf.push(total);
+        }
+        Self {
+            vocabulary,
+            topics,
+            zipf,
+        }
+    }
+    fn common_word(&self, rng: &mut Rng) -> usize {
+        let total = self.zipf.last().copied().unwrap_or(1.0);
+        let x = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        self.zipf.partition_point(|&c| c < x).min(VOCABULARY - 1)
     }
     fn text(&self, rng: &mut Rng, topic: usize, words: usize) -> String {
         (0..words)
             .map(|_| {
-                if rng.below(10) < 7 {
+                if rng.below(2) == 0 {
                     let t = &self.topics[topic];
                     self.vocabulary[t[rng.below(t.len())]].as_str()
                 } else {
-                    self.vocabulary[rng.below(VOCABULARY)].as_str()
+                    self.vocabulary[self.common_word(rng)].as_str()
                 }
             })
             .collect::<Vec<_>>()
             .join(" ")
     }
-    fn query(&self, rng: &mut Rng) -> Vec<String> {
-        let t = &self.topics[rng.below(TOPICS)];
-        (0..2 + rng.below(2))
-            .map(|_| self.vocabulary[t[rng.below(t.len())]].clone())
-            .collect()
-    }
+}
+
+/// Three words of a random chunk.
+fn query(docs: &[(Document, Vec<Chunk>)], rng: &mut Rng) -> Vec<String> {
+    let (_, chunks) = &docs[rng.below(docs.len())];
+    let words: Vec<&str> = chunks[rng.below(chunks.len())]
+        .text
+        .split(' ')
+        .collect();
+    (0..3)
+        .map(|_| words[rng.below(words.len())].to_string())
+        .collect()
 }
 
 fn document(corpus: &Corpus, rng: &mut Rng, d: usize) -> (Document, Vec<Chunk>) {
@@ -211,9 +236,10 @@ fn run(url: &str, rows: usize, queries: usize) -> Result<(), Box<dyn std::error:
     let space = store.ensure_space(&Embedder::info(&embedder), false)?;
     // Load without the graph (as the first ingest does), then build it in one pass.
     let load = docs - docs / 50;
+    let run = store.begin_run(None, &space, false)?;
     let started = Instant::now();
     for ((doc, chunks), v) in corpus_docs.iter().zip(&vectors).take(load) {
-        store.write_document(None, &space, doc, chunks, v)?;
+        store.write_document(Some(run), &space, doc, chunks, v)?;
     }
     let bulk = started.elapsed();
     let started = Instant::now();
@@ -222,9 +248,10 @@ fn run(url: &str, rows: usize, queries: usize) -> Result<(), Box<dyn std::error:
     // The last 2% into the live index (what a later ingest pays per row).
     let started = Instant::now();
     for ((doc, chunks), v) in corpus_docs.iter().zip(&vectors).skip(load) {
-        store.write_document(None, &space, doc, chunks, v)?;
+        store.write_document(Some(run), &space, doc, chunks, v)?;
     }
     let live = started.elapsed();
+    store.finish_run(run, &space, Default::default())?;
     let live_rows = (docs - load) * PER_DOC;
     store.block_on(sqlx::query("analyze").execute(store.pool()))?;
     println!();
@@ -249,7 +276,9 @@ fn run(url: &str, rows: usize, queries: usize) -> Result<(), Box<dyn std::error:
     );
 
     // Vector leg: HNSW against exact, unfiltered and with the 5% tenant.
-    let query_words: Vec<Vec<String>> = (0..queries).map(|_| corpus.query(&mut rng)).collect();
+    let query_words: Vec<Vec<String>> = (0..queries)
+        .map(|_| query(&corpus_docs, &mut rng))
+        .collect();
     let query_vectors: Vec<Vec<f32>> = query_words
         .iter()
         .map(|w| embedder.embed(&w.join(" ")))
@@ -266,20 +295,59 @@ fn run(url: &str, rows: usize, queries: usize) -> Result<(), Box<dyn std::error:
             ..PgSettings::default()
         },
     )?;
-    for (ef, searcher) in [(40, &store), (100, &wide)] {
-        for (label, access) in [
-            ("tenant with 95% of rows", AccessContext::default()),
-            ("tenant with 5% of rows", AccessContext::new("small", Vec::<String>::new())),
-        ] {
-            for k in [10usize, 100] {
-                let mut hnsw_t = Vec::new();
-                let mut exact_t = Vec::new();
-                let mut found = 0usize;
-                let mut wanted = 0usize;
+    let widest = PgStore::connect(
+        url,
+        PgSettings {
+            hnsw_ef_search: 200,
+            ..PgSettings::default()
+        },
+    )?;
+    let mut spreads = Vec::new();
+    for (label, access) in [
+        ("tenant with 95% of rows", AccessContext::default()),
+        ("tenant with 5% of rows", AccessContext::new("small", Vec::<String>::new())),
+    ] {
+        for k in [10usize, 100] {
+            let mut exact_t = Vec::new();
+            let mut exact = Vec::new();
+            for q in &query_vectors {
+                let t = Instant::now();
+                let e = store.vector_search_with(
+                    VectorSearchMode::Exact,
+                    &space,
+                    q,
+                    k,
+                    &access,
+                    false,
+                )?;
+                exact_t.push(t.elapsed());
+                exact.push(e.hits);
+            }
+            let (e50, e99) = summary(exact_t);
+            if k == 100 {
+                let median = |rank: usize| {
+                    let mut v: Vec<f32> = exact
+                        .iter()
+                        .filter_map(|h| h.get(rank).map(|x| x.1))
+                        .collect();
+                    v.sort_by(f32::total_cmp);
+                    v.get(v.len() / 2).copied().unwrap_or(0.0)
+                };
+                spreads.push(format!(
+                    "{label}: median cosine similarity of the exact 1st / 10th / 100th neighbour {:.3} / {:.3} / {:.3}",
+                    median(0),
+                    median(9),
+                    median(99)
+                ));
+            }
+            for (ef, searcher) in [(40, &store), (100, &wide), (200, &widest)] {
                 for q in query_vectors.iter().take(10) {
                     searcher.vector_search(&space, q, k, &access, false)?;
                 }
-                for q in &query_vectors {
+                let mut hnsw_t = Vec::new();
+                let mut found = 0usize;
+                let mut wanted = 0usize;
+                for (q, e) in query_vectors.iter().zip(&exact) {
                     let t = Instant::now();
                     let h = searcher.vector_search_with(
                         VectorSearchMode::Hnsw,
@@ -290,31 +358,21 @@ fn run(url: &str, rows: usize, queries: usize) -> Result<(), Box<dyn std::error:
                         false,
                     )?;
                     hnsw_t.push(t.elapsed());
-                    let t = Instant::now();
-                    let e = searcher.vector_search_with(
-                        VectorSearchMode::Exact,
-                        &space,
-                        q,
-                        k,
-                        &access,
-                        false,
-                    )?;
-                    exact_t.push(t.elapsed());
-                    wanted += e.hits.len();
-                    found += h
-                        .hits
-                        .iter()
-                        .filter(|x| e.hits.iter().any(|y| y.0 == x.0))
-                        .count();
+                    wanted += e.len();
+                    found += h.hits.iter().filter(|x| e.iter().any(|y| y.0 == x.0)).count();
                 }
                 let (h50, h99) = summary(hnsw_t);
-                let (e50, e99) = summary(exact_t);
                 println!(
                     "| {label} | {ef} | {k} | {h50:.2} ms | {h99:.2} ms | {e50:.2} ms | {e99:.2} ms | {:.3} |",
                     found as f64 / wanted.max(1) as f64
                 );
             }
         }
+    }
+
+    println!();
+    for line in &spreads {
+        println!("{line}");
     }
 
     // Fused searchDocs with Postgres as the system of record.
