@@ -72,7 +72,11 @@ impl Corpus {
     fn new(rng: &mut Rng) -> Self {
         let vocabulary: Vec<String> = (0..VOCABULARY).map(word).collect();
         let topics = (0..TOPICS)
-            .map(|_| (0..WORDS_PER_TOPIC).map(|_| rng.below(VOCABULARY)).collect())
+            .map(|_| {
+                (0..WORDS_PER_TOPIC)
+                    .map(|_| rng.below(VOCABULARY))
+                    .collect()
+            })
             .collect();
         let mut zipf = Vec::with_capacity(VOCABULARY);
         let mut total = 0.0;
@@ -109,10 +113,7 @@ impl Corpus {
 /// Three words of a random chunk.
 fn query(docs: &[(Document, Vec<Chunk>)], rng: &mut Rng) -> Vec<String> {
     let (_, chunks) = &docs[rng.below(docs.len())];
-    let words: Vec<&str> = chunks[rng.below(chunks.len())]
-        .text
-        .split(' ')
-        .collect();
+    let words: Vec<&str> = chunks[rng.below(chunks.len())].text.split(' ').collect();
     (0..3)
         .map(|_| words[rng.below(words.len())].to_string())
         .collect()
@@ -121,7 +122,11 @@ fn query(docs: &[(Document, Vec<Chunk>)], rng: &mut Rng) -> Vec<String> {
 fn document(corpus: &Corpus, rng: &mut Rng, d: usize) -> (Document, Vec<Chunk>) {
     let topic = rng.below(TOPICS);
     // Every 20th document belongs to a small tenant (5% of the rows).
-    let tenant = if d % 20 == 0 { "small" } else { "default" };
+    let tenant = if d.is_multiple_of(20) {
+        "small"
+    } else {
+        "default"
+    };
     let source = format!("bench/doc{d:06}.md");
     let title = format!("Policy {d}");
     let chunks: Vec<Chunk> = (0..PER_DOC)
@@ -215,8 +220,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let generated = started.elapsed();
     let name = format!("rt_bench_{}", std::process::id());
     admin(&server, format!("create database {name}"))?;
-    let result = run(&with_database(&server, &name), corpus_docs, query_words, generated);
-    admin(&server, format!("drop database if exists {name} with (force)"))?;
+    let result = run(
+        &with_database(&server, &name),
+        corpus_docs,
+        query_words,
+        generated,
+    );
+    admin(
+        &server,
+        format!("drop database if exists {name} with (force)"),
+    )?;
     result
 }
 
@@ -242,10 +255,18 @@ fn beir(
         .enumerate()
     {
         let b: BeirDoc = serde_json::from_str(line)?;
-        let tenant = if d % 20 == 0 { "small" } else { "default" };
+        let tenant = if d.is_multiple_of(20) {
+            "small"
+        } else {
+            "default"
+        };
         let doc = Document {
             source: format!("beir/{}.txt", b.id),
-            title: if b.title.is_empty() { b.id.clone() } else { b.title.clone() },
+            title: if b.title.is_empty() {
+                b.id.clone()
+            } else {
+                b.title.clone()
+            },
             tenant: tenant.to_string(),
             roles: Vec::new(),
             version: None,
@@ -366,7 +387,10 @@ fn run(
     let mut spreads = Vec::new();
     for (label, access) in [
         ("tenant with 95% of rows", AccessContext::default()),
-        ("tenant with 5% of rows", AccessContext::new("small", Vec::<String>::new())),
+        (
+            "tenant with 5% of rows",
+            AccessContext::new("small", Vec::<String>::new()),
+        ),
     ] {
         for k in [10usize, 100] {
             let mut exact_t = Vec::new();
@@ -422,7 +446,11 @@ fn run(
                     )?;
                     hnsw_t.push(t.elapsed());
                     wanted += e.len();
-                    found += h.hits.iter().filter(|x| e.iter().any(|y| y.0 == x.0)).count();
+                    found += h
+                        .hits
+                        .iter()
+                        .filter(|x| e.iter().any(|y| y.0 == x.0))
+                        .count();
                     // The leg re-sorts what the index returned by distance: how good is the
                     // top 10 of a k-row answer (what fusion mostly sees)?
                     let e10 = &e[..e.len().min(10)];
@@ -468,7 +496,10 @@ fn run(
     println!("| `searchDocs` top-5 with Postgres ({total_rows} chunks) | p50 | p99 |");
     println!("|---|---|---|");
     for (label, fusion) in [
-        ("fused (min-max, both legs; vector leg k = 100 on HNSW)", None),
+        (
+            "fused (min-max, both legs; vector leg k = 100 on HNSW)",
+            None,
+        ),
         ("BM25 leg only", Some(Fusion::Bm25Only)),
     ] {
         let mut times = Vec::new();

@@ -31,7 +31,9 @@ fn pg_engine_with(data: &Path, db: &TestDb, settings: PgSettings, dims: usize) -
 
 fn scalar_i64(store: &PgStore, sql: &str) -> i64 {
     store
-        .block_on(sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.to_string())).fetch_one(store.pool()))
+        .block_on(
+            sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.to_string())).fetch_one(store.pool()),
+        )
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
@@ -105,7 +107,10 @@ fn migrations_apply_from_empty_and_are_idempotent() {
         ..PgSettings::default()
     };
     let err = PgStore::connect(&db.url, manual.clone()).expect_err("pending migrations");
-    assert!(matches!(err, PgError::MigrationsPending { pending: 1, .. }), "{err}");
+    assert!(
+        matches!(err, PgError::MigrationsPending { pending: 1, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("ragtrail migrate"), "{err}");
 
     let (store, applied) =
@@ -121,8 +126,11 @@ fn migrations_apply_from_empty_and_are_idempotent() {
         5
     );
     assert!(
-        scalar_text(&store, "select extversion from pg_extension where extname = 'vector'")
-            .starts_with("0.8"),
+        scalar_text(
+            &store,
+            "select extversion from pg_extension where extname = 'vector'"
+        )
+        .starts_with("0.8"),
     );
     assert_eq!(store.data_version().expect("version"), 0);
     let kb_id = store.kb_id().to_string();
@@ -131,14 +139,23 @@ fn migrations_apply_from_empty_and_are_idempotent() {
     let (again, applied) =
         PgStore::connect_and_migrate(&db.url, PgSettings::default()).expect("migrate again");
     assert!(applied.is_empty(), "{applied:?}");
-    assert_eq!(again.kb_id(), kb_id, "migrating again must not reset the knowledge base");
+    assert_eq!(
+        again.kb_id(),
+        kb_id,
+        "migrating again must not reset the knowledge base"
+    );
     assert_eq!(
         scalar_i64(&again, "select count(*) from _sqlx_migrations"),
         all.len() as i64
     );
     // With everything applied, a store that never migrates connects fine.
     let manual_store = PgStore::connect(&db.url, manual).expect("connect without migrating");
-    assert!(manual_store.pending_migrations().expect("pending").is_empty());
+    assert!(
+        manual_store
+            .pending_migrations()
+            .expect("pending")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -155,11 +172,20 @@ fn migrations_newer_than_the_binary_are_refused() {
         PgStore::connect_and_migrate(&db.url, PgSettings::default()).expect_err("newer schema"),
     ] {
         assert!(
-            matches!(err, PgError::MigrationsNewer { database: 99991231000000, .. }),
+            matches!(
+                err,
+                PgError::MigrationsNewer {
+                    database: 99991231000000,
+                    ..
+                }
+            ),
             "{err}"
         );
         let text = err.to_string();
-        assert!(text.contains("newer ragtrail") && text.contains("Upgrade ragtrail"), "{text}");
+        assert!(
+            text.contains("newer ragtrail") && text.contains("Upgrade ragtrail"),
+            "{text}"
+        );
     }
 }
 
@@ -175,7 +201,10 @@ fn ingest_twice_changes_nothing() {
     let store = engine.postgres().expect("postgres");
     let chunks = scalar_i64(store, "select count(*) from chunks");
     assert_eq!(chunks as usize, first.chunks);
-    assert_eq!(scalar_i64(store, "select count(embedding) from vectors_1"), chunks);
+    assert_eq!(
+        scalar_i64(store, "select count(embedding) from vectors_1"),
+        chunks
+    );
     let before = fingerprint(store);
 
     let again = ws.ingest(&mut engine);
@@ -203,19 +232,32 @@ fn a_changed_document_replaces_only_its_rows() {
     let store = engine.postgres().expect("postgres");
     let leave_before = rows_of(store, "hr/leave.md");
     let travel_before = rows_of(store, "finance/travel.md");
-    let leave_doc_before = scalar_text(store, "select xmin::text from documents where source = 'hr/leave.md'");
+    let leave_doc_before = scalar_text(
+        store,
+        "select xmin::text from documents where source = 'hr/leave.md'",
+    );
 
     ws.write(
         "finance/travel.md",
-        &TRAVEL.replace("机票须提供电子行程单。", "机票须提供电子行程单和登机牌存根。"),
+        &TRAVEL.replace(
+            "机票须提供电子行程单。",
+            "机票须提供电子行程单和登机牌存根。",
+        ),
     );
     let summary = ws.ingest(&mut engine);
     assert_eq!(summary.changed, vec!["finance/travel.md"]);
     assert_eq!(summary.unchanged, 1);
     let store = engine.postgres().expect("postgres");
-    assert_eq!(rows_of(store, "hr/leave.md"), leave_before, "untouched rows keep pk and xmin");
     assert_eq!(
-        scalar_text(store, "select xmin::text from documents where source = 'hr/leave.md'"),
+        rows_of(store, "hr/leave.md"),
+        leave_before,
+        "untouched rows keep pk and xmin"
+    );
+    assert_eq!(
+        scalar_text(
+            store,
+            "select xmin::text from documents where source = 'hr/leave.md'"
+        ),
         leave_doc_before
     );
     let travel_after = rows_of(store, "finance/travel.md");
@@ -235,16 +277,26 @@ fn a_changed_document_replaces_only_its_rows() {
         scalar_i64(store, "select count(*) from chunks")
     );
     assert_eq!(
-        scalar_i64(store, "select count(*) from ingest_runs where status = 'committed'"),
+        scalar_i64(
+            store,
+            "select count(*) from ingest_runs where status = 'committed'"
+        ),
         2
     );
     assert_eq!(
-        scalar_i64(store, "select (changed * 10 + unchanged)::int8 from ingest_runs order by id desc limit 1"),
+        scalar_i64(
+            store,
+            "select (changed * 10 + unchanged)::int8 from ingest_runs order by id desc limit 1"
+        ),
         11
     );
     let hits = search(&engine, &["登机牌存根"], 3);
     assert_eq!(hits[0].title_path, "差旅报销制度 / 交通费 / 飞机票");
-    assert!(hits[0].snippet.contains("登机牌存根"), "{}", hits[0].snippet);
+    assert!(
+        hits[0].snippet.contains("登机牌存根"),
+        "{}",
+        hits[0].snippet
+    );
 }
 
 /// SplitMix64: seeded vectors without a `rand` dependency.
@@ -311,7 +363,7 @@ fn a_selective_filter_still_returns_top_k_through_the_hnsw_index() {
     let space = store.ensure_space(&info, false).expect("space");
     let mut rng = Rng(7);
     for d in 0..DOCS {
-        let doc = synthetic_doc(d, if d % 20 == 0 { "small" } else { "big" });
+        let doc = synthetic_doc(d, if d.is_multiple_of(20) { "small" } else { "big" });
         let chunks: Vec<Chunk> = (0..PER_DOC)
             .map(|i| synthetic_chunk(&doc, (d * PER_DOC + i) as u64, i))
             .collect();
@@ -321,17 +373,26 @@ fn a_selective_filter_still_returns_top_k_through_the_hnsw_index() {
             .expect("write");
     }
     assert!(store.ensure_hnsw_index(&space).expect("index"));
-    assert!(!store.ensure_hnsw_index(&space).expect("index"), "created once");
+    assert!(
+        !store.ensure_hnsw_index(&space).expect("index"),
+        "created once"
+    );
     exec(&db.url, &format!("analyze {}", space.table));
     assert_eq!(
-        scalar_i64(&store, &format!("select count(*) from {} where tenant = 'small'", space.table)),
+        scalar_i64(
+            &store,
+            &format!(
+                "select count(*) from {} where tenant = 'small'",
+                space.table
+            )
+        ),
         (DOCS / 20 * PER_DOC) as i64
     );
 
     let small = AccessContext::new("small", Vec::<String>::new());
     let is_small = |id: &str| {
         let n = u64::from_str_radix(&id[2..], 16).expect("hex id") as usize;
-        (n / PER_DOC) % 20 == 0
+        (n / PER_DOC).is_multiple_of(20)
     };
     let off = PgStore::connect(
         &db.url,
@@ -346,9 +407,15 @@ fn a_selective_filter_still_returns_top_k_through_the_hnsw_index() {
     const QUERIES: usize = 5;
     for _ in 0..QUERIES {
         let q = rng.vector(DIMS);
-        let hits = store.vector_search(&space, &q, K, &small, false).expect("search");
+        let hits = store
+            .vector_search(&space, &q, K, &small, false)
+            .expect("search");
         assert_eq!(hits.hits.len(), K, "iterative scans return top-k");
-        assert!(hits.hits.iter().all(|(id, _)| is_small(id)), "{:?}", hits.hits);
+        assert!(
+            hits.hits.iter().all(|(id, _)| is_small(id)),
+            "{:?}",
+            hits.hits
+        );
         assert!(hits.hits.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
         let plan = store
             .explain_vector_search(VectorSearchMode::Hnsw, &space, &q, K, &small, false)
@@ -367,18 +434,32 @@ fn a_selective_filter_still_returns_top_k_through_the_hnsw_index() {
             .iter()
             .filter(|h| exact.hits.iter().any(|e| e.0 == h.0))
             .count();
-        let without = off.vector_search(&space, &q, K, &small, false).expect("search");
+        let without = off
+            .vector_search(&space, &q, K, &small, false)
+            .expect("search");
         assert!(without.hits.iter().all(|(id, _)| is_small(id)));
         if without.hits.len() < K {
             fewer += 1;
         }
         // The unselective tenant is served by the index too.
         let big = AccessContext::new("big", Vec::<String>::new());
-        assert_eq!(store.vector_search(&space, &q, K, &big, false).expect("search").hits.len(), K);
+        assert_eq!(
+            store
+                .vector_search(&space, &q, K, &big, false)
+                .expect("search")
+                .hits
+                .len(),
+            K
+        );
     }
     let recall = overlap as f64 / (QUERIES * K) as f64;
-    eprintln!("iterative scans off: {fewer}/{QUERIES} queries short of top-{K}; recall@{K} {recall}");
-    assert_eq!(fewer, QUERIES, "without iterative scans the filter starves the index scan");
+    eprintln!(
+        "iterative scans off: {fewer}/{QUERIES} queries short of top-{K}; recall@{K} {recall}"
+    );
+    assert_eq!(
+        fewer, QUERIES,
+        "without iterative scans the filter starves the index scan"
+    );
     assert!(recall >= 0.8, "HNSW recall@{K} against exact: {recall}");
 }
 
@@ -391,7 +472,12 @@ fn assert_same_hits(context: &str, a: &[SearchHit], b: &[SearchHit]) {
         assert_eq!(x.title_path, y.title_path, "{context}");
         assert_eq!(x.snippet, y.snippet, "{context}");
         assert_eq!(x.source_uri, y.source_uri, "{context}");
-        assert!((x.score - y.score).abs() < 1e-4, "{context}: {} vs {}", x.score, y.score);
+        assert!(
+            (x.score - y.score).abs() < 1e-4,
+            "{context}: {} vs {}",
+            x.score,
+            y.score
+        );
         let strip = |h: &SearchHit| {
             let mut m = h.metadata.clone();
             let v = m.remove("vectorScore");
@@ -428,9 +514,13 @@ fn embedded_and_postgres_return_the_same_hits_on_the_bundled_knowledge() {
     let mut b: Vec<_> = pg.store().chunks().to_vec();
     a.sort_by(|x, y| x.id.cmp(&y.id));
     b.sort_by(|x, y| x.id.cmp(&y.id));
-    assert_eq!(a, b, "the database holds exactly the embedded store's chunks");
+    assert_eq!(
+        a, b,
+        "the database holds exactly the embedded store's chunks"
+    );
 
-    let golden = ragtrail::eval::golden::load(&repo_root().join("eval/golden.jsonl")).expect("golden");
+    let golden =
+        ragtrail::eval::golden::load(&repo_root().join("eval/golden.jsonl")).expect("golden");
     let mut queries: Vec<Vec<String>> = Vec::new();
     for item in &golden {
         for turn in &item.turns {
@@ -450,7 +540,11 @@ fn embedded_and_postgres_return_the_same_hits_on_the_bundled_knowledge() {
     let mut compared = 0;
     for keywords in &queries {
         for access in &contexts {
-            for fusion in [None, Some(Fusion::Rrf { k: 60.0 }), Some(Fusion::VectorOnly)] {
+            for fusion in [
+                None,
+                Some(Fusion::Rrf { k: 60.0 }),
+                Some(Fusion::VectorOnly),
+            ] {
                 let mut req = SearchRequest::new(keywords.clone(), 8, access.clone());
                 req.fusion = fusion;
                 let x = embedded.search_docs(&req).expect("embedded search");
@@ -482,7 +576,11 @@ fn reindex_reproduces_identical_bm25_results() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut engine = pg_engine(&tmp.path().join("a"), &db);
     engine
-        .ingest(&repo_root().join("knowledge"), &IngestOptions::default(), &mut |_| {})
+        .ingest(
+            &repo_root().join("knowledge"),
+            &IngestOptions::default(),
+            &mut |_| {},
+        )
         .expect("ingest");
     let queries: [&[&str]; 6] = [
         &["高铁票", "报销凭证"],
@@ -492,7 +590,10 @@ fn reindex_reproduces_identical_bm25_results() {
         &["退货", "运费"],
         &["password", "reset"],
     ];
-    let contexts = [AccessContext::default(), AccessContext::new("default", ["hr"])];
+    let contexts = [
+        AccessContext::default(),
+        AccessContext::new("default", ["hr"]),
+    ];
     let results = |e: &Engine| {
         queries
             .iter()
@@ -500,7 +601,10 @@ fn reindex_reproduces_identical_bm25_results() {
             .collect::<Vec<_>>()
     };
     let before = results(&engine);
-    assert!(before.iter().filter(|r| !r.is_empty()).count() >= 10, "{before:?}");
+    assert!(
+        before.iter().filter(|r| !r.is_empty()).count() >= 10,
+        "{before:?}"
+    );
     engine.reindex(&mut |_| {}).expect("reindex");
     assert_eq!(results(&engine), before);
     // Another process with an empty data dir builds its index from the database alone.
@@ -528,25 +632,45 @@ fn a_crash_between_database_and_index_commit_is_repaired_by_the_next_ingest() {
     );
     let mut engine = pg_engine(&ws.data(), &db);
     assert_eq!(ws.ingest(&mut engine).changed, vec!["hr/leave.md"]);
-    let database_version = engine.postgres().expect("pg").data_version().expect("version");
+    let database_version = engine
+        .postgres()
+        .expect("pg")
+        .data_version()
+        .expect("version");
     drop(engine);
     // The crash: the database committed, the index commit never happened.
     std::fs::remove_dir_all(&index_dir).expect("rm index");
     copy_dir(&backup, &index_dir);
     {
         let stale = Bm25Index::open_or_create(&index_dir).expect("index");
-        let payload = stale.committed_payload().expect("payload").expect("some payload");
-        assert!(!payload.contains(&format!("version={database_version} ")), "{payload}");
+        let payload = stale
+            .committed_payload()
+            .expect("payload")
+            .expect("some payload");
+        assert!(
+            !payload.contains(&format!("version={database_version} ")),
+            "{payload}"
+        );
     }
 
     let mut engine = pg_engine(&ws.data(), &db);
     let summary = ws.ingest(&mut engine);
-    assert!(summary.changed.is_empty() && summary.added.is_empty(), "{summary:?}");
+    assert!(
+        summary.changed.is_empty() && summary.added.is_empty(),
+        "{summary:?}"
+    );
     assert_eq!(summary.unchanged, 2);
     let hits = bm25(&engine, &["zeppelin"], AccessContext::default());
     assert_eq!(hits.len(), 1, "{hits:?}");
-    let payload = engine.index().committed_payload().expect("payload").expect("payload");
-    assert!(payload.contains(&format!("version={database_version} ")), "{payload}");
+    let payload = engine
+        .index()
+        .committed_payload()
+        .expect("payload")
+        .expect("payload");
+    assert!(
+        payload.contains(&format!("version={database_version} ")),
+        "{payload}"
+    );
     assert_eq!(engine.store().generation(), database_version);
 }
 
@@ -560,9 +684,15 @@ fn a_stale_index_is_refused_and_the_next_ingest_catches_up() {
     let mut writer = pg_engine(&ws.data(), &db);
     ws.ingest(&mut writer);
     let mut reader = pg_engine(tmp.path(), &db);
-    assert_eq!(search(&reader, &["doctor"], 3)[0].title_path, "Leave Policy / Sick leave");
+    assert_eq!(
+        search(&reader, &["doctor"], 3)[0].title_path,
+        "Leave Policy / Sick leave"
+    );
 
-    ws.write("hr/leave.md", &LEAVE_EN.replace("doctor's note", "medical certificate"));
+    ws.write(
+        "hr/leave.md",
+        &LEAVE_EN.replace("doctor's note", "medical certificate"),
+    );
     ws.ingest(&mut writer);
     for fusion in [None, Some(Fusion::Bm25Only)] {
         let mut req = SearchRequest::new(vec!["doctor".to_string()], 3, AccessContext::default());
@@ -607,7 +737,10 @@ fn an_embedder_dimension_that_differs_from_the_column_is_an_error_until_rebuild(
         "{err}"
     );
     let text = err.to_string();
-    assert!(text.contains("vector(64)") && text.contains("--rebuild"), "{text}");
+    assert!(
+        text.contains("vector(64)") && text.contains("--rebuild"),
+        "{text}"
+    );
     let rebuilt = engine
         .ingest(
             &ws.knowledge(),
@@ -627,9 +760,16 @@ fn an_embedder_dimension_that_differs_from_the_column_is_an_error_until_rebuild(
         ),
         32
     );
-    assert_eq!(scalar_i64(store, "select dims::int8 from embedding_spaces"), 32);
+    assert_eq!(
+        scalar_i64(store, "select dims::int8 from embedding_spaces"),
+        32
+    );
     let resp = engine
-        .search_docs(&SearchRequest::new(vec!["高铁票".into()], 3, AccessContext::default()))
+        .search_docs(&SearchRequest::new(
+            vec!["高铁票".into()],
+            3,
+            AccessContext::default(),
+        ))
         .expect("search");
     assert!(resp.legs["vector"].count > 0);
 }
@@ -641,7 +781,10 @@ fn a_database_without_the_vector_extension_says_what_to_do() {
     exec(server_url(), &format!("create role {role} login"));
     // The role owns the database (so it may create tables) but is no superuser, and pgvector
     // is not a trusted extension: what a managed database without pgvector enabled looks like.
-    exec(server_url(), &format!("alter database {} owner to {role}", db.name));
+    exec(
+        server_url(),
+        &format!("alter database {} owner to {role}", db.name),
+    );
     let url = with_user(&db.url, &role);
     let err = PgStore::connect(&url, PgSettings::default()).expect_err("no extension rights");
     assert!(matches!(err, PgError::ExtensionMissing { .. }), "{err}");
@@ -656,7 +799,10 @@ fn a_database_without_the_vector_extension_says_what_to_do() {
 
 fn with_user(url: &str, user: &str) -> String {
     let start = url.find("://").expect("scheme") + 3;
-    let at = url[start..].find('@').map(|i| start + i + 1).unwrap_or(start);
+    let at = url[start..]
+        .find('@')
+        .map(|i| start + i + 1)
+        .unwrap_or(start);
     format!("{}{user}@{}", &url[..start], &url[at..])
 }
 
@@ -683,10 +829,16 @@ fn an_unreachable_database_is_reported_without_the_password() {
     assert!(text.contains("postgres://someone:***@127.0.0.1"), "{text}");
     assert!(text.contains("Check that the server is running"), "{text}");
 
-    let bad = PgStore::connect("postgres://someone:hunter2secret@127.0.0.1:notaport/kb", PgSettings::default())
-        .expect_err("bad url");
+    let bad = PgStore::connect(
+        "postgres://someone:hunter2secret@127.0.0.1:notaport/kb",
+        PgSettings::default(),
+    )
+    .expect_err("bad url");
     assert!(matches!(bad, PgError::BadUrl { .. }), "{bad}");
-    assert!(!format!("{bad} {bad:?}").contains("hunter2secret"), "{bad:?}");
+    assert!(
+        !format!("{bad} {bad:?}").contains("hunter2secret"),
+        "{bad:?}"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

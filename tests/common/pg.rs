@@ -26,8 +26,8 @@ pub fn server_url() -> &'static str {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let url = stdout
             .lines()
-            .filter_map(|l| l.strip_prefix("DATABASE_URL="))
-            .last()
+            .rev()
+            .find_map(|l| l.strip_prefix("DATABASE_URL="))
             .map(str::to_string);
         match (out.status.success(), url) {
             (true, Some(url)) => url,
