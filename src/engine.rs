@@ -1,5 +1,8 @@
 //! The engine: one data directory holding the chunk store (system of record) and the BM25 index
 //! derived from it. Ingest updates both; a crash between the two is noticed and repaired on open.
+//! With `DATABASE_URL`, PostgreSQL is the system of record instead (see `engine/postgres.rs`).
+
+mod postgres;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -29,6 +32,8 @@ pub enum EngineError {
     Embed(#[from] EmbedError),
     #[error("embedding produced {found} dimensions, the embedder declares {declared}")]
     Dimensions { found: usize, declared: usize },
+    #[error(transparent)]
+    Postgres(#[from] crate::store::postgres::PgError),
 }
 
 /// What an ingest changed.
@@ -71,6 +76,8 @@ pub struct Engine {
     embedder: Arc<dyn Embedder>,
     /// Fusion, candidate window, boosts and thresholds of `searchDocs`.
     pub settings: SearchSettings,
+    /// Set when PostgreSQL is the system of record; `store` then holds its chunk records.
+    pg: Option<postgres::PgBackend>,
 }
 
 impl Engine {
@@ -84,12 +91,13 @@ impl Engine {
     pub fn open_with(data_dir: &Path, embedder: Arc<dyn Embedder>) -> Result<Self, EngineError> {
         let store = ChunkStore::open(&data_dir.join("store"))?;
         let index = Bm25Index::open_or_create(&data_dir.join("index"))?;
-        let engine = Self {
+        let mut engine = Self {
             data_dir: data_dir.to_path_buf(),
             store,
             index,
             embedder,
             settings: SearchSettings::default(),
+            pg: None,
         };
         let indexed = engine.index.committed_generation()?;
         if indexed.unwrap_or(0) != engine.store.generation() {
@@ -124,8 +132,12 @@ impl Engine {
         self.store.chunks().is_empty()
     }
 
-    /// Rebuilds the BM25 index from the store's current generation.
-    pub fn reindex(&self, progress: &mut dyn FnMut(IngestProgress)) -> Result<(), EngineError> {
+    /// Rebuilds the BM25 index from the store's current generation (from PostgreSQL when it
+    /// is the system of record).
+    pub fn reindex(&mut self, progress: &mut dyn FnMut(IngestProgress)) -> Result<(), EngineError> {
+        if self.pg.is_some() {
+            return self.pg_reindex(progress);
+        }
         let mut update = self.index.update()?;
         update.delete_all()?;
         progress(IngestProgress::Indexing {
@@ -151,6 +163,9 @@ impl Engine {
         options: &IngestOptions,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<IngestSummary, EngineError> {
+        if self.pg.is_some() {
+            return self.pg_ingest(root, options, progress);
+        }
         if !options.rebuild && !self.store.chunks().is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
@@ -337,6 +352,9 @@ impl Engine {
 
     /// `searchDocs`: the hits for `keywords`, at most `top_k`, under the request's access context.
     pub fn search_docs(&self, req: &SearchRequest) -> Result<SearchResponse, EngineError> {
+        if let Some(pg) = &self.pg {
+            return self.pg_search_docs(pg, req);
+        }
         Ok(search::search_docs(
             &self.store,
             &self.index,

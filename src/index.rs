@@ -156,6 +156,12 @@ impl Bm25Index {
         Ok(metas.payload.and_then(|p| p.parse().ok()))
     }
 
+    /// The raw payload of the last commit (what the index says it reflects).
+    pub fn committed_payload(&self) -> Result<Option<String>, IndexError> {
+        let metas = self.index.load_metas().map_err(|e| self.err(e))?;
+        Ok(metas.payload)
+    }
+
     /// Number of chunks in the last committed state.
     pub fn num_chunks(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -329,12 +335,18 @@ impl IndexUpdate<'_> {
     }
 
     /// Commits the batch, recording the store generation it reflects, and reloads the reader.
-    pub fn commit(mut self, generation: u64) -> Result<(), IndexError> {
+    pub fn commit(self, generation: u64) -> Result<(), IndexError> {
+        self.commit_with_payload(&generation.to_string())
+    }
+
+    /// Commits the batch with a free-form payload (the Postgres backend records the database
+    /// it was built from and the data version), and reloads the reader.
+    pub fn commit_with_payload(mut self, payload: &str) -> Result<(), IndexError> {
         let mut prepared = self
             .writer
             .prepare_commit()
             .map_err(|e| self.index.err(e))?;
-        prepared.set_payload(&generation.to_string());
+        prepared.set_payload(payload);
         prepared.commit().map_err(|e| self.index.err(e))?;
         self.writer
             .wait_merging_threads()

@@ -3,6 +3,7 @@
 
 mod ask_cmd;
 mod chat_cmd;
+mod db_cmd;
 mod output;
 mod search_cmd;
 pub mod trace_cmds;
@@ -10,6 +11,7 @@ pub mod trace_cmds;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -56,6 +58,25 @@ pub struct GlobalArgs {
         value_delimiter = ','
     )]
     pub roles: Vec<String>,
+    /// PostgreSQL + pgvector as the system of record (unset: the embedded store in --data-dir).
+    #[arg(
+        long,
+        global = true,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub database_url: Option<String>,
+}
+
+impl GlobalArgs {
+    /// The database URL, if one is set and not blank.
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,6 +113,10 @@ pub enum Command {
     Traces(trace_cmds::TracesArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
     Search(search_cmd::SearchArgs),
+    /// Apply pending database migrations (needs DATABASE_URL).
+    Migrate,
+    /// Rebuild the BM25 index from the system of record (PostgreSQL when DATABASE_URL is set).
+    Reindex,
 }
 
 #[derive(Debug, Args)]
@@ -139,10 +164,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
         Command::Audit(args) => trace_cmds::audit_cmd(&cli.global, &args),
         Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
+        Command::Migrate => db_cmd::migrate(&cli.global),
+        Command::Reindex => db_cmd::reindex(&cli.global),
     }
 }
 
 fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    if let Some(url) = global.database_url() {
+        let embedder = Arc::new(crate::embed::HashingEmbedder::default());
+        return Engine::open_postgres(&global.data_dir, url, embedder)
+            .context("opening the knowledge base in PostgreSQL");
+    }
     Engine::open(&global.data_dir)
         .with_context(|| format!("opening the data directory {}", global.data_dir.display()))
 }

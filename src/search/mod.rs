@@ -91,6 +91,11 @@ impl Default for SearchSettings {
     }
 }
 
+/// Vector hits at or below this cosine similarity are dropped: unrelated texts score 0, and
+/// float rounding (which differs between the embedded store and pgvector) must not decide
+/// whether such a hit joins the candidate list.
+pub const MIN_VECTOR_SCORE: f32 = 1e-5;
+
 /// See [`SearchSettings::vector_only_floor`].
 pub const DEFAULT_VECTOR_ONLY_FLOOR: f32 = 0.5;
 
@@ -135,12 +140,43 @@ pub enum SearchError {
         "the index was embedded with {stored} but the configured embedder is {configured}; run `ragtrail ingest --rebuild` to re-embed, or configure the original embedder"
     )]
     EmbedderMismatch { stored: String, configured: String },
+    #[error(transparent)]
+    Postgres(#[from] crate::store::postgres::PgError),
+    #[error(
+        "the local BM25 index reflects database version {index} but the database is at {database} (another process ingested); reopen, or run `ragtrail reindex`, so that search sees the same chunks in both legs"
+    )]
+    StaleIndex { index: u64, database: u64 },
+}
+
+/// A vector leg that runs outside the in-memory store (pgvector): the `k` chunks nearest to
+/// `query` that `access` may see, as (chunk id, cosine similarity), best first.
+pub trait VectorLeg: Sync {
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        access: &AccessContext,
+        include_superseded: bool,
+    ) -> Result<Vec<(String, f32)>, SearchError>;
 }
 
 /// `searchDocs` over one store and its BM25 index: both legs side by side, fused, with
 /// snippets, per-leg ranks in the metadata, and the sufficiency decision.
 pub fn search_docs(
     store: &ChunkStore,
+    index: &Bm25Index,
+    embedder: &dyn Embedder,
+    settings: &SearchSettings,
+    req: &SearchRequest,
+) -> Result<SearchResponse, SearchError> {
+    search_docs_with(store, None, index, embedder, settings, req)
+}
+
+/// [`search_docs`] with the vector leg answered by `vector_leg` instead of the store's own
+/// vectors (the chunk records still come from `store`).
+pub fn search_docs_with(
+    store: &ChunkStore,
+    vector_leg: Option<&dyn VectorLeg>,
     index: &Bm25Index,
     embedder: &dyn Embedder,
     settings: &SearchSettings,
@@ -175,7 +211,8 @@ pub fn search_docs(
     let top_k = req.top_k.clamp(1, MAX_TOP_K);
     let candidates = settings.candidates.max(top_k);
     let use_bm25 = !matches!(fusion, Fusion::VectorOnly);
-    let use_vector = !matches!(fusion, Fusion::Bm25Only) && !store.vectors().is_empty();
+    let use_vector = !matches!(fusion, Fusion::Bm25Only)
+        && (vector_leg.is_some() || !store.vectors().is_empty());
     if use_vector {
         check_embedder(store, embedder)?;
     }
@@ -217,19 +254,26 @@ pub fn search_docs(
             .embed(&[query_text.as_str()])?
             .pop()
             .unwrap_or_default();
-        let visible = store.visibility(&req.access, req.include_superseded);
-        let rows = store
-            .vectors()
-            .search(&query, candidates, |i| visible.allows(i))
-            .map_err(|e| EmbedError::Failed {
-                model: embedder.info().model,
-                message: e.to_string(),
-            })?;
-        let hits: Vec<LegHit> = rows
-            .iter()
-            .filter(|(_, score)| *score > 0.0)
-            .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
-            .collect();
+        let hits: Vec<LegHit> = if let Some(leg) = vector_leg {
+            leg.search(&query, candidates, &req.access, req.include_superseded)?
+                .into_iter()
+                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
+                .map(|(id, score)| LegHit::new(id, score))
+                .collect()
+        } else {
+            let visible = store.visibility(&req.access, req.include_superseded);
+            let rows = store
+                .vectors()
+                .search(&query, candidates, |i| visible.allows(i))
+                .map_err(|e| EmbedError::Failed {
+                    model: embedder.info().model,
+                    message: e.to_string(),
+                })?;
+            rows.iter()
+                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
+                .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
+                .collect()
+        };
         let stats = LegStats {
             count: hits.len() as u32,
             latency_ms: started.elapsed().as_secs_f64() * 1e3,

@@ -126,6 +126,13 @@ impl ChunkStore {
         }
     }
 
+    /// A store held only in memory, without vectors: the Postgres backend's copy of the chunk
+    /// records it serves hits from (the database is the system of record, and answers the
+    /// vector leg). Nothing is ever written under a directory.
+    pub fn in_memory(manifest: StoreManifest, chunks: Vec<Chunk>) -> Self {
+        Self::from_parts(PathBuf::new(), manifest, chunks, VectorIndex::new(0))
+    }
+
     /// The vectors, one row per chunk in chunk order.
     pub fn vectors(&self) -> &VectorIndex {
         &self.vectors

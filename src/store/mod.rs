@@ -5,6 +5,7 @@
 //! generation is written leaves the previous one current and readable.
 
 mod embedded;
+pub mod postgres;
 pub mod vectors;
 
 pub use embedded::{ChunkStore, StoreManifest, Visibility};

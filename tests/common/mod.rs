@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: small knowledge folders written to temp dirs.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::path::{Path, PathBuf};
 
 use ragtrail::access::AccessContext;
