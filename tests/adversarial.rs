@@ -339,3 +339,81 @@ fn trace_files_are_readable_by_their_owner_only() {
         .mode();
     assert_eq!(mode & 0o077, 0, "mode {mode:o}");
 }
+
+mod postgres_backend {
+    //! The same guarantees with PostgreSQL + pgvector as the system of record: filters in the
+    //! SQL `WHERE` clause and in tantivy, hostile keywords as plain terms.
+    use super::*;
+    use std::sync::Arc;
+
+    use crate::common::pg;
+
+    #[test]
+    fn hostile_keywords_and_every_path_respect_the_operator_context_on_postgres() {
+        let db = pg::TestDb::new();
+        let ws = Workspace::new();
+        let (src, _engine) = workspace();
+        // Same documents as the embedded cases, ingested into Postgres.
+        let mut engine = Engine::open_postgres(
+            &ws.data(),
+            &db.url,
+            Arc::new(ragtrail::embed::HashingEmbedder::default()),
+        )
+        .expect("open");
+        engine
+            .ingest(
+                &src.knowledge(),
+                &ragtrail::engine::IngestOptions::default(),
+                &mut |_| {},
+            )
+            .expect("ingest");
+        let mut cases = 0;
+        for keywords in [
+            vec!["tenant:globex OR *", "roles:hr"],
+            vec!["'; DROP TABLE chunks; --", "1=1"],
+            vec!["\" OR tenant = 'globex' --"],
+            vec![GLOBEX_MARK, HR_MARK],
+            vec!["住宿", "一线城市", "高铁票", "报销凭证"],
+        ] {
+            cases += 1;
+            let req = SearchRequest::new(
+                keywords.iter().map(|k| k.to_string()).collect(),
+                50,
+                AccessContext::default(),
+            );
+            let hits = engine.search_docs(&req).expect("search").hits;
+            for h in &hits {
+                assert!(
+                    !leaked(&serde_json::to_string(h).expect("json")),
+                    "{keywords:?}"
+                );
+            }
+        }
+        assert_eq!(cases, 5);
+        let globex = engine
+            .search_docs(&SearchRequest::new(
+                vec![GLOBEX_MARK.into()],
+                5,
+                AccessContext::new("globex", Vec::<String>::new()),
+            ))
+            .expect("search")
+            .hits;
+        assert!(
+            globex.iter().any(|h| h.snippet.contains(GLOBEX_MARK)),
+            "the marker is findable by its tenant"
+        );
+        let outcome = agent::run(
+            &engine,
+            &mut OfflinePlanner::new(),
+            "高铁票 报销凭证 一线城市住宿",
+            &settings(&ws),
+            &mut |_| {},
+        )
+        .expect("run");
+        assert!(!leaked(&format!(
+            "{:?}{:?}",
+            outcome.rounds, outcome.answer
+        )));
+        assert!(!leaked(&all_trace_text(&ws)));
+    }
+}
