@@ -140,15 +140,7 @@ impl Engine {
         }
         let mut update = self.index.update()?;
         update.delete_all()?;
-        progress(IngestProgress::Indexing {
-            total: self.store.chunks().len(),
-        });
-        for (i, chunk) in self.store.chunks().iter().enumerate() {
-            update.add_chunk(chunk)?;
-            if i % 256 == 0 {
-                progress(IngestProgress::Indexed { done: i });
-            }
-        }
+        index_chunks(&mut update, self.store.chunks().iter(), progress)?;
         update.commit(self.store.generation())?;
         Ok(())
     }
@@ -268,18 +260,7 @@ impl Engine {
                 .filter(|c| touched.contains(&c.source))
                 .collect()
         };
-        progress(IngestProgress::Indexing {
-            total: to_index.len(),
-        });
-        for (i, chunk) in to_index.iter().enumerate() {
-            update.add_chunk(chunk)?;
-            if i % 64 == 0 {
-                progress(IngestProgress::Indexed { done: i });
-            }
-        }
-        progress(IngestProgress::Indexed {
-            done: to_index.len(),
-        });
+        index_chunks(&mut update, to_index.iter().copied(), progress)?;
         update.commit(next.generation())?;
         next.make_current()?;
         self.store = next;
@@ -363,6 +344,24 @@ impl Engine {
             req,
         )?)
     }
+}
+
+/// Adds `chunks` to an index update, reporting progress (the update is not committed).
+pub(crate) fn index_chunks<'a>(
+    update: &mut crate::index::IndexUpdate<'_>,
+    chunks: impl ExactSizeIterator<Item = &'a Chunk>,
+    progress: &mut dyn FnMut(IngestProgress),
+) -> Result<(), EngineError> {
+    let total = chunks.len();
+    progress(IngestProgress::Indexing { total });
+    for (i, chunk) in chunks.enumerate() {
+        update.add_chunk(chunk)?;
+        if i % 64 == 0 {
+            progress(IngestProgress::Indexed { done: i });
+        }
+    }
+    progress(IngestProgress::Indexed { done: total });
+    Ok(())
 }
 
 /// What a chunk's vector is computed from: its heading path and its text.

@@ -189,15 +189,7 @@ impl Engine {
         let mut update = self.index.update()?;
         update.delete_all()?;
         let chunks = self.store.chunks();
-        progress(IngestProgress::Indexing {
-            total: chunks.len(),
-        });
-        for (i, chunk) in chunks.iter().enumerate() {
-            update.add_chunk(chunk)?;
-            if i % 256 == 0 {
-                progress(IngestProgress::Indexed { done: i });
-            }
-        }
+        super::index_chunks(&mut update, chunks.iter(), progress)?;
         progress(IngestProgress::Indexed { done: chunks.len() });
         update.commit_with_payload(&payload(
             pg.store.kb_id(),
@@ -413,18 +405,7 @@ impl Engine {
                 .iter()
                 .filter(|c| plan.touched.contains(&c.source))
                 .collect();
-            progress(IngestProgress::Indexing {
-                total: to_index.len(),
-            });
-            for (i, chunk) in to_index.iter().enumerate() {
-                update.add_chunk(chunk)?;
-                if i % 64 == 0 {
-                    progress(IngestProgress::Indexed { done: i });
-                }
-            }
-            progress(IngestProgress::Indexed {
-                done: to_index.len(),
-            });
+            super::index_chunks(&mut update, to_index.iter().copied(), progress)?;
             update.commit_with_payload(&payload(&kb_id, end_version, Some(run)))?;
             self.apply_to_memory(&scan, &plan, end_version, &space, run, root);
         } else {
