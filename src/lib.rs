@@ -10,6 +10,7 @@ pub mod config;
 pub mod embed;
 pub mod engine;
 pub mod eval;
+pub mod http;
 pub mod index;
 pub mod knowledge;
 pub mod search;
