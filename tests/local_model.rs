@@ -102,7 +102,7 @@ fn vectors_match_an_independent_numpy_forward_pass_in_one_batch() {
     for (t, s) in tokens.iter().zip(&r.sentences) {
         assert_eq!(t.len(), s.tokens, "token count of {:?}", s.text);
     }
-    // All at once: batched with padding, which must not change any vector.
+    // All at once, in one batch: batching must not change any vector.
     let got = m.embed(&texts).expect("embed");
     for (v, s) in got.iter().zip(&r.sentences) {
         let c = cosine(v, &s.vector);
@@ -111,11 +111,11 @@ fn vectors_match_an_independent_numpy_forward_pass_in_one_batch() {
 }
 
 #[test]
-fn each_vector_is_the_same_alone_or_in_a_padded_batch() {
+fn each_vector_is_the_same_alone_or_in_a_batch() {
     let m = model();
     let texts = [
         "short",
-        "a considerably longer sentence that forces the short one to be padded in its batch",
+        "a considerably longer sentence that shares a batch with the short one",
         "报销凭证",
     ];
     let together = m.embed(&texts).expect("batch");

@@ -14,22 +14,20 @@
 //!
 //! Nothing is downloaded: a missing file is an error naming it.
 //!
-//! Speed: inputs are tokenised once, sorted by length and cut into batches of
-//! [`LocalOptions::batch_size`], each padded only to its own longest input (a fixed 128- or
-//! 512-token padding would waste most of the work on short chunks), and pooling honours the
-//! attention mask so the padding never changes a vector. Matrix products run on all cores
-//! (candle's CPU backend; `RAYON_NUM_THREADS` limits it).
+//! Speed: inputs are tokenised once (the file's fixed padding to 128 tokens is switched off),
+//! sorted by length and cut into batches of [`LocalOptions::batch_size`]; batches run on
+//! rayon's threads (`RAYON_NUM_THREADS` limits them), and within a batch the sequences are packed
+//! without padding (see [`super::bert`]), so pooling averages real tokens only.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use rayon::prelude::*;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::{Bert, BertConfig};
 use super::{EmbedError, Embedder, EmbedderInfo};
 
 /// Embedder family reported in [`EmbedderInfo::kind`].
@@ -95,13 +93,11 @@ struct SentenceBertConfig {
 /// A BERT-family sentence encoder loaded from a local folder.
 pub struct LocalEmbedder {
     dir: PathBuf,
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
     pooling: Pooling,
     normalize: bool,
     max_tokens: usize,
-    pad_id: u32,
     batch_size: usize,
     info: EmbedderInfo,
     truncated: AtomicU64,
@@ -232,10 +228,6 @@ impl LocalEmbedder {
                 ..TruncationParams::default()
             }))
             .map_err(|e| err(format!("tokenizer truncation: {e}")))?;
-        let pad_id = tokenizer
-            .token_to_id("[PAD]")
-            .unwrap_or(config.pad_token_id as u32);
-
         let weights_path = dir.join("model.safetensors");
         let fingerprint = fingerprint(
             &[
@@ -248,14 +240,8 @@ impl LocalEmbedder {
         )
         .map_err(|e| err(format!("cannot read model.safetensors: {e}")))?;
         let weights = read("model.safetensors")?;
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| err(format!("model.safetensors cannot be loaded: {e}")))?;
-        let model = BertModel::load(vb, &config).map_err(|e| {
-            err(format!(
-                "model.safetensors does not match config.json (a BERT model): {e}"
-            ))
-        })?;
+        let model = Bert::load(&config, &weights).map_err(err)?;
+        drop(weights);
 
         let hint = raw
             .get("_name_or_path")
@@ -280,11 +266,9 @@ impl LocalEmbedder {
             dir: dir.to_path_buf(),
             model,
             tokenizer,
-            device,
             pooling,
             normalize,
             max_tokens,
-            pad_id,
             batch_size: options.batch_size.max(1),
             info,
             truncated: AtomicU64::new(0),
@@ -333,39 +317,40 @@ impl LocalEmbedder {
         }
     }
 
-    /// One forward pass over inputs of similar length, padded to the longest.
-    fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, candle_core::Error> {
-        let len = batch.iter().map(|ids| ids.len()).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(batch.len() * len);
-        let mut mask = Vec::with_capacity(batch.len() * len);
-        for seq in batch {
-            ids.extend_from_slice(seq);
-            ids.extend(std::iter::repeat_n(self.pad_id, len - seq.len()));
-            mask.extend(std::iter::repeat_n(1u32, seq.len()));
-            mask.extend(std::iter::repeat_n(0u32, len - seq.len()));
-        }
-        let shape = (batch.len(), len);
-        let input_ids = Tensor::from_vec(ids, shape, &self.device)?;
-        let type_ids = input_ids.zeros_like()?;
-        let mask = Tensor::from_vec(mask, shape, &self.device)?;
-        let hidden = self.model.forward(&input_ids, &type_ids, Some(&mask))?;
-        let pooled = match self.pooling {
-            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-                let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-                summed.broadcast_div(&counts)?
-            }
-        };
-        let mut vectors: Vec<Vec<f32>> = pooled.to_vec2()?;
-        if self.normalize {
-            for v in &mut vectors {
-                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                v.iter_mut().for_each(|x| *x /= norm);
-            }
-        }
-        Ok(vectors)
+    /// One forward pass over a batch (packed, unpadded), pooled and normalised.
+    fn forward(&self, batch: &[&[u32]], threads: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let h = self.model.hidden_size();
+        let pooling = self.pooling;
+        let normalize = self.normalize;
+        let pooled = self.model.forward(batch, threads, |tokens, offsets| {
+            batch
+                .iter()
+                .zip(offsets)
+                .map(|(seq, &start)| {
+                    let rows = &tokens[start * h..(start + seq.len()) * h];
+                    let mut v = match pooling {
+                        Pooling::Cls => rows[..h].to_vec(),
+                        Pooling::Mean => {
+                            let mut acc = vec![0.0f32; h];
+                            for row in rows.chunks_exact(h) {
+                                for (a, x) in acc.iter_mut().zip(row) {
+                                    *a += x;
+                                }
+                            }
+                            let n = seq.len() as f32;
+                            acc.iter_mut().for_each(|a| *a /= n);
+                            acc
+                        }
+                    };
+                    if normalize {
+                        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                        v.iter_mut().for_each(|x| *x /= norm);
+                    }
+                    v
+                })
+                .collect::<Vec<Vec<f32>>>()
+        });
+        pooled.map_err(|e| self.failed(format!("forward pass: {e}")))
     }
 }
 
@@ -375,17 +360,29 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
         let tokens = self.tokenize(texts)?;
-        // Longest first, so each batch pads to a length close to all of its inputs.
+        // Batches of similar lengths keep the attention work (quadratic in length) even between
+        // threads; nothing is padded.
         let mut order: Vec<usize> = (0..tokens.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].len()));
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for batch in order.chunks(self.batch_size) {
+        let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let run = |batch: &&[usize], threads: usize| {
             let seqs: Vec<&[u32]> = batch.iter().map(|&i| tokens[i].as_slice()).collect();
-            let vectors = self
-                .forward(&seqs)
-                .map_err(|e| self.failed(format!("forward pass: {e}")))?;
-            for (&i, v) in batch.iter().zip(vectors) {
+            self.forward(&seqs, threads)
+        };
+        let results: Vec<Result<Vec<Vec<f32>>, EmbedError>> = if batches.len() == 1 {
+            // One batch: its matrix products use every thread.
+            vec![run(&batches[0], rayon::current_num_threads())]
+        } else {
+            // Several: one batch per thread, no synchronisation inside a batch.
+            batches.par_iter().map(|b| run(b, 1)).collect()
+        };
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for (batch, vectors) in batches.iter().zip(results) {
+            for (&i, v) in batch.iter().zip(vectors?) {
                 out[i] = v;
             }
         }

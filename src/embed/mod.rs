@@ -10,6 +10,7 @@
 //! (candle, CPU); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
 //! [`from_config`] picks one from the configuration (see `docs/embeddings.md`).
 
+pub mod bert;
 mod config;
 pub mod hashing;
 pub mod http;
