@@ -7,7 +7,7 @@
 //! INPUT is a knowledge folder (its chunks, embedded as ingest embeds them: titlePath, newline,
 //! text) or a BEIR `corpus.jsonl` (title, newline, text). MODEL_DIR defaults to
 //! `RAGTRAIL_EMBED_MODEL_DIR`, then `RAGTRAIL_TEST_MODEL_DIR`. Tokens are the model's tokens
-//! after truncation, padding excluded: the work a perfect batcher could not avoid.
+//! after truncation (the embedder pads nothing).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -72,48 +72,53 @@ fn main() -> Result<()> {
         "model {} loaded in {:.2} s; {} threads (RAYON_NUM_THREADS or cores); batch {batch}; cap {} tokens",
         embedder.info().model,
         started.elapsed().as_secs_f64(),
-        candle_threads(),
+        rayon::current_num_threads(),
         embedder.max_tokens()
     );
-    println!("| input | chunks | tokens (mean) | padded tokens | time | tokens/s | chunks/s |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| input | chunks | tokens (mean) | time | CPU time | tokens/s | chunks/s | tokens per CPU-second |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for input in &inputs {
         let mut texts = texts_of(input)?;
         texts.truncate(limit);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let tokens: Vec<usize> = embedder.tokenize(&refs)?.iter().map(Vec::len).collect();
         let real: usize = tokens.iter().sum();
-        // The padding the embedder adds: per call, sorted by length, batches padded to their
-        // longest.
         let per_call = embedder.preferred_batch();
-        let mut padded = 0usize;
-        for call in tokens.chunks(per_call) {
-            let mut sorted = call.to_vec();
-            sorted.sort_unstable_by(|a, b| b.cmp(a));
-            padded += sorted.chunks(batch).map(|b| b[0] * b.len()).sum::<usize>();
-        }
         // Warm-up (allocations, page faults of the weights).
         embedder.embed(&refs[..refs.len().min(batch)])?;
+        let cpu = cpu_seconds();
         let t = Instant::now();
         for call in refs.chunks(per_call) {
             embedder.embed(call)?;
         }
         let secs = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds().zip(cpu).map(|(after, before)| after - before);
         let name = input
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         println!(
-            "| {name} | {} | {real} ({:.0}) | {padded} | {secs:.1} s | {:.0} | {:.1} |",
+            "| {name} | {} | {real} ({:.0}) | {secs:.1} s | {} | {:.0} | {:.1} | {} |",
             texts.len(),
             real as f64 / texts.len().max(1) as f64,
+            cpu.map(|c| format!("{c:.1} s")).unwrap_or_default(),
             real as f64 / secs,
-            texts.len() as f64 / secs
+            texts.len() as f64 / secs,
+            cpu.map(|c| format!("{:.0}", real as f64 / c))
+                .unwrap_or_default()
         );
     }
     Ok(())
 }
 
-fn candle_threads() -> usize {
-    candle_core::utils::get_num_threads()
+/// CPU time of the whole process (all threads), from /proc (Linux; `None` elsewhere). On a
+/// machine shared with other work, tokens per CPU-second × cores estimates an idle machine.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on Linux.
+    Some(ticks / 100.0)
 }
