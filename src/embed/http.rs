@@ -282,8 +282,8 @@ impl Embedder for HttpEmbedder {
         }
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        let results: Mutex<Vec<Option<Result<Vec<Vec<f32>>, EmbedError>>>> =
-            Mutex::new((0..batches.len()).map(|_| None).collect());
+        type Slot = Option<Result<Vec<Vec<f32>>, EmbedError>>;
+        let results: Mutex<Vec<Slot>> = Mutex::new((0..batches.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| {

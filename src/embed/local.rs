@@ -394,8 +394,8 @@ impl Embedder for LocalEmbedder {
     }
 
     fn preferred_batch(&self) -> usize {
-        // Several batches per call, so sorting by length has inputs to choose from.
-        self.batch_size * 8
+        // Two batches per thread and call: every thread busy, batches of similar lengths.
+        self.batch_size * 2 * rayon::current_num_threads()
     }
 }
 
