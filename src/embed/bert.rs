@@ -8,7 +8,7 @@
 //! * **No padding at all.** The sequences of a batch are packed one after another: every
 //!   position-wise step (projections, feed-forward, layer norms: nearly all of the FLOPs) runs on
 //!   real tokens only, and attention runs per sequence at its own length, so no mask is needed.
-//! * **No allocation per step.** Buffers live in a per-thread scratch reused across batches
+//! * **No allocation per step.** Buffers live in a [`Scratch`] reused across batches
 //!   (allocating and freeing tens of MB per operation made the kernel zero pages for a tenth of
 //!   the run).
 //! * **Fused steps.** Biases and residuals are written into the output before the product
@@ -18,7 +18,6 @@
 //!   with single-threaded products (no synchronisation inside a batch); a single batch splits
 //!   its products across threads instead.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 use candle_core::{DType, Tensor};
@@ -231,15 +230,16 @@ impl Bert {
         self.hidden
     }
 
-    /// Runs `seqs` (token ids, special tokens included) through the encoder and hands `f` the
-    /// packed token vectors (`Σ len × hidden`, sequence after sequence) and each sequence's
-    /// starting row. `threads > 1` splits the matrix products across that many threads.
-    pub fn forward<R>(
+    /// Runs `seqs` (token ids, special tokens included) through the encoder and returns the
+    /// packed token vectors (`Σ len × hidden`, sequence after sequence, borrowed from `scratch`)
+    /// and each sequence's starting row. `threads > 1` splits the matrix products across that
+    /// many threads.
+    pub fn forward<'s>(
         &self,
         seqs: &[&[u32]],
         threads: usize,
-        f: impl FnOnce(&[f32], &[usize]) -> R,
-    ) -> Result<R, String> {
+        scratch: &'s mut Scratch,
+    ) -> Result<(&'s [f32], Vec<usize>), String> {
         for seq in seqs {
             if seq.is_empty() || seq.len() > self.max_positions {
                 return Err(format!(
@@ -260,11 +260,8 @@ impl Bert {
         } else {
             Parallelism::None
         };
-        SCRATCH.with(|cell| {
-            let mut scratch = cell.borrow_mut();
-            let offsets = self.run(seqs, par, &mut scratch);
-            Ok(f(&scratch.x, &offsets))
-        })
+        let offsets = self.run(seqs, par, scratch);
+        Ok((&scratch.x, offsets))
     }
 
     fn run(&self, seqs: &[&[u32]], par: Parallelism, s: &mut Scratch) -> Vec<usize> {
@@ -402,9 +399,9 @@ impl Bert {
     }
 }
 
-/// Per-thread buffers, grown as needed and reused.
+/// Working buffers of a forward pass, grown as needed and reused (one per concurrent batch).
 #[derive(Default)]
-struct Scratch {
+pub struct Scratch {
     x: Vec<f32>,
     tmp: Vec<f32>,
     qkv: Vec<f32>,
@@ -427,10 +424,6 @@ impl Scratch {
         grow(&mut self.inter, tokens * inter);
         grow(&mut self.scores, longest * longest);
     }
-}
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 /// A read-only matrix view: element (r, c) is `data[offset + r·rs + c·cs]`.

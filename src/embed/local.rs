@@ -20,6 +20,7 @@
 //! without padding (see [`super::bert`]), so pooling averages real tokens only.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
@@ -27,7 +28,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::bert::{Bert, BertConfig};
+use super::bert::{Bert, BertConfig, Scratch};
 use super::{EmbedError, Embedder, EmbedderInfo};
 
 /// Embedder family reported in [`EmbedderInfo::kind`].
@@ -101,6 +102,8 @@ pub struct LocalEmbedder {
     batch_size: usize,
     info: EmbedderInfo,
     truncated: AtomicU64,
+    /// Buffers of finished forward passes, for the next ones (at most one per thread).
+    scratch: Mutex<Vec<Scratch>>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -272,6 +275,7 @@ impl LocalEmbedder {
             batch_size: options.batch_size.max(1),
             info,
             truncated: AtomicU64::new(0),
+            scratch: Mutex::new(Vec::new()),
         })
     }
 
@@ -322,34 +326,47 @@ impl LocalEmbedder {
         let h = self.model.hidden_size();
         let pooling = self.pooling;
         let normalize = self.normalize;
-        let pooled = self.model.forward(batch, threads, |tokens, offsets| {
-            batch
-                .iter()
-                .zip(offsets)
-                .map(|(seq, &start)| {
-                    let rows = &tokens[start * h..(start + seq.len()) * h];
-                    let mut v = match pooling {
-                        Pooling::Cls => rows[..h].to_vec(),
-                        Pooling::Mean => {
-                            let mut acc = vec![0.0f32; h];
-                            for row in rows.chunks_exact(h) {
-                                for (a, x) in acc.iter_mut().zip(row) {
-                                    *a += x;
+        let mut scratch = self
+            .scratch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        let pooled = self
+            .model
+            .forward(batch, threads, &mut scratch)
+            .map(|(tokens, offsets)| {
+                batch
+                    .iter()
+                    .zip(offsets)
+                    .map(|(seq, start)| {
+                        let rows = &tokens[start * h..(start + seq.len()) * h];
+                        let mut v = match pooling {
+                            Pooling::Cls => rows[..h].to_vec(),
+                            Pooling::Mean => {
+                                let mut acc = vec![0.0f32; h];
+                                for row in rows.chunks_exact(h) {
+                                    for (a, x) in acc.iter_mut().zip(row) {
+                                        *a += x;
+                                    }
                                 }
+                                let n = seq.len() as f32;
+                                acc.iter_mut().for_each(|a| *a /= n);
+                                acc
                             }
-                            let n = seq.len() as f32;
-                            acc.iter_mut().for_each(|a| *a /= n);
-                            acc
+                        };
+                        if normalize {
+                            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                            v.iter_mut().for_each(|x| *x /= norm);
                         }
-                    };
-                    if normalize {
-                        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                        v.iter_mut().for_each(|x| *x /= norm);
-                    }
-                    v
-                })
-                .collect::<Vec<Vec<f32>>>()
-        });
+                        v
+                    })
+                    .collect::<Vec<Vec<f32>>>()
+            });
+        self.scratch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(scratch);
         pooled.map_err(|e| self.failed(format!("forward pass: {e}")))
     }
 }
