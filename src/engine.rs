@@ -15,9 +15,6 @@ use crate::search::{self, SearchError, SearchRequest, SearchResponse, SearchSett
 use crate::store::vectors::VectorIndex;
 use crate::store::{ChunkStore, StoreError};
 
-/// Chunks embedded per embedder call during ingest.
-const EMBED_BATCH: usize = 64;
-
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error(transparent)]
@@ -297,7 +294,9 @@ impl Engine {
             total: missing.len(),
         });
         let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
-        for (n, batch) in missing.chunks(EMBED_BATCH).enumerate() {
+        // Chunks per embedder call: the embedder's choice (it batches within a call).
+        let per_call = self.embedder.preferred_batch().max(1);
+        for (n, batch) in missing.chunks(per_call).enumerate() {
             let texts: Vec<String> = batch.iter().map(|&i| embedding_text(&chunks[i])).collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = self.embedder.embed(&refs)?;
@@ -311,7 +310,7 @@ impl Engine {
                 fresh.insert(i, v);
             }
             progress(IngestProgress::Embedded {
-                done: ((n + 1) * EMBED_BATCH).min(missing.len()),
+                done: ((n + 1) * per_call).min(missing.len()),
             });
         }
         let mut index = VectorIndex::with_capacity(dims, chunks.len());

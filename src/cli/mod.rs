@@ -6,17 +6,18 @@ mod chat_cmd;
 mod db_cmd;
 mod output;
 mod search_cmd;
+mod status_cmd;
 pub mod trace_cmds;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{self, DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
+use crate::embed::{self, EmbedConfig, EmbedderChoice};
 use crate::engine::{Engine, IngestOptions, IngestProgress, IngestSummary};
 
 /// Exit status for errors (2 is clap's usage error and is not reused).
@@ -67,6 +68,8 @@ pub struct GlobalArgs {
         value_name = "URL"
     )]
     pub database_url: Option<String>,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 impl GlobalArgs {
@@ -76,6 +79,89 @@ impl GlobalArgs {
             .as_deref()
             .map(str::trim)
             .filter(|u| !u.is_empty())
+    }
+}
+
+/// Which embedder computes the vectors (see docs/embeddings.md).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Embeddings")]
+pub struct EmbedArgs {
+    /// `hashing` (offline, lexical), `local` (a model folder) or `http` (an OpenAI-compatible
+    /// endpoint) [default: local if a model folder is set, else http if an endpoint is set,
+    /// else hashing].
+    #[arg(long, global = true, env = "RAGTRAIL_EMBEDDER", value_name = "KIND")]
+    pub embedder: Option<EmbedderChoice>,
+    /// Local sentence-transformers model folder (config.json, tokenizer.json, model.safetensors).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_MODEL_DIR",
+        value_name = "DIR"
+    )]
+    pub embed_model_dir: Option<PathBuf>,
+    /// OpenAI-compatible embeddings endpoint, usually ending in /v1.
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_BASE_URL",
+        value_name = "URL"
+    )]
+    pub embed_base_url: Option<String>,
+    /// API key of the embeddings endpoint (sent as a bearer token, never logged).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub embed_api_key: Option<String>,
+    /// Model name sent to the embeddings endpoint.
+    #[arg(long, global = true, env = "RAGTRAIL_EMBED_MODEL", value_name = "NAME")]
+    pub embed_model: Option<String>,
+    /// Expected vector length of the endpoint [default: learnt from its first answer].
+    #[arg(long, global = true, env = "RAGTRAIL_EMBED_DIMS", value_name = "N")]
+    pub embed_dims: Option<u32>,
+    /// Inputs per request (http, default 64) or per forward pass (local, default 32).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_BATCH_SIZE",
+        value_name = "N"
+    )]
+    pub embed_batch_size: Option<usize>,
+    /// Embedding requests in flight at once (http) [default: 2].
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_CONCURRENCY",
+        value_name = "N"
+    )]
+    pub embed_concurrency: Option<usize>,
+    /// Longest text sent to the endpoint, in characters; longer ones are cut and counted
+    /// [default: 6000].
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_MAX_CHARS",
+        value_name = "N"
+    )]
+    pub embed_max_chars: Option<usize>,
+}
+
+impl EmbedArgs {
+    pub fn config(&self) -> EmbedConfig {
+        EmbedConfig {
+            choice: self.embedder.unwrap_or_default(),
+            base_url: self.embed_base_url.clone(),
+            api_key: self.embed_api_key.clone(),
+            model: self.embed_model.clone(),
+            model_dir: self.embed_model_dir.clone(),
+            dims: self.embed_dims,
+            batch_size: self.embed_batch_size,
+            concurrency: self.embed_concurrency,
+            max_input_chars: self.embed_max_chars,
+        }
     }
 }
 
@@ -117,6 +203,9 @@ pub enum Command {
     Migrate,
     /// Rebuild the BM25 index from the system of record (PostgreSQL when DATABASE_URL is set).
     Reindex,
+    /// Show the data directory, the embedder of the index and the configured one, counts and
+    /// the index's age.
+    Status(status_cmd::StatusArgs),
 }
 
 #[derive(Debug, Args)]
@@ -166,16 +255,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
         Command::Migrate => db_cmd::migrate(&cli.global),
         Command::Reindex => db_cmd::reindex(&cli.global),
+        Command::Status(args) => status_cmd::run(&cli.global, &args),
     }
 }
 
 fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    let embedder = embed::from_config(&global.embed.config()).context("setting up the embedder")?;
     if let Some(url) = global.database_url() {
-        let embedder = Arc::new(crate::embed::HashingEmbedder::default());
         return Engine::open_postgres(&global.data_dir, url, embedder)
             .context("opening the knowledge base in PostgreSQL");
     }
-    Engine::open(&global.data_dir)
+    Engine::open_with(&global.data_dir, embedder)
         .with_context(|| format!("opening the data directory {}", global.data_dir.display()))
 }
 
@@ -212,15 +302,16 @@ fn run_ingest(
         if let Some(bar) = &bar {
             match p {
                 IngestProgress::Indexing { total } => {
+                    bar.reset();
                     bar.set_message("indexing");
                     bar.set_length(total as u64);
-                    bar.set_position(0);
                 }
                 IngestProgress::Indexed { done } => bar.set_position(done as u64),
                 IngestProgress::Embedding { total } => {
+                    // A fresh start, so chunks/s and the ETA measure embedding alone.
+                    bar.reset();
                     bar.set_message("embedding");
                     bar.set_length(total as u64);
-                    bar.set_position(0);
                 }
                 IngestProgress::Embedded { done } => bar.set_position(done as u64),
             }
@@ -234,6 +325,12 @@ fn run_ingest(
     }
     for skipped in &summary.skipped {
         eprintln!("warning: skipped {}: {}", skipped.path, skipped.reason);
+    }
+    let truncated = engine.embedder().truncated_inputs();
+    if truncated > 0 {
+        eprintln!(
+            "note: {truncated} chunk texts were longer than the embedder accepts and were embedded from their beginning only"
+        );
     }
     Ok(summary)
 }

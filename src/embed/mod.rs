@@ -5,10 +5,21 @@
 //! are close when they share character n-grams (e.g. "报销凭证" in both), not when they mean the
 //! same thing with different words ("年假" vs "带薪休假" share little). Treat it as a fuzzy,
 //! tokenizer-free complement to BM25, and swap in a semantic model when one is available.
+//!
+//! Semantic embedders: [`local::LocalEmbedder`] runs a sentence-transformers folder in-process
+//! (candle, CPU); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
+//! [`from_config`] picks one from the configuration (see `docs/embeddings.md`).
 
+pub mod bert;
+mod config;
 pub mod hashing;
+pub mod http;
+pub mod local;
 
+pub use config::{EmbedConfig, EmbedderChoice, from_config};
 pub use hashing::HashingEmbedder;
+pub use http::{HttpEmbedder, HttpEmbedderConfig};
+pub use local::{LocalEmbedder, LocalOptions};
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +41,19 @@ pub struct EmbedderInfo {
 pub enum EmbedError {
     #[error("embedder {model}: {message}")]
     Failed { model: String, message: String },
+    #[error("embedder {model} returned {found}-dimensional vectors, expected {expected}: {hint}")]
+    Dimensions {
+        model: String,
+        expected: usize,
+        found: usize,
+        hint: String,
+    },
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
+    #[error("local embedding model {path}: {message}")]
+    Model { path: String, message: String },
+    #[error("embedder configuration: {0}")]
+    Config(String),
 }
 
 /// Turns texts into vectors of a fixed dimension. Implementations decide nothing about *what*
@@ -39,6 +63,15 @@ pub trait Embedder: Send + Sync {
     fn info(&self) -> EmbedderInfo;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Inputs cut short so far because they exceeded the model's or the provider's limit.
+    fn truncated_inputs(&self) -> u64 {
+        0
+    }
+    /// How many texts a caller with many should pass per [`Embedder::embed`] call (the
+    /// embedder batches within a call: by length, or as concurrent requests).
+    fn preferred_batch(&self) -> usize {
+        64
+    }
 }
 
 impl Embedder for HashingEmbedder {

@@ -11,9 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{
-    EMBED_BATCH, Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, embedding_text,
-};
+use super::{Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, embedding_text};
 use crate::access::AccessContext;
 use crate::embed::{EmbedError, Embedder};
 use crate::index::Bm25Index;
@@ -520,7 +518,7 @@ impl Engine {
             .filter(|&i| !reuse.contains_key(&chunks[i].content_hash))
             .collect();
         let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
-        for batch in missing.chunks(EMBED_BATCH) {
+        for batch in missing.chunks(self.embedder.preferred_batch().max(1)) {
             let texts: Vec<String> = batch.iter().map(|&i| embedding_text(chunks[i])).collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = self.embedder.embed(&refs)?;

@@ -36,7 +36,7 @@ pub const MAX_KEYWORDS_PER_SEARCH: usize = 32;
 /// Characters one keyword may have at most (the agent allows fewer).
 pub const MAX_KEYWORD_CHARS_PER_SEARCH: usize = 200;
 
-/// Upper bound on `topK` whatever the caller asks.
+/// Upper bound on `topK` whatever the caller asks (the default of [`SearchSettings::max_top_k`]).
 pub const MAX_TOP_K: usize = 50;
 /// How many candidates each leg contributes before fusion.
 pub const DEFAULT_CANDIDATES: usize = 100;
@@ -76,6 +76,9 @@ pub struct SearchSettings {
     /// A hit that contains none of the key terms is kept only if its vector similarity reaches
     /// this floor: the list is not padded with weak hits.
     pub vector_only_floor: f32,
+    /// Upper bound on a request's `topK`: an engine setting, so a planner cannot raise it
+    /// (retrieval evaluations raise it to measure recall@100).
+    pub max_top_k: usize,
 }
 
 impl Default for SearchSettings {
@@ -87,6 +90,7 @@ impl Default for SearchSettings {
             snippet_chars: DEFAULT_SNIPPET_CHARS,
             sufficiency: SufficiencyThresholds::default(),
             vector_only_floor: DEFAULT_VECTOR_ONLY_FLOOR,
+            max_top_k: MAX_TOP_K,
         }
     }
 }
@@ -208,7 +212,7 @@ pub fn search_docs_with(
         });
     }
     let fusion = req.fusion.unwrap_or(settings.fusion);
-    let top_k = req.top_k.clamp(1, MAX_TOP_K);
+    let top_k = req.top_k.clamp(1, settings.max_top_k.max(1));
     let candidates = settings.candidates.max(top_k);
     let use_bm25 = !matches!(fusion, Fusion::VectorOnly);
     let use_vector = !matches!(fusion, Fusion::Bm25Only)

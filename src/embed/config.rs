@@ -1,0 +1,221 @@
+//! Choosing the embedder from the configuration.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::http::{
+    DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, DEFAULT_MAX_INPUT_CHARS, HttpEmbedder,
+    HttpEmbedderConfig,
+};
+use super::local::{LocalEmbedder, LocalOptions};
+use super::{EmbedError, Embedder, HashingEmbedder};
+use crate::http::RetryPolicy;
+
+/// Which embedder to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmbedderChoice {
+    /// A model folder if one is configured, else an endpoint if one is configured, else hashing.
+    #[default]
+    Auto,
+    /// The offline, lexical hashing embedder.
+    Hashing,
+    /// A local sentence-transformers folder (`RAGTRAIL_EMBED_MODEL_DIR`).
+    Local,
+    /// An OpenAI-compatible endpoint (`RAGTRAIL_EMBED_BASE_URL`).
+    Http,
+}
+
+impl std::str::FromStr for EmbedderChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(Self::Auto),
+            "hashing" => Ok(Self::Hashing),
+            "local" => Ok(Self::Local),
+            "http" | "openai" => Ok(Self::Http),
+            other => Err(format!(
+                "unknown embedder {other:?}: expected auto, hashing, local or http"
+            )),
+        }
+    }
+}
+
+/// The embedding settings of one invocation (`RAGTRAIL_EMBED_*` variables and flags).
+#[derive(Clone, Default)]
+pub struct EmbedConfig {
+    pub choice: EmbedderChoice,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub model: Option<String>,
+    pub model_dir: Option<PathBuf>,
+    /// Expected dimension of the endpoint's vectors (unset: learnt from its first answer).
+    pub dims: Option<u32>,
+    /// Inputs per request (HTTP) or per forward pass (local); unset: the embedder's default.
+    pub batch_size: Option<usize>,
+    /// Requests in flight at once (HTTP).
+    pub concurrency: Option<usize>,
+    /// Longest input sent to an endpoint, in characters (longer ones are cut and counted).
+    pub max_input_chars: Option<usize>,
+}
+
+impl std::fmt::Debug for EmbedConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbedConfig")
+            .field("choice", &self.choice)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("model", &self.model)
+            .field("model_dir", &self.model_dir)
+            .field("dims", &self.dims)
+            .field("batch_size", &self.batch_size)
+            .field("concurrency", &self.concurrency)
+            .field("max_input_chars", &self.max_input_chars)
+            .finish()
+    }
+}
+
+fn set(s: &Option<String>) -> Option<&str> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl EmbedConfig {
+    /// The embedder [`from_config`] would build, without building it.
+    pub fn resolved_choice(&self) -> EmbedderChoice {
+        match self.choice {
+            EmbedderChoice::Auto => {
+                if self
+                    .model_dir
+                    .as_ref()
+                    .is_some_and(|d| !d.as_os_str().is_empty())
+                {
+                    EmbedderChoice::Local
+                } else if set(&self.base_url).is_some() {
+                    EmbedderChoice::Http
+                } else {
+                    EmbedderChoice::Hashing
+                }
+            }
+            chosen => chosen,
+        }
+    }
+}
+
+/// Builds the configured embedder: a model folder if set, else an endpoint if set, else the
+/// hashing embedder (unless [`EmbedConfig::choice`] forces one). An endpoint without a declared
+/// dimension is asked once, here, for a short text's vector to learn it.
+pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
+    match config.resolved_choice() {
+        EmbedderChoice::Auto | EmbedderChoice::Hashing => Ok(Arc::new(HashingEmbedder::default())),
+        EmbedderChoice::Local => {
+            let dir = config
+                .model_dir
+                .as_ref()
+                .filter(|d| !d.as_os_str().is_empty())
+                .ok_or_else(|| {
+                    EmbedError::Config(
+                        "the local embedder needs a model folder: set RAGTRAIL_EMBED_MODEL_DIR (or --embed-model-dir)".into(),
+                    )
+                })?;
+            let mut options = LocalOptions::default();
+            if let Some(b) = config.batch_size {
+                options.batch_size = b;
+            }
+            Ok(Arc::new(LocalEmbedder::load(dir, options)?))
+        }
+        EmbedderChoice::Http => {
+            let base_url = set(&config.base_url).ok_or_else(|| {
+                EmbedError::Config(
+                    "the http embedder needs an endpoint: set RAGTRAIL_EMBED_BASE_URL (or --embed-base-url)".into(),
+                )
+            })?;
+            let model = set(&config.model).ok_or_else(|| {
+                EmbedError::Config(
+                    "the http embedder needs a model name: set RAGTRAIL_EMBED_MODEL (or --embed-model)".into(),
+                )
+            })?;
+            let http = HttpEmbedderConfig {
+                base_url: base_url.to_string(),
+                api_key: set(&config.api_key).map(String::from),
+                model: model.to_string(),
+                dims: config.dims,
+                batch_size: config.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+                concurrency: config.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+                max_input_chars: config.max_input_chars.unwrap_or(DEFAULT_MAX_INPUT_CHARS),
+                policy: RetryPolicy::default(),
+            };
+            Ok(Arc::new(HttpEmbedder::connect(http)?))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_folder_wins_over_an_endpoint_which_wins_over_hashing() {
+        let mut c = EmbedConfig::default();
+        assert_eq!(c.resolved_choice(), EmbedderChoice::Hashing);
+        c.base_url = Some("http://127.0.0.1:9/v1".into());
+        assert_eq!(c.resolved_choice(), EmbedderChoice::Http);
+        c.model_dir = Some(PathBuf::from("/models/minilm"));
+        assert_eq!(c.resolved_choice(), EmbedderChoice::Local);
+        c.choice = EmbedderChoice::Hashing;
+        assert_eq!(c.resolved_choice(), EmbedderChoice::Hashing);
+        // Blank values count as unset.
+        let blank = EmbedConfig {
+            base_url: Some("  ".into()),
+            model_dir: Some(PathBuf::new()),
+            ..EmbedConfig::default()
+        };
+        assert_eq!(blank.resolved_choice(), EmbedderChoice::Hashing);
+    }
+
+    fn error_of(config: EmbedConfig) -> EmbedError {
+        match from_config(&config) {
+            Ok(e) => panic!("expected an error, built {:?}", e.info()),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn missing_settings_are_named() {
+        let e = error_of(EmbedConfig {
+            choice: EmbedderChoice::Local,
+            ..EmbedConfig::default()
+        });
+        assert!(e.to_string().contains("RAGTRAIL_EMBED_MODEL_DIR"), "{e}");
+        let e = error_of(EmbedConfig {
+            choice: EmbedderChoice::Http,
+            ..EmbedConfig::default()
+        });
+        assert!(e.to_string().contains("RAGTRAIL_EMBED_BASE_URL"), "{e}");
+        let e = error_of(EmbedConfig {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            ..EmbedConfig::default()
+        });
+        assert!(e.to_string().contains("RAGTRAIL_EMBED_MODEL"), "{e}");
+        let e = error_of(EmbedConfig {
+            model_dir: Some(PathBuf::from("/nonexistent/model")),
+            ..EmbedConfig::default()
+        });
+        assert!(e.to_string().contains("/nonexistent/model"), "{e}");
+        assert_eq!(
+            "HTTP".parse::<EmbedderChoice>().expect("parse"),
+            EmbedderChoice::Http
+        );
+        assert!("bert".parse::<EmbedderChoice>().is_err());
+        let hashing = from_config(&EmbedConfig::default()).expect("hashing");
+        assert_eq!(hashing.info().kind, "hashing");
+    }
+
+    #[test]
+    fn debug_output_hides_the_key() {
+        let c = EmbedConfig {
+            api_key: Some("sk-secret".into()),
+            ..EmbedConfig::default()
+        };
+        assert!(!format!("{c:?}").contains("sk-secret"));
+    }
+}
