@@ -3,6 +3,7 @@
 
 mod ask_cmd;
 mod chat_cmd;
+mod eval_cmd;
 mod output;
 mod search_cmd;
 pub mod trace_cmds;
@@ -92,6 +93,8 @@ pub enum Command {
     Traces(trace_cmds::TracesArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
     Search(search_cmd::SearchArgs),
+    /// Measure retrieval and agent quality: BEIR-format sets, golden questions, multi-hop sets.
+    Eval(eval_cmd::EvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -139,6 +142,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
         Command::Audit(args) => trace_cmds::audit_cmd(&cli.global, &args),
         Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
+        Command::Eval(args) => eval_cmd::run(&cli.global, &args),
     }
 }
 
