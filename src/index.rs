@@ -76,9 +76,25 @@ fn schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
-/// The numeric form of a chunk id (`c_` + 16 hex digits), kept as a fast field.
+/// The numeric form of a chunk id (`c_` + 16 lowercase hex digits, as
+/// [`crate::knowledge::chunk_id`] makes them), kept as a fast field. Any other string is not a
+/// chunk id (`None`), so [`u64_to_chunk_id`] gives back exactly the id it came from.
 pub fn chunk_id_to_u64(id: &str) -> Option<u64> {
-    u64::from_str_radix(id.strip_prefix("c_")?, 16).ok()
+    let hex = id.strip_prefix("c_")?;
+    if hex.len() != 16
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// The chunk id of a numeric id: the inverse of [`chunk_id_to_u64`]. Lets a search leg name
+/// its hits without reading each chunk record (a cache miss per hit on a large store).
+pub fn u64_to_chunk_id(id64: u64) -> String {
+    format!("c_{id64:016x}")
 }
 
 /// One BM25 match: the chunk's numeric id and its raw BM25 score.
@@ -196,18 +212,22 @@ impl Bm25Index {
                 if !seen.insert(term.text.clone()) {
                     continue;
                 }
-                let title = TermQuery::new(
-                    Term::from_field_text(f.title, &term.text),
-                    IndexRecordOption::WithFreqs,
-                );
+                // A title boost of 0 (or less) means the heading path is not searched at all:
+                // no clause that could only ever add 0 (each clause costs a term lookup).
+                if q.title_boost > 0.0 {
+                    let title = TermQuery::new(
+                        Term::from_field_text(f.title, &term.text),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    should.push((
+                        Occur::Should,
+                        Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
+                    ));
+                }
                 let body = TermQuery::new(
                     Term::from_field_text(f.body, &term.text),
                     IndexRecordOption::WithFreqs,
                 );
-                should.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
-                ));
                 should.push((Occur::Should, Box::new(body)));
             }
         }
@@ -384,5 +404,28 @@ impl IndexUpdate<'_> {
             .map_err(|e| self.index.err(e))?;
         self.index.reader.reload().map_err(|e| self.index.err(e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_ids_round_trip_and_only_canonical_ones_parse() {
+        let id = crate::knowledge::chunk_id("a.md", &["Heading".to_string()], 0);
+        let n = chunk_id_to_u64(&id).expect("canonical");
+        assert_eq!(u64_to_chunk_id(n), id);
+        assert_eq!(u64_to_chunk_id(0), "c_0000000000000000");
+        assert_eq!(chunk_id_to_u64("c_0000000000000000"), Some(0));
+        for bad in [
+            "c_1",
+            "c_00000000000000001",
+            "c_ABCDEF0123456789",
+            "x_0123456789abcdef",
+            "c_+123456789abcdef",
+        ] {
+            assert_eq!(chunk_id_to_u64(bad), None, "{bad}");
+        }
     }
 }

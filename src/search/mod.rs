@@ -319,9 +319,10 @@ fn run_legs(
         let hits: Vec<LegHit> = matches
             .iter()
             .filter_map(|m| {
+                // Only chunks the store holds; named from the id64, without reading the chunk.
                 store
                     .position_of_id64(m.id64)
-                    .map(|p| LegHit::new(store.chunks()[p].id.clone(), m.score))
+                    .map(|_| LegHit::new(crate::index::u64_to_chunk_id(m.id64), m.score))
             })
             .collect();
         Ok((
@@ -417,7 +418,36 @@ pub fn search_ranked(
             candidates: settings.candidates.max(req.depth),
         },
     )?;
-    Ok(fuse(req.fusion, &legs.bm25.0, &legs.vector.0, req.depth))
+    // One leg alone needs no fusion: its hits in its order, as `fuse` would give them (first
+    // occurrence of an id only), without re-hashing and copying every id.
+    let (hits, is_bm25) = match req.fusion {
+        Fusion::Bm25Only if legs.vector.0.is_empty() => (legs.bm25.0, true),
+        Fusion::VectorOnly if legs.bm25.0.is_empty() => (legs.vector.0, false),
+        _ => return Ok(fuse(req.fusion, &legs.bm25.0, &legs.vector.0, req.depth)),
+    };
+    let first: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(hits.len());
+        hits.iter().map(|h| seen.insert(h.id.as_str())).collect()
+    };
+    Ok(hits
+        .into_iter()
+        .zip(first)
+        .filter_map(|(h, first)| first.then_some(h))
+        .take(req.depth)
+        .enumerate()
+        .map(|(i, h)| {
+            let rank = Some(fusion::LegRank {
+                rank: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                score: h.score,
+            });
+            FusedHit {
+                score: f64::from(h.score),
+                bm25: if is_bm25 { rank } else { None },
+                vector: if is_bm25 { None } else { rank },
+                id: h.id,
+            }
+        })
+        .collect())
 }
 
 /// Fails when the store's vectors came from another embedder than the one configured.
