@@ -367,3 +367,48 @@ pub(crate) fn index_chunks<'a>(
 fn embedding_text(chunk: &Chunk) -> String {
     format!("{}\n{}", chunk.title_path, chunk.text)
 }
+
+/// Content that does not come from a knowledge folder (an evaluation corpus, another system's
+/// export): the caller builds the documents and chunks.
+impl Engine {
+    /// Replaces everything the engine holds with `documents` and their `chunks`, as one new
+    /// generation: embedded (reusing the vector of any unchanged chunk text), indexed, then made
+    /// current. Chunk ids must be [`knowledge::chunk_id`]s (others are not searchable by BM25).
+    pub fn replace_all(
+        &mut self,
+        documents: Vec<Document>,
+        chunks: Vec<Chunk>,
+        origin: Option<String>,
+        progress: &mut dyn FnMut(IngestProgress),
+    ) -> Result<IngestSummary, EngineError> {
+        let vectors = self.embed_chunks(&chunks, false, progress)?;
+        let added = documents.iter().map(|d| d.source.clone()).collect();
+        let next = self.store.write_generation(
+            documents,
+            chunks,
+            vectors,
+            self.embedder.info(),
+            origin,
+        )?;
+        let mut update = self.index.update()?;
+        update.delete_all()?;
+        progress(IngestProgress::Indexing {
+            total: next.chunks().len(),
+        });
+        for (i, chunk) in next.chunks().iter().enumerate() {
+            update.add_chunk(chunk)?;
+            if i % 256 == 0 {
+                progress(IngestProgress::Indexed { done: i });
+            }
+        }
+        update.commit(next.generation())?;
+        next.make_current()?;
+        self.store = next;
+        Ok(IngestSummary {
+            added,
+            chunks: self.store.chunks().len(),
+            generation: self.store.generation(),
+            ..IngestSummary::default()
+        })
+    }
+}

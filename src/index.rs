@@ -76,9 +76,25 @@ fn schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
-/// The numeric form of a chunk id (`c_` + 16 hex digits), kept as a fast field.
+/// The numeric form of a chunk id (`c_` + 16 lowercase hex digits, as
+/// [`crate::knowledge::chunk_id`] makes them), kept as a fast field. Any other string is not a
+/// chunk id (`None`), so [`u64_to_chunk_id`] gives back exactly the id it came from.
 pub fn chunk_id_to_u64(id: &str) -> Option<u64> {
-    u64::from_str_radix(id.strip_prefix("c_")?, 16).ok()
+    let hex = id.strip_prefix("c_")?;
+    if hex.len() != 16
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// The chunk id of a numeric id: the inverse of [`chunk_id_to_u64`]. Lets a search leg name
+/// its hits without reading each chunk record (a cache miss per hit on a large store).
+pub fn u64_to_chunk_id(id64: u64) -> String {
+    format!("c_{id64:016x}")
 }
 
 /// One BM25 match: the chunk's numeric id and its raw BM25 score.
@@ -202,24 +218,98 @@ impl Bm25Index {
                 if !seen.insert(term.text.clone()) {
                     continue;
                 }
-                let title = TermQuery::new(
-                    Term::from_field_text(f.title, &term.text),
-                    IndexRecordOption::WithFreqs,
-                );
+                // A title boost of 0 (or less) means the heading path is not searched at all:
+                // no clause that could only ever add 0 (each clause costs a term lookup).
+                if q.title_boost > 0.0 {
+                    let title = TermQuery::new(
+                        Term::from_field_text(f.title, &term.text),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    should.push((
+                        Occur::Should,
+                        Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
+                    ));
+                }
                 let body = TermQuery::new(
                     Term::from_field_text(f.body, &term.text),
                     IndexRecordOption::WithFreqs,
                 );
-                should.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
-                ));
                 should.push((Occur::Should, Box::new(body)));
             }
         }
         if should.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
         }
+        let searcher = self.reader.searcher();
+        // The filters make every query an intersection of the keyword union with three filter
+        // postings; when every chunk passes them anyway (one tenant, nothing role-restricted
+        // or superseded: the common case) they are left out, which takes about a third off a
+        // SciFact query (BENCHMARKS.md). The scores are the same: the filters score 0. The
+        // union stays wrapped in a `Must` clause: as a bare should-only query tantivy would
+        // score it with block-max WAND, measured slower here on long keyword lists.
+        let query: Box<dyn Query> = if self.filters_pass_all(&searcher, q)? {
+            Box::new(BooleanQuery::new(vec![(
+                Occur::Must,
+                Box::new(BooleanQuery::new(should)) as Box<dyn Query>,
+            )]))
+        } else {
+            self.filtered(should, q)
+        };
+        let top = searcher
+            // A little slack: ties are ordered by chunk id below, not by where a segment merge
+            // happened to put the documents, so replays see the same order.
+            .search(&query, &TopDocs::with_limit(q.limit + 16).order_by_score())
+            .map_err(|e| self.err(e))?;
+        let mut columns = HashMap::new();
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let column = match columns.entry(addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let col = searcher
+                        .segment_reader(addr.segment_ord)
+                        .fast_fields()
+                        .u64("id64")
+                        .map_err(|e| self.err(e))?;
+                    v.insert(col)
+                }
+            };
+            if let Some(id64) = column.first(addr.doc_id) {
+                out.push(Bm25Match { id64, score });
+            }
+        }
+        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id64.cmp(&b.id64)));
+        out.truncate(q.limit);
+        Ok(out)
+    }
+
+    /// Whether every chunk in the index (deleted ones included, so the answer is never wrong)
+    /// belongs to the query's tenant, is readable by everyone in it, and is not superseded
+    /// unless superseded chunks are asked for.
+    fn filters_pass_all(
+        &self,
+        searcher: &tantivy::Searcher,
+        q: &Bm25Query<'_>,
+    ) -> Result<bool, IndexError> {
+        let f = self.fields;
+        let all: u64 = searcher
+            .segment_readers()
+            .iter()
+            .map(|r| u64::from(r.max_doc()))
+            .sum();
+        let df = |field: Field, text: &str| {
+            searcher
+                .doc_freq(&Term::from_field_text(field, text))
+                .map_err(|e| self.err(e))
+        };
+        Ok(df(f.tenant, &q.access.tenant)? == all
+            && df(f.roles, PUBLIC_ROLE)? == all
+            && (q.include_superseded || df(f.status, DocStatus::Superseded.as_str())? == 0))
+    }
+
+    /// The keyword clauses under the access and status filters.
+    fn filtered(&self, should: Vec<(Occur, Box<dyn Query>)>, q: &Bm25Query<'_>) -> Box<dyn Query> {
+        let f = self.fields;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
             (Occur::Must, Box::new(BooleanQuery::new(should))),
             (
@@ -255,34 +345,7 @@ impl Bm25Index {
                 )),
             ));
         }
-        let query = BooleanQuery::new(clauses);
-        let searcher = self.reader.searcher();
-        let top = searcher
-            // A little slack: ties are ordered by chunk id below, not by where a segment merge
-            // happened to put the documents, so replays see the same order.
-            .search(&query, &TopDocs::with_limit(q.limit + 16).order_by_score())
-            .map_err(|e| self.err(e))?;
-        let mut columns = HashMap::new();
-        let mut out = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let column = match columns.entry(addr.segment_ord) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let col = searcher
-                        .segment_reader(addr.segment_ord)
-                        .fast_fields()
-                        .u64("id64")
-                        .map_err(|e| self.err(e))?;
-                    v.insert(col)
-                }
-            };
-            if let Some(id64) = column.first(addr.doc_id) {
-                out.push(Bm25Match { id64, score });
-            }
-        }
-        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id64.cmp(&b.id64)));
-        out.truncate(q.limit);
-        Ok(out)
+        Box::new(BooleanQuery::new(clauses))
     }
 }
 
@@ -353,5 +416,28 @@ impl IndexUpdate<'_> {
             .map_err(|e| self.index.err(e))?;
         self.index.reader.reload().map_err(|e| self.index.err(e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_ids_round_trip_and_only_canonical_ones_parse() {
+        let id = crate::knowledge::chunk_id("a.md", &["Heading".to_string()], 0);
+        let n = chunk_id_to_u64(&id).expect("canonical");
+        assert_eq!(u64_to_chunk_id(n), id);
+        assert_eq!(u64_to_chunk_id(0), "c_0000000000000000");
+        assert_eq!(chunk_id_to_u64("c_0000000000000000"), Some(0));
+        for bad in [
+            "c_1",
+            "c_00000000000000001",
+            "c_ABCDEF0123456789",
+            "x_0123456789abcdef",
+            "c_+123456789abcdef",
+        ] {
+            assert_eq!(chunk_id_to_u64(bad), None, "{bad}");
+        }
     }
 }

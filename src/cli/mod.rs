@@ -4,6 +4,7 @@
 mod ask_cmd;
 mod chat_cmd;
 mod db_cmd;
+mod eval_cmd;
 mod output;
 mod search_cmd;
 mod status_cmd;
@@ -206,6 +207,8 @@ pub enum Command {
     /// Show the data directory, the embedder of the index and the configured one, counts and
     /// the index's age.
     Status(status_cmd::StatusArgs),
+    /// Measure retrieval and agent quality: BEIR-format sets, golden questions, multi-hop sets.
+    Eval(eval_cmd::EvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -256,6 +259,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Migrate => db_cmd::migrate(&cli.global),
         Command::Reindex => db_cmd::reindex(&cli.global),
         Command::Status(args) => status_cmd::run(&cli.global, &args),
+        Command::Eval(args) => eval_cmd::run(&cli.global, &args),
     }
 }
 

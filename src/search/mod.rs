@@ -214,83 +214,23 @@ pub fn search_docs_with(
     let fusion = req.fusion.unwrap_or(settings.fusion);
     let top_k = req.top_k.clamp(1, settings.max_top_k.max(1));
     let candidates = settings.candidates.max(top_k);
-    let use_bm25 = !matches!(fusion, Fusion::VectorOnly);
-    let use_vector = !matches!(fusion, Fusion::Bm25Only)
-        && (vector_leg.is_some() || !store.vectors().is_empty());
-    if use_vector {
-        check_embedder(store, embedder)?;
-    }
-    let bm25_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
-        if !use_bm25 {
-            return Ok((Vec::new(), LegStats::default()));
-        }
-        let started = Instant::now();
-        let matches = index.search(&Bm25Query {
+    let legs = run_legs(
+        store,
+        index,
+        embedder,
+        settings,
+        &LegsQuery {
             keywords: &keywords,
             access: &req.access,
             include_superseded: req.include_superseded,
-            limit: candidates,
-            title_boost: settings.title_boost,
-        })?;
-        let hits: Vec<LegHit> = matches
-            .iter()
-            .filter_map(|m| {
-                store
-                    .position_of_id64(m.id64)
-                    .map(|p| LegHit::new(store.chunks()[p].id.clone(), m.score))
-            })
-            .collect();
-        Ok((
-            hits,
-            LegStats {
-                count: matches.len() as u32,
-                latency_ms: started.elapsed().as_secs_f64() * 1e3,
-            },
-        ))
-    };
-    let vector_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
-        if !use_vector {
-            return Ok((Vec::new(), LegStats::default()));
-        }
-        let started = Instant::now();
-        let query_text = keywords.join(" ");
-        let query = embedder
-            .embed(&[query_text.as_str()])?
-            .pop()
-            .unwrap_or_default();
-        let hits: Vec<LegHit> = if let Some(leg) = vector_leg {
-            leg.search(&query, candidates, &req.access, req.include_superseded)?
-                .into_iter()
-                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
-                .map(|(id, score)| LegHit::new(id, score))
-                .collect()
-        } else {
-            let visible = store.visibility(&req.access, req.include_superseded);
-            let rows = store
-                .vectors()
-                .search(&query, candidates, |i| visible.allows(i))
-                .map_err(|e| EmbedError::Failed {
-                    model: embedder.info().model,
-                    message: e.to_string(),
-                })?;
-            rows.iter()
-                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
-                .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
-                .collect()
-        };
-        let stats = LegStats {
-            count: hits.len() as u32,
-            latency_ms: started.elapsed().as_secs_f64() * 1e3,
-        };
-        Ok((hits, stats))
-    };
-    let (bm25, vector) = if use_bm25 && use_vector {
-        rayon::join(bm25_leg, vector_leg)
-    } else {
-        (bm25_leg(), vector_leg())
-    };
-    let (bm25_hits, bm25_stats) = bm25?;
-    let (vector_hits, vector_stats) = vector?;
+            fusion,
+            candidates,
+            vector_leg,
+        },
+    )?;
+    let (use_bm25, use_vector) = (legs.use_bm25, legs.use_vector);
+    let (bm25_hits, bm25_stats) = legs.bm25;
+    let (vector_hits, vector_stats) = legs.vector;
     // Fuse the whole candidate set: weak hits are dropped below, then the list is cut to top-k.
     let fused = fuse(fusion, &bm25_hits, &vector_hits, candidates);
 
@@ -371,6 +311,195 @@ pub fn search_docs_with(
         fusion,
         sufficiency,
     })
+}
+
+/// What both legs are asked.
+struct LegsQuery<'a> {
+    keywords: &'a [String],
+    access: &'a AccessContext,
+    include_superseded: bool,
+    fusion: Fusion,
+    candidates: usize,
+    /// Answers the vector leg instead of the store's own vectors (PostgreSQL).
+    vector_leg: Option<&'a dyn VectorLeg>,
+}
+
+/// The hits and stats of each leg the fusion needs (an unused leg is empty).
+struct Legs {
+    use_bm25: bool,
+    use_vector: bool,
+    bm25: (Vec<LegHit>, LegStats),
+    vector: (Vec<LegHit>, LegStats),
+}
+
+/// Runs the legs `q.fusion` needs, side by side when both are needed.
+fn run_legs(
+    store: &ChunkStore,
+    index: &Bm25Index,
+    embedder: &dyn Embedder,
+    settings: &SearchSettings,
+    q: &LegsQuery<'_>,
+) -> Result<Legs, SearchError> {
+    let keywords = q.keywords;
+    let candidates = q.candidates;
+    let use_bm25 = !matches!(q.fusion, Fusion::VectorOnly);
+    let use_vector = !matches!(q.fusion, Fusion::Bm25Only)
+        && (q.vector_leg.is_some() || !store.vectors().is_empty());
+    if use_vector {
+        check_embedder(store, embedder)?;
+    }
+    let bm25_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
+        if !use_bm25 {
+            return Ok((Vec::new(), LegStats::default()));
+        }
+        let started = Instant::now();
+        let matches = index.search(&Bm25Query {
+            keywords,
+            access: q.access,
+            include_superseded: q.include_superseded,
+            limit: candidates,
+            title_boost: settings.title_boost,
+        })?;
+        let hits: Vec<LegHit> = matches
+            .iter()
+            .filter_map(|m| {
+                // Only chunks the store holds; named from the id64, without reading the chunk.
+                store
+                    .position_of_id64(m.id64)
+                    .map(|_| LegHit::new(crate::index::u64_to_chunk_id(m.id64), m.score))
+            })
+            .collect();
+        Ok((
+            hits,
+            LegStats {
+                count: matches.len() as u32,
+                latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            },
+        ))
+    };
+    let vector_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
+        if !use_vector {
+            return Ok((Vec::new(), LegStats::default()));
+        }
+        let started = Instant::now();
+        let query_text = keywords.join(" ");
+        let query = embedder
+            .embed(&[query_text.as_str()])?
+            .pop()
+            .unwrap_or_default();
+        let hits: Vec<LegHit> = if let Some(leg) = q.vector_leg {
+            leg.search(&query, candidates, q.access, q.include_superseded)?
+                .into_iter()
+                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
+                .map(|(id, score)| LegHit::new(id, score))
+                .collect()
+        } else {
+            let visible = store.visibility(q.access, q.include_superseded);
+            let rows = store
+                .vectors()
+                .search(&query, candidates, |i| visible.allows(i))
+                .map_err(|e| EmbedError::Failed {
+                    model: embedder.info().model,
+                    message: e.to_string(),
+                })?;
+            rows.iter()
+                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
+                .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
+                .collect()
+        };
+        let stats = LegStats {
+            count: hits.len() as u32,
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+        };
+        Ok((hits, stats))
+    };
+    let (bm25, vector) = if use_bm25 && use_vector {
+        rayon::join(bm25_leg, vector_leg)
+    } else {
+        (bm25_leg(), vector_leg())
+    };
+    Ok(Legs {
+        use_bm25,
+        use_vector,
+        bm25: bm25?,
+        vector: vector?,
+    })
+}
+
+/// A [`search_ranked`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct RankedRequest<'a> {
+    pub keywords: &'a [String],
+    pub access: &'a AccessContext,
+    pub fusion: Fusion,
+    /// Length of the ranking wanted (not capped by [`MAX_TOP_K`]).
+    pub depth: usize,
+}
+
+/// The fused ranking alone, `depth` long, for evaluation and benchmarks: the same legs and
+/// fusion as [`search_docs`] (each leg contributes `max(settings.candidates, depth)`
+/// candidates), without `searchDocs`' top-k cap, snippets, weak-hit filter or sufficiency
+/// decision. Each leg filters by `access` before ranking, as in `searchDocs`.
+pub fn search_ranked(
+    store: &ChunkStore,
+    index: &Bm25Index,
+    embedder: &dyn Embedder,
+    settings: &SearchSettings,
+    req: &RankedRequest<'_>,
+) -> Result<Vec<FusedHit>, SearchError> {
+    let keywords: Vec<String> = req
+        .keywords
+        .iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if keywords.is_empty() {
+        return Err(SearchError::NoKeywords);
+    }
+    let legs = run_legs(
+        store,
+        index,
+        embedder,
+        settings,
+        &LegsQuery {
+            keywords: &keywords,
+            access: req.access,
+            include_superseded: false,
+            fusion: req.fusion,
+            candidates: settings.candidates.max(req.depth),
+            vector_leg: None,
+        },
+    )?;
+    // One leg alone needs no fusion: its hits in its order, as `fuse` would give them (first
+    // occurrence of an id only), without re-hashing and copying every id.
+    let (hits, is_bm25) = match req.fusion {
+        Fusion::Bm25Only if legs.vector.0.is_empty() => (legs.bm25.0, true),
+        Fusion::VectorOnly if legs.bm25.0.is_empty() => (legs.vector.0, false),
+        _ => return Ok(fuse(req.fusion, &legs.bm25.0, &legs.vector.0, req.depth)),
+    };
+    let first: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(hits.len());
+        hits.iter().map(|h| seen.insert(h.id.as_str())).collect()
+    };
+    Ok(hits
+        .into_iter()
+        .zip(first)
+        .filter_map(|(h, first)| first.then_some(h))
+        .take(req.depth)
+        .enumerate()
+        .map(|(i, h)| {
+            let rank = Some(fusion::LegRank {
+                rank: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                score: h.score,
+            });
+            FusedHit {
+                score: f64::from(h.score),
+                bm25: if is_bm25 { rank } else { None },
+                vector: if is_bm25 { None } else { rank },
+                id: h.id,
+            }
+        })
+        .collect())
 }
 
 /// Fails when the store's vectors came from another embedder than the one configured.

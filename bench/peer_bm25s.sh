@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Side-by-side with bm25s (PyPI) on a BEIR-format set, in one run: nDCG@10, recall@100 and
+# single-thread queries per second of bm25s and of ragtrail's BM25 leg, same queries, top 100,
+# index build excluded. Never part of the test suite.
+#
+#   bench/peer_bm25s.sh [BEIR_DIR] [SPLIT]      default: ../shared/data/scifact train
+#
+# bm25s and its dependencies go to a virtualenv outside the repository
+# (RAGTRAIL_BENCH_VENV, default ~/.cache/ragtrail-bench/venv), installed on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
+beir=${1:-../shared/data/scifact}
+split=${2:-train}
+venv=${RAGTRAIL_BENCH_VENV:-$HOME/.cache/ragtrail-bench/venv}
+if ! "$venv/bin/python" -c "import bm25s, Stemmer, threadpoolctl" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet "bm25s==0.3.16" numpy scipy PyStemmer threadpoolctl
+fi
+cargo build --release --quiet
+ragtrail=$CARGO_TARGET_DIR/release/ragtrail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%F)"
+# One thread everywhere. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow a current numpy on this
+# machine kind (see the environment notes): unset for the peer's command alone.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 RAYON_NUM_THREADS=1
+peer() {
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" bench/peer_bm25s.py bm25s \
+    --beir "$beir" --split "$split" --k 100 --out "$1" 2>/dev/null
+}
+ours() {
+  local out=$1
+  shift
+  "$ragtrail" eval retrieval --beir "$beir" --split "$split" --modes bm25 --depth 100 \
+    --timing --json --per-query "$out.jsonl" "$@" >"$out" 2>/dev/null
+}
+# Interleaved, so both see the same machine load.
+peer "$work/peer.json"
+ours "$work/default.json"
+ours "$work/single.json" --title-in-text --title-boost 0
+"$venv/bin/python" bench/peer_bm25s.py compare --beir "$beir" --split "$split" "$work/peer.json" \
+  "default (title as titlePath, title boost 1.5)=$work/default.json:$work/default.json.jsonl" \
+  "title + text in one field, as bm25s (--title-in-text --title-boost 0)=$work/single.json:$work/single.json.jsonl"
