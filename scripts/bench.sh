@@ -16,3 +16,16 @@ echo "== golden-set calibration (boost, fusion, sufficiency)"
 cargo run --release --example calibrate
 echo "== offline agent on the golden set"
 cargo run --release --example agent_eval
+cargo build --release --quiet
+ragtrail=${CARGO_TARGET_DIR}/release/ragtrail
+if [ -d "$data/scifact" ]; then
+  echo "== retrieval quality per fusion mode, SciFact train (ragtrail eval retrieval)"
+  "$ragtrail" eval retrieval --beir "$data/scifact" --split train --timing
+  echo "== side by side with bm25s (bench/peer_bm25s.sh)"
+  bench/peer_bm25s.sh "$data/scifact" train
+fi
+if [ -d "$data/hotpotqa-dev103" ]; then
+  echo "== multi-round joint recall, offline planner (ragtrail eval multihop)"
+  "$ragtrail" eval multihop --beir "$data/hotpotqa-dev103" --planner offline --today 2026-11-30
+  cargo run --release --quiet --example multihop_probe -- "$data/hotpotqa-dev103"
+fi
