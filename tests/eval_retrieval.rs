@@ -375,3 +375,72 @@ fn eval_multihop_cli_reports_recall_by_round_and_keeps_traces() {
         .count();
     assert!(traces >= 4, "{traces} traces");
 }
+
+#[test]
+fn search_ranked_goes_past_the_search_docs_cap_in_the_same_order() {
+    use ragtrail::access::AccessContext;
+    use ragtrail::eval::retrieval::BeirDoc;
+    use ragtrail::search::fusion::Fusion;
+    use ragtrail::search::{self, MAX_TOP_K, RankedRequest, SearchRequest};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut engine = Engine::open(tmp.path()).expect("engine");
+    // 80 documents that all match "glacier", each a little differently.
+    let (documents, chunks): (Vec<_>, Vec<_>) = (0..80)
+        .map(|i| {
+            let text = format!("glacier {} ice sheet number {i}", "glacier ".repeat(i % 7));
+            retrieval::document_chunk(
+                &BeirDoc {
+                    id: format!("doc{i}"),
+                    title: format!("Note {i}"),
+                    text,
+                },
+                ChunkShape::default(),
+            )
+        })
+        .unzip();
+    engine
+        .replace_all(documents, chunks, None, &mut |_| {})
+        .expect("load");
+    let keywords = vec!["glacier".to_string()];
+    let access = AccessContext::default();
+    let ranked = |fusion: Fusion, depth: usize| {
+        search::search_ranked(
+            engine.store(),
+            engine.index(),
+            engine.embedder(),
+            &engine.settings,
+            &RankedRequest {
+                keywords: &keywords,
+                access: &access,
+                fusion,
+                depth,
+            },
+        )
+        .expect("ranked")
+    };
+    let deep = ranked(Fusion::Bm25Only, 70);
+    assert_eq!(deep.len(), 70);
+    assert!(deep.windows(2).all(|w| w[0].score >= w[1].score));
+    assert!(
+        deep.iter()
+            .enumerate()
+            .all(|(i, h)| h.bm25.map(|r| r.rank) == Some(i as u32 + 1) && h.vector.is_none())
+    );
+    // searchDocs shows the same ranking, cut at its cap.
+    let mut req = SearchRequest::new(keywords.clone(), 100, access.clone());
+    req.fusion = Some(Fusion::Bm25Only);
+    let shown: Vec<String> = engine
+        .search_docs(&req)
+        .expect("search")
+        .hits
+        .into_iter()
+        .map(|h| h.chunk_id)
+        .collect();
+    assert_eq!(shown.len(), MAX_TOP_K);
+    let deep_ids: Vec<String> = deep.iter().map(|h| h.id.clone()).collect();
+    assert_eq!(shown, deep_ids[..MAX_TOP_K]);
+    // Fused rankings are as deep as asked too.
+    assert_eq!(ranked(Fusion::Rrf { k: 60.0 }, 75).len(), 75);
+    assert!(ranked(Fusion::VectorOnly, 60).len() <= 60);
+}
