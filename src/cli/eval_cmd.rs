@@ -32,8 +32,9 @@ pub enum EvalCommand {
     ///
     /// The set (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`) is ingested into a
     /// scratch index, one chunk per document with the title as its titlePath; each query's text
-    /// is one keyword. Scoring follows trec_eval / BEIR: graded gain, log2 discount, ideal
-    /// ranking from the qrels; queries without a relevant document are left out and counted.
+    /// is the keywords (one keyword when short). Scoring follows trec_eval / BEIR: graded gain,
+    /// log2 discount, ideal ranking from the qrels; queries without a relevant document are
+    /// left out and counted.
     Retrieval(RetrievalArgs),
     /// Agent quality on a golden question set, over the knowledge base of --data-dir.
     ///

@@ -5,8 +5,8 @@
 //! The BEIR layout: `corpus.jsonl` (`{"_id","title","text"}`), `queries.jsonl`
 //! (`{"_id","text",…}`), `qrels/<split>.tsv` (`query-id<TAB>corpus-id<TAB>score`, header line).
 //!
-//! Each query's text is passed to the engine as one keyword, which the BM25 leg analyses into
-//! terms and the vector leg embeds as is. The ranking scored is the engine's own order (ties as
+//! Each query's text is passed to the engine as its keywords ([`query_keywords`]: one keyword
+//! when short), which the BM25 leg analyses into terms and the vector leg embeds as is. The ranking scored is the engine's own order (ties as
 //! `searchDocs` breaks them), `depth` long, without `searchDocs`' top-k cap, snippets or
 //! weak-hit filter: see [`crate::search::search_ranked`].
 
