@@ -119,7 +119,9 @@ pub struct HttpEmbedder {
 }
 
 impl HttpEmbedder {
-    /// Checks the configuration; sends nothing.
+    /// Checks the configuration; sends nothing. Without a declared dimension, [`Embedder::info`]
+    /// reports 0 dimensions until the first answer: hand the engine an embedder from
+    /// [`HttpEmbedder::connect`] (or [`super::from_config`]) instead.
     pub fn new(config: HttpEmbedderConfig) -> Result<Self, EmbedError> {
         if config.model.trim().is_empty() {
             return Err(EmbedError::Config(format!(
