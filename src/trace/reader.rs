@@ -72,14 +72,20 @@ pub fn read_trace(path: &Path) -> Result<TraceFile, TraceError> {
             line: line_no,
             message: e.to_string(),
         })?;
-        lines.push(parse_line(line_no, value)?);
+        let line = parse_line(line_no, value)?;
+        require_canonical(line_no, raw, &line.value)?;
+        lines.push(line);
     }
     let mut torn_tail = None;
     if let Some(raw) = tail {
         let line_no = complete.len() + 1;
         match serde_json::from_slice::<Value>(raw) {
             // Cut exactly before its newline: the line itself is whole.
-            Ok(value) => lines.push(parse_line(line_no, value)?),
+            Ok(value) => {
+                let line = parse_line(line_no, value)?;
+                require_canonical(line_no, raw, &line.value)?;
+                lines.push(line);
+            }
             Err(_) => {
                 tracing::warn!(path = %path.display(), line = line_no, "torn last line skipped");
                 torn_tail = Some(line_no);
@@ -115,6 +121,20 @@ pub(crate) fn check_version(line: usize, value: &Value) -> Result<(), TraceError
             line,
             message: "missing or invalid `v`".into(),
         }),
+    }
+}
+
+/// The writer writes every line in canonical form; a line spelled differently (`0e0` for `0.0`,
+/// reordered keys, added spaces) was edited, even when it parses to the same values — the hash
+/// covers the values, so this check covers the spelling.
+fn require_canonical(line_no: usize, raw: &[u8], value: &Value) -> Result<(), TraceError> {
+    if super::canonical::canonical_json(value).as_bytes() == raw {
+        Ok(())
+    } else {
+        Err(TraceError::Malformed {
+            line: line_no,
+            message: "not in canonical form: the line was edited".into(),
+        })
     }
 }
 
