@@ -48,6 +48,7 @@ fn eval_agent_reports_the_golden_set_and_links_every_trace() {
             "--json",
         ])
         .current_dir(root)
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .env_remove("RAGTRAIL_LLM_BASE_URL")
         .env_remove("OPENAI_BASE_URL")
         .output()

@@ -188,6 +188,8 @@ fn ragtrail(args: &[&str], cwd: &Path) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_ragtrail"))
         .args(args)
         .current_dir(cwd)
+        // The figures pinned here are the hashing embedder's, whatever the environment says.
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .env_remove("RAGTRAIL_LLM_BASE_URL")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("RAGTRAIL_LLM_MODEL")

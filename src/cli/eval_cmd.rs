@@ -141,7 +141,7 @@ pub struct MultihopArgs {
 
 pub fn run(global: &GlobalArgs, args: &EvalArgs) -> anyhow::Result<ExitCode> {
     match &args.command {
-        EvalCommand::Retrieval(a) => retrieval_cmd(a),
+        EvalCommand::Retrieval(a) => retrieval_cmd(global, a),
         EvalCommand::Agent(a) => agent_cmd(global, a),
         EvalCommand::Multihop(a) => multihop_cmd(global, a),
     }
@@ -155,7 +155,9 @@ struct Scratch {
     _tmp: Option<tempfile::TempDir>,
 }
 
-fn load_and_ingest(args: &BeirArgs) -> anyhow::Result<Scratch> {
+/// Loads the set into a scratch index embedded with the configured embedder (`--embedder`,
+/// `RAGTRAIL_EMBED_*`; the hashing one when none is configured).
+fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scratch> {
     let set = retrieval::load(&args.beir, args.split.as_deref())
         .with_context(|| format!("reading the BEIR set {}", args.beir.display()))?;
     let (dir, tmp) = match &args.index_dir {
@@ -168,7 +170,9 @@ fn load_and_ingest(args: &BeirArgs) -> anyhow::Result<Scratch> {
             (tmp.path().to_path_buf(), Some(tmp))
         }
     };
-    let mut engine = Engine::open(&dir)
+    let embedder =
+        crate::embed::from_config(&global.embed.config()).context("setting up the embedder")?;
+    let mut engine = Engine::open_with(&dir, embedder)
         .with_context(|| format!("opening the scratch index {}", dir.display()))?;
     eprintln!("ingesting {} documents of {} …", set.corpus.len(), set.name);
     let started = Instant::now();
@@ -194,8 +198,8 @@ fn load_and_ingest(args: &BeirArgs) -> anyhow::Result<Scratch> {
     })
 }
 
-fn retrieval_cmd(args: &RetrievalArgs) -> anyhow::Result<ExitCode> {
-    let mut scratch = load_and_ingest(&args.set)?;
+fn retrieval_cmd(global: &GlobalArgs, args: &RetrievalArgs) -> anyhow::Result<ExitCode> {
+    let mut scratch = load_and_ingest(global, &args.set)?;
     if let Some(b) = args.title_boost {
         scratch.engine.settings.title_boost = b;
     }
@@ -449,7 +453,7 @@ pub fn agent_summary(r: &agent_eval::AgentReport) -> String {
 
 fn multihop_cmd(global: &GlobalArgs, args: &MultihopArgs) -> anyhow::Result<ExitCode> {
     let mut planners = Planners::new(&args.run)?;
-    let scratch = load_and_ingest(&args.set)?;
+    let scratch = load_and_ingest(global, &args.set)?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
