@@ -261,6 +261,17 @@ pub fn is_stop_term(term: &str) -> bool {
         "很",
         "又",
         "再",
+        // Question frames: how a question is asked, never what it is about.
+        "有没有",
+        "行不行",
+        "能不能",
+        "是不是",
+        "可不可以",
+        "要不要",
+        "怎么办",
+        "一般",
+        "大概",
+        "该",
     ];
     const EN: &[&str] = &[
         "what", "how", "when", "where", "who", "whom", "which", "why", "can", "could", "do", "doe",
@@ -269,6 +280,9 @@ pub fn is_stop_term(term: &str) -> bool {
         "ha", "had", "am", "been", "being", "were", "so", "than", "too", "very", "just", "any",
         "some", "all", "there", "here", "about", "from", "up", "out", "over", "after", "before",
         "also", "onli", "own", "same", "other", "each", "few", "more", "most", "s", "t", "ok",
+        // Pronouns, the remains of contractions, indefinites (stemmed forms).
+        "has", "them", "they", "their", "m", "don", "didn", "doesn", "isn", "aren", "wasn", "won",
+        "ll", "re", "ve", "d", "someth", "anyth", "noth", "everyth", "someon", "anyon", "until",
     ];
     ZH.contains(&term) || EN.contains(&term)
 }

@@ -3,12 +3,16 @@
 //! - Round 1 searches the question's content words (segmented, stop words dropped), rarest first.
 //! - Later rounds follow what the best hits introduce and was not searched yet: names in
 //!   《…》/“…”/"…" quotes and form codes such as `FIN-07` (policies point at each other that
-//!   way), else the headings of the best hits.
+//!   way), then names in prose (capitalised runs such as "Shirley Temple": the bridge of a
+//!   multi-hop question) with the question words the naming hit lacks, else the headings of the
+//!   best hits.
 //! - It answers when the evidence covers the question (IDF-weighted key-term coverage of one
-//!   returned chunk, the same measure as `searchDocs`' sufficiency) and no reference is left to
-//!   follow, or when a round brought nothing new; it gives up when nothing covers the question.
+//!   returned chunk, the same measure as `searchDocs`' sufficiency) and no reference or name is
+//!   left to follow, or when a round brought nothing new; it gives up when nothing covers the
+//!   question.
 //! - The answer is extractive: the returned sentences that best match the question, each with
-//!   its citation and a verbatim quote.
+//!   its citation and a verbatim quote; a chunk beyond the best one is cited only when it adds
+//!   key terms (in its text or its heading) or answers a reference the others delegated.
 //!
 //! Nothing here knows the sample knowledge base: only text, term rarity and the hits.
 
@@ -30,6 +34,10 @@ const FIRST_ROUND_KEYWORDS: usize = 6;
 const ANSWER_SENTENCES: usize = 5;
 /// Longest sentence quoted, in characters.
 const MAX_SENTENCE_CHARS: usize = 220;
+/// Chunks cited at most.
+const MAX_CITED_CHUNKS: usize = 3;
+/// Share of the question's (IDF-weighted) key terms a further chunk must add to be cited too.
+const MIN_CITATION_GAIN: f64 = 0.2;
 
 #[derive(Default)]
 pub struct OfflinePlanner {
@@ -226,6 +234,50 @@ fn references_with_strength(text: &str) -> Vec<(String, bool)> {
     out
 }
 
+/// Words that may join the capitalised words of one name ("Bank of England", "Kiss and Tell").
+const NAME_JOINERS: &[&str] = &["of", "and", "the", "de", "von", "van", "for", "in", "&"];
+
+/// Names in Latin-script prose: runs of capitalised words (joiners allowed inside), cut at
+/// clause punctuation. Prose names the next thing to look up this way ("… portrayed by Shirley
+/// Temple") far more often than in quotes.
+fn names(sentence: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let flush = |run: &mut Vec<&str>, out: &mut Vec<String>| {
+        while run.last().is_some_and(|w| NAME_JOINERS.contains(w)) {
+            run.pop();
+        }
+        if !run.is_empty() {
+            out.push(run.join(" "));
+        }
+        run.clear();
+    };
+    let mut run_start = 0;
+    for (i, raw) in sentence.split_whitespace().enumerate() {
+        let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let capital = word.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+        if capital || (!run.is_empty() && NAME_JOINERS.contains(&word)) {
+            if run.is_empty() {
+                run_start = i;
+            }
+            run.push(word);
+        } else {
+            // Every sentence starts with a capital: a lone first word is no name ("Complete the …").
+            let capitals = run.iter().filter(|w| !NAME_JOINERS.contains(w)).count();
+            if run_start == 0 && capitals == 1 {
+                run.clear();
+            }
+            flush(&mut run, &mut out);
+        }
+        if raw.ends_with([',', '.', ';', ':', ')', '"', '?', '!']) {
+            flush(&mut run, &mut out);
+        }
+    }
+    flush(&mut run, &mut out);
+    out.retain(|n| char_len(n) <= 40);
+    out
+}
+
 /// Sentences (and table rows) of a chunk, trimmed, separator rows dropped.
 fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -356,7 +408,13 @@ impl OfflinePlanner {
                 format!("follow the reference to {reference} in {from}"),
             ));
         }
-        // 2. Headings of the best hits that were not searched.
+        // 2. A name the best hits introduce, with the question words they lack.
+        if let Some((name, lacking, from)) = self.name_to_follow(ctx) {
+            let mut keywords = vec![name.clone()];
+            keywords.extend(lacking);
+            return Some((keywords, format!("follow the name {name} in {from}")));
+        }
+        // 3. Headings of the best hits that were not searched.
         let mut fresh = Vec::new();
         for hit in hits.iter().take(3) {
             for part in hit
@@ -390,7 +448,96 @@ impl OfflinePlanner {
         ))
     }
 
+    /// The name the best hits of every round introduce that is the likeliest next lookup: taken
+    /// from the sentence sharing the most (IDF-weighted) question terms, not already in the
+    /// question, not the title of a chunk already seen, not followed before; the rarer name wins
+    /// a tie. Returned with the question words that hit lacks (what the next chunk must hold)
+    /// and the titlePath it came from.
+    fn name_to_follow(&self, ctx: &PlannerContext<'_>) -> Option<(String, Vec<String>, String)> {
+        let question: HashSet<String> = self
+            .question_words
+            .iter()
+            .flat_map(|(w, _)| analysed(w))
+            .collect();
+        let n = ctx.lookup.num_chunks();
+        let weight = |t: &str| match ctx.lookup.doc_freq(t) {
+            0 => 0.0,
+            df => idf(df, n),
+        };
+        let mut seen_titles: HashSet<String> = HashSet::new();
+        let mut best_hits: Vec<&SearchHit> = Vec::new();
+        for o in ctx.rounds {
+            if let Observation::Hits { hits, .. } = o {
+                seen_titles.extend(hits.iter().map(|h| h.title_path.to_lowercase()));
+                best_hits.extend(hits.iter().take(3));
+            }
+        }
+        let mut best: Option<(f64, String, &SearchHit)> = None;
+        for hit in best_hits {
+            let Some(body) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
+                continue;
+            };
+            for sentence in sentences(body) {
+                let candidates = names(sentence);
+                if candidates.is_empty() {
+                    continue;
+                }
+                let overlap: f64 = text::terms(sentence)
+                    .into_iter()
+                    .map(|t| t.text)
+                    .collect::<HashSet<_>>()
+                    .iter()
+                    .filter(|t| question.contains(*t))
+                    .map(|t| weight(t))
+                    .sum();
+                for name in candidates {
+                    let terms = analysed(&name);
+                    if terms.is_empty()
+                        || terms.iter().all(|t| question.contains(t))
+                        || terms.iter().all(|t| self.searched_terms.contains(t))
+                        || seen_titles.contains(&name.to_lowercase())
+                        || self.followed.contains(&name)
+                    {
+                        continue;
+                    }
+                    let rarity = terms.iter().map(|t| weight(t)).fold(0.0, f64::max);
+                    let score = overlap + 0.1 * rarity;
+                    if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                        best = Some((score, name, hit));
+                    }
+                }
+            }
+        }
+        let (_, name, hit) = best?;
+        let hit_terms: HashSet<String> = ctx
+            .lookup
+            .returned_chunk_text(&hit.chunk_id)
+            .map(|body| {
+                text::terms(&format!("{}\n{}", hit.title_path, body))
+                    .into_iter()
+                    .map(|t| t.text)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let lacking: Vec<String> = self
+            .question_words
+            .iter()
+            .filter(|(w, _)| {
+                let terms = analysed(w);
+                !terms.is_empty() && terms.iter().all(|t| !hit_terms.contains(t))
+            })
+            .map(|(w, _)| w.clone())
+            .take(3)
+            .collect();
+        Some((name, lacking, hit.title_path.clone()))
+    }
+
     fn pending_reference(&self, ctx: &PlannerContext<'_>) -> bool {
+        // Prose that names something new where it meets the question is the bridge of a
+        // multi-hop question: one chunk covering the question's words does not end it.
+        if self.name_to_follow(ctx).is_some() {
+            return true;
+        }
         let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
             return false;
         };
@@ -423,48 +570,93 @@ impl OfflinePlanner {
             .map(|k| k.weight)
             .sum::<f64>()
             .max(f64::MIN_POSITIVE);
-        // Which chunks to cite: those covering the question (or, for a round that followed a
-        // reference, the referenced name) nearly as well as the best one; at most three.
-        let mut chunk_scores: Vec<(&SearchHit, u32, f64, bool)> = all_hits(ctx)
+        // Which chunks to cite: the one covering the question best (a heading naming the
+        // question's words counts extra), then others nearly as good only when they cover key
+        // terms the cited ones do not, or answer a reference a cited chunk delegated to them.
+        struct Candidate<'h> {
+            hit: &'h SearchHit,
+            round: u32,
+            score: f64,
+            followed: bool,
+            present: HashSet<String>,
+            in_title: HashSet<String>,
+        }
+        let share = |present: &HashSet<String>| {
+            keys.iter()
+                .filter(|k| present.contains(&k.term))
+                .map(|k| k.weight)
+                .sum::<f64>()
+                / total
+        };
+        let mut candidates: Vec<Candidate<'_>> = all_hits(ctx)
             .filter_map(|(hit, round)| {
                 let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;
-                let terms: HashSet<String> = text::terms(&hit.title_path).into_iter().chain(text::terms(text)).map(|t| t.text).collect();
+                let terms: HashSet<String> = text::terms(&hit.title_path)
+                    .into_iter()
+                    .chain(text::terms(text))
+                    .map(|t| t.text)
+                    .collect();
                 let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
                 let present = covered(&keys, &terms, &lower);
-let q = keys.iter().filter(|k| present.contains(&k.term)).map(|k| k.weight).sum::<f64>() / total;
-                // A heading that names the question's words is the section about it: among chunks
-                // covering the question alike, prefer it.
-                let title_lower = hit.title_path.to_lowercase();
-                let title_terms: HashSet<String> = text::terms(&hit.title_path).into_iter().map(|t| t.text).collect();
-                let in_title = covered(&keys, &title_terms, &title_lower);
-                let q = q + 0.6 * keys.iter().filter(|k| in_title.contains(&k.term)).map(|k| k.weight).sum::<f64>() / total;
+                let title_terms: HashSet<String> = text::terms(&hit.title_path)
+                    .into_iter()
+                    .map(|t| t.text)
+                    .collect();
+                let in_title = covered(&keys, &title_terms, &hit.title_path.to_lowercase());
+                let score = share(&present) + 0.6 * share(&in_title);
                 // A chunk of the document a later round followed (its title names the reference).
                 let followed = round > 1
                     && matches!(ctx.rounds.get(round as usize - 1), Some(Observation::Hits { keywords, .. })
                         if keywords.first().is_some_and(|k| hit.title_path.to_lowercase().contains(&k.to_lowercase())));
-                Some((hit, round, q, followed))
+                Some(Candidate {
+                    hit,
+                    round,
+                    score,
+                    followed,
+                    present,
+                    in_title,
+                })
             })
             .collect();
         // It answers the part of the question the referring chunk delegated: rank it with the
         // best chunk, whatever its own words.
-        let best_direct = chunk_scores
+        let best_direct = candidates
             .iter()
-            .filter(|c| !c.3)
-            .map(|c| c.2)
+            .filter(|c| !c.followed)
+            .map(|c| c.score)
             .fold(0.0, f64::max);
-        for c in &mut chunk_scores {
-            if c.3 {
-                c.2 = c.2.max(best_direct);
+        for c in &mut candidates {
+            if c.followed {
+                c.score = c.score.max(best_direct);
             }
         }
-        chunk_scores.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.1.cmp(&b.1)));
-        let best = chunk_scores.first().map(|c| c.2).unwrap_or(0.0);
-        let chosen: Vec<(&SearchHit, u32)> = chunk_scores
+        candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
+        let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
+        let mut chosen: Vec<(&SearchHit, u32)> = Vec::new();
+        let mut cited_terms: HashSet<String> = HashSet::new();
+        let mut cited_title_terms: HashSet<String> = HashSet::new();
+        for c in candidates
             .iter()
-            .filter(|c| c.2 >= 0.85 * best && c.2 > 0.0)
-            .take(3)
-            .map(|c| (c.0, c.1))
-            .collect();
+            .filter(|c| c.score >= 0.85 * best && c.score > 0.0)
+        {
+            if chosen.len() == MAX_CITED_CHUNKS {
+                break;
+            }
+            // New key terms in its text, or in its heading (a section named for a part of the
+            // question the cited headings do not name).
+            let fresh: HashSet<String> = c.present.difference(&cited_terms).cloned().collect();
+            let fresh_title: HashSet<String> =
+                c.in_title.difference(&cited_title_terms).cloned().collect();
+            if chosen.is_empty()
+                || c.followed
+                || share(&fresh) >= MIN_CITATION_GAIN
+                || share(&fresh_title) >= MIN_CITATION_GAIN
+            {
+                cited_terms.extend(c.present.iter().cloned());
+                cited_title_terms.extend(c.in_title.iter().cloned());
+                chosen.push((c.hit, c.round));
+            }
+        }
         let mut scored: Vec<Scored<'_>> = Vec::new();
         for &(hit, round) in &chosen {
             let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
@@ -733,6 +925,23 @@ mod tests {
             ]
         );
         assert!(references("no refs, A-1 is too short, XFIN-").is_empty());
+    }
+
+    #[test]
+    fn names_are_capitalised_runs_not_sentence_openers() {
+        assert_eq!(
+            names("She was portrayed by Shirley Temple in Kiss and Tell, a film."),
+            vec!["Shirley Temple in Kiss and Tell"]
+        );
+        assert_eq!(
+            names("Complete the self-assessment in HR Connect within 30 days."),
+            vec!["HR Connect"]
+        );
+        assert_eq!(
+            names("The Bank of England was founded."),
+            vec!["The Bank of England"]
+        );
+        assert!(names("出差 报销 须在30天内提交").is_empty());
     }
 
     #[test]
