@@ -274,7 +274,29 @@ fn names(sentence: &str) -> Vec<String> {
         }
     }
     flush(&mut run, &mut out);
-    out.retain(|n| char_len(n) <= 40);
+    // Weekdays and months are capitalised too, but name no thing to look up.
+    const CALENDAR: &[&str] = &[
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    out.retain(|n| char_len(n) <= 40 && !CALENDAR.contains(&n.as_str()));
     out
 }
 
@@ -942,6 +964,10 @@ mod tests {
             vec!["The Bank of England"]
         );
         assert!(names("出差 报销 须在30天内提交").is_empty());
+        assert_eq!(
+            names("Staffed 24 hours, Monday to Friday, by Ann Lee."),
+            vec!["Ann Lee"]
+        );
     }
 
     #[test]
