@@ -5,6 +5,7 @@
 pub mod fusion;
 pub mod snippet;
 pub mod sufficiency;
+pub mod terms;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -16,8 +17,8 @@ use crate::embed::{EmbedError, Embedder};
 use crate::index::{Bm25Index, Bm25Query, IndexError};
 use crate::store::ChunkStore;
 use fusion::{FusedHit, Fusion, LegHit, fuse};
-use snippet::{DEFAULT_SNIPPET_CHARS, snippet};
-use sufficiency::{Sufficiency, SufficiencyThresholds, covered, decide, key_terms};
+use snippet::{DEFAULT_SNIPPET_CHARS, snippet_by};
+use sufficiency::{Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
 
 /// One result of `searchDocs`, exactly as the planner (and the trace) sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,18 +237,16 @@ pub fn search_docs_with(
 
     let keys = key_terms(&keywords, &|t: &str| index.doc_freq(t), index.num_chunks());
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
-    // Each keyword's own key terms, to record which keywords a hit matched.
+    // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
+    // analysed once, not once per key term).
     let per_keyword: Vec<(&String, Vec<sufficiency::KeyTerm>)> = keywords
         .iter()
         .map(|k| {
+            let own = key_terms(std::slice::from_ref(k), &|_| 1, 1);
             (
                 k,
                 keys.iter()
-                    .filter(|t| {
-                        key_terms(std::slice::from_ref(k), &|_| 1, 1)
-                            .iter()
-                            .any(|kt| kt.term == t.term)
-                    })
+                    .filter(|t| own.iter().any(|kt| kt.term == t.term))
                     .cloned()
                     .collect(),
             )
@@ -267,13 +266,11 @@ pub fn search_docs_with(
         if !req.access.allows(&chunk.tenant, &chunk.roles) {
             continue;
         }
-        let all_terms: HashSet<String> = crate::text::terms(&chunk.title_path)
-            .into_iter()
-            .chain(crate::text::terms(&chunk.text))
-            .map(|t| t.text)
-            .collect();
-        let lowercase = format!("{}\n{}", chunk.title_path, chunk.text).to_lowercase();
-        let present = covered(&keys, &all_terms, &lowercase);
+        // The chunk's terms are analysed once per store generation, not once per call.
+        let Some((_, analysed)) = store.get_analysed(&f.id) else {
+            continue;
+        };
+        let present = covered_by(&keys, |t| analysed.contains(t), analysed.lowercase());
         if present.is_empty()
             && f.vector
                 .is_none_or(|v| v.score < settings.vector_only_floor)
@@ -288,7 +285,9 @@ pub fn search_docs_with(
         hits.push(SearchHit {
             chunk_id: chunk.id.clone(),
             title_path: chunk.title_path.clone(),
-            snippet: snippet(&chunk.text, &wanted, settings.snippet_chars),
+            snippet: snippet_by(&chunk.text, settings.snippet_chars, |i, _| {
+                analysed.sentence_matches(&chunk.text, i, &wanted)
+            }),
             source_uri: chunk.source_uri.clone(),
             score: f.score,
             metadata: metadata(chunk, f, &matched),
@@ -414,7 +413,15 @@ fn run_legs(
         Ok((hits, stats))
     };
     let (bm25, vector) = if use_bm25 && use_vector {
-        rayon::join(bm25_leg, vector_leg)
+        // The BM25 leg runs on the calling thread and only the vector leg goes to the pool:
+        // `rayon::join` from outside the pool would hand both to pool threads and block the
+        // caller, two thread hand-offs that cost more than a small index's legs themselves.
+        let mut vector = None;
+        let bm25 = rayon::in_place_scope(|s| {
+            s.spawn(|_| vector = Some(vector_leg()));
+            bm25_leg()
+        });
+        (bm25, vector.unwrap_or_else(|| Ok(Default::default())))
     } else {
         (bm25_leg(), vector_leg())
     };
