@@ -82,6 +82,17 @@ pub struct SearchSettings {
     pub max_top_k: usize,
 }
 
+impl SearchSettings {
+    /// The defaults, with the fusion chosen for the configured embedder's kind
+    /// ([`default_fusion_for`]).
+    pub fn for_embedder(embedder_kind: &str) -> Self {
+        Self {
+            fusion: default_fusion_for(embedder_kind),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for SearchSettings {
     fn default() -> Self {
         Self {
@@ -104,10 +115,29 @@ pub const MIN_VECTOR_SCORE: f32 = 1e-5;
 /// See [`SearchSettings::vector_only_floor`].
 pub const DEFAULT_VECTOR_ONLY_FLOOR: f32 = 0.5;
 
-/// The default fusion, chosen by measurement (BENCHMARKS.md, "Fusion").
+/// The default fusion with the hashing embedder (the offline default), chosen by measurement
+/// on the golden set (BENCHMARKS.md, "Golden-set calibration"): min-max, BM25 weight 0.3.
 pub const DEFAULT_FUSION: Fusion = Fusion::MinMax {
     bm25_weight: fusion::DEFAULT_BM25_WEIGHT,
 };
+
+/// The default fusion with a semantic embedder (a local model or an embeddings endpoint):
+/// min-max with equal weights. Measured with all-MiniLM-L6-v2 (BENCHMARKS.md, "Default fusion
+/// per embedder"): SciFact train nDCG@10 0.7115 at weight 0.5 against 0.7022 at 0.3, and
+/// cmrc2018 dev 0.8815 against 0.4551. The 0.3 of the hashing embedder was calibrated with a
+/// lexical vector leg, which a semantic leg is not: it deserves an equal say.
+pub const DEFAULT_SEMANTIC_FUSION: Fusion = Fusion::MinMax { bm25_weight: 0.5 };
+
+/// The default fusion for an embedder kind (`EmbedderInfo::kind`): [`DEFAULT_FUSION`] for the
+/// lexical hashing embedder, [`DEFAULT_SEMANTIC_FUSION`] for any other (model) embedder.
+/// A request's or the command line's `--fusion` still overrides it.
+pub fn default_fusion_for(embedder_kind: &str) -> Fusion {
+    if embedder_kind == crate::embed::hashing::KIND {
+        DEFAULT_FUSION
+    } else {
+        DEFAULT_SEMANTIC_FUSION
+    }
+}
 
 /// Counts and latency of one leg.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -557,4 +587,27 @@ fn metadata(
         );
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_fusion_is_chosen_by_embedder_kind() {
+        let hashing = crate::embed::hashing::KIND;
+        assert_eq!(default_fusion_for(hashing), DEFAULT_FUSION);
+        assert_eq!(DEFAULT_FUSION, Fusion::MinMax { bm25_weight: 0.3 });
+        for semantic in [crate::embed::local::KIND, crate::embed::http::KIND, "other"] {
+            assert_eq!(
+                default_fusion_for(semantic),
+                Fusion::MinMax { bm25_weight: 0.5 },
+                "{semantic}"
+            );
+        }
+        assert_eq!(SearchSettings::for_embedder(hashing).fusion, DEFAULT_FUSION);
+        let semantic = SearchSettings::for_embedder(crate::embed::local::KIND);
+        assert_eq!(semantic.fusion, DEFAULT_SEMANTIC_FUSION);
+        assert_eq!(semantic.candidates, DEFAULT_CANDIDATES);
+    }
 }
