@@ -10,17 +10,20 @@ use std::sync::OnceLock;
 use crate::knowledge::Chunk;
 use crate::text;
 
+/// Distinct analysed terms, sorted (binary-searched).
+type TermList = Box<[Box<str>]>;
+
 /// A chunk's analysed terms.
 #[derive(Debug)]
 pub struct ChunkTerms {
     /// Distinct analysed terms of the titlePath and of the text, sorted.
-    terms: Box<[Box<str>]>,
+    terms: TermList,
     /// `titlePath`, newline, text, lowercased: CJK key terms are matched as written.
     lowercase: Box<str>,
     /// Distinct analysed terms of each sentence of the text (in
     /// [`sentence_spans`](super::snippet::sentence_spans) order), sorted; only snippets of long
     /// texts need them, so they are computed on first use.
-    sentences: OnceLock<Box<[Box<[Box<str>]>]>>,
+    sentences: OnceLock<Box<[TermList]>>,
 }
 
 impl ChunkTerms {
@@ -77,7 +80,7 @@ impl ChunkTerms {
     }
 }
 
-fn sorted_distinct(terms: impl Iterator<Item = String>) -> Box<[Box<str>]> {
+fn sorted_distinct(terms: impl Iterator<Item = String>) -> TermList {
     let mut v: Vec<Box<str>> = terms.map(String::into_boxed_str).collect();
     v.sort_unstable();
     v.dedup();
