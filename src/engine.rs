@@ -88,12 +88,14 @@ impl Engine {
     pub fn open_with(data_dir: &Path, embedder: Arc<dyn Embedder>) -> Result<Self, EngineError> {
         let store = ChunkStore::open(&data_dir.join("store"))?;
         let index = Bm25Index::open_or_create(&data_dir.join("index"))?;
+        // The default fusion depends on whether the vector leg is lexical or semantic.
+        let settings = SearchSettings::for_embedder(&embedder.info().kind);
         let mut engine = Self {
             data_dir: data_dir.to_path_buf(),
             store,
             index,
             embedder,
-            settings: SearchSettings::default(),
+            settings,
             pg: None,
         };
         let indexed = engine.index.committed_generation()?;

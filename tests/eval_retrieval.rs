@@ -446,3 +446,31 @@ fn search_ranked_goes_past_the_search_docs_cap_in_the_same_order() {
     assert_eq!(ranked(Fusion::Rrf { k: 60.0 }, 75).len(), 75);
     assert!(ranked(Fusion::VectorOnly, 60).len() <= 60);
 }
+
+#[test]
+fn default_fusion_follows_the_embedder_and_a_request_overrides_it() {
+    use ragtrail::access::AccessContext;
+    use ragtrail::search::SearchRequest;
+    use ragtrail::search::fusion::Fusion;
+
+    let set = retrieval::load(&fixture(), None).expect("fixture");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // A model embedder (here a test one; kinds "local" and "http" alike): BM25 weight 0.5.
+    let mut engine = Engine::open_with(tmp.path(), Arc::new(TopicEmbedder)).expect("engine");
+    assert_eq!(engine.settings.fusion, Fusion::MinMax { bm25_weight: 0.5 });
+    retrieval::ingest(&mut engine, &set, ChunkShape::default(), &mut |_| {}).expect("ingest");
+    let mut req = SearchRequest::new(vec!["volcano".into()], 5, AccessContext::default());
+    let response = engine.search_docs(&req).expect("search");
+    // The fusion actually used is what the response (and so the trace) records.
+    assert_eq!(response.fusion.to_string(), "minmax:0.5");
+    req.fusion = Some(Fusion::Rrf { k: 60.0 });
+    assert_eq!(
+        engine.search_docs(&req).expect("search").fusion.to_string(),
+        "rrf:60"
+    );
+
+    // The lexical hashing embedder keeps the golden-set calibration: BM25 weight 0.3.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(tmp.path()).expect("engine");
+    assert_eq!(engine.settings.fusion, Fusion::MinMax { bm25_weight: 0.3 });
+}

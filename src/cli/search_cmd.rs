@@ -24,8 +24,9 @@ pub struct SearchArgs {
     /// Also search documents whose front matter says `status: superseded`.
     #[arg(long)]
     pub include_superseded: bool,
-    /// How to combine the legs: `minmax` (weighted min-max, the default), `rrf` (reciprocal
-    /// rank fusion, k = 60), `bm25` or `vector` (one leg alone).
+    /// How to combine the legs: `minmax:W` (weighted min-max, BM25 weight W; `minmax` alone
+    /// is 0.3), `rrf` (reciprocal rank fusion, k = 60), `bm25` or `vector` (one leg alone).
+    /// Default: `minmax:0.3` with the hashing embedder, `minmax:0.5` with a model embedder.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,
 }

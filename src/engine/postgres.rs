@@ -105,12 +105,14 @@ impl Engine {
         embedder: Arc<dyn Embedder>,
     ) -> Result<Self, EngineError> {
         let index = Bm25Index::open_or_create(&data_dir.join(INDEX_DIR))?;
+        // The default fusion depends on whether the vector leg is lexical or semantic.
+        let settings = SearchSettings::for_embedder(&embedder.info().kind);
         let mut engine = Self {
             data_dir: data_dir.to_path_buf(),
             store: ChunkStore::in_memory(StoreManifest::default(), Vec::new()),
             index,
             embedder,
-            settings: SearchSettings::default(),
+            settings,
             pg: Some(PgBackend {
                 store,
                 space: None,

@@ -399,7 +399,8 @@ impl Default for RetrievalOptions {
     }
 }
 
-/// BM25 alone, vector alone, RRF (k = 60) and min-max with the engine's default weight.
+/// BM25 alone, vector alone, RRF (k = 60) and min-max with the hashing embedder's default
+/// weight (0.3; with a semantic embedder the engine defaults to 0.5: add `minmax:0.5`).
 pub fn default_modes() -> Vec<Fusion> {
     vec![
         Fusion::Bm25Only,

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 /// The conventional RRF constant (Cormack et al., 2009): damps the head so that rank 1 vs 2
 /// matters less than agreement between legs.
 pub const DEFAULT_RRF_K: f64 = 60.0;
-/// Equal weight to both legs for min-max fusion.
+/// BM25's weight in min-max fusion when none is given (`minmax` without a weight), and the
+/// engine's default with the hashing embedder (see `search::default_fusion_for`).
 pub const DEFAULT_BM25_WEIGHT: f64 = 0.3;
 
 /// One hit of one leg, as returned by that leg (best first).

@@ -5,6 +5,7 @@
 pub mod fusion;
 pub mod snippet;
 pub mod sufficiency;
+pub mod terms;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -16,8 +17,8 @@ use crate::embed::{EmbedError, Embedder};
 use crate::index::{Bm25Index, Bm25Query, IndexError};
 use crate::store::ChunkStore;
 use fusion::{FusedHit, Fusion, LegHit, fuse};
-use snippet::{DEFAULT_SNIPPET_CHARS, snippet};
-use sufficiency::{Sufficiency, SufficiencyThresholds, covered, decide, key_terms};
+use snippet::{DEFAULT_SNIPPET_CHARS, snippet_by};
+use sufficiency::{Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
 
 /// One result of `searchDocs`, exactly as the planner (and the trace) sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +82,17 @@ pub struct SearchSettings {
     pub max_top_k: usize,
 }
 
+impl SearchSettings {
+    /// The defaults, with the fusion chosen for the configured embedder's kind
+    /// ([`default_fusion_for`]).
+    pub fn for_embedder(embedder_kind: &str) -> Self {
+        Self {
+            fusion: default_fusion_for(embedder_kind),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for SearchSettings {
     fn default() -> Self {
         Self {
@@ -103,10 +115,29 @@ pub const MIN_VECTOR_SCORE: f32 = 1e-5;
 /// See [`SearchSettings::vector_only_floor`].
 pub const DEFAULT_VECTOR_ONLY_FLOOR: f32 = 0.5;
 
-/// The default fusion, chosen by measurement (BENCHMARKS.md, "Fusion").
+/// The default fusion with the hashing embedder (the offline default), chosen by measurement
+/// on the golden set (BENCHMARKS.md, "Golden-set calibration"): min-max, BM25 weight 0.3.
 pub const DEFAULT_FUSION: Fusion = Fusion::MinMax {
     bm25_weight: fusion::DEFAULT_BM25_WEIGHT,
 };
+
+/// The default fusion with a semantic embedder (a local model or an embeddings endpoint):
+/// min-max with equal weights. Measured with all-MiniLM-L6-v2 (BENCHMARKS.md, "Default fusion
+/// per embedder"): SciFact train nDCG@10 0.7115 at weight 0.5 against 0.7022 at 0.3, and
+/// cmrc2018 dev 0.8815 against 0.4551. The 0.3 of the hashing embedder was calibrated with a
+/// lexical vector leg, which a semantic leg is not: it deserves an equal say.
+pub const DEFAULT_SEMANTIC_FUSION: Fusion = Fusion::MinMax { bm25_weight: 0.5 };
+
+/// The default fusion for an embedder kind (`EmbedderInfo::kind`): [`DEFAULT_FUSION`] for the
+/// lexical hashing embedder, [`DEFAULT_SEMANTIC_FUSION`] for any other (model) embedder.
+/// A request's or the command line's `--fusion` still overrides it.
+pub fn default_fusion_for(embedder_kind: &str) -> Fusion {
+    if embedder_kind == crate::embed::hashing::KIND {
+        DEFAULT_FUSION
+    } else {
+        DEFAULT_SEMANTIC_FUSION
+    }
+}
 
 /// Counts and latency of one leg.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -236,18 +267,16 @@ pub fn search_docs_with(
 
     let keys = key_terms(&keywords, &|t: &str| index.doc_freq(t), index.num_chunks());
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
-    // Each keyword's own key terms, to record which keywords a hit matched.
+    // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
+    // analysed once, not once per key term).
     let per_keyword: Vec<(&String, Vec<sufficiency::KeyTerm>)> = keywords
         .iter()
         .map(|k| {
+            let own = key_terms(std::slice::from_ref(k), &|_| 1, 1);
             (
                 k,
                 keys.iter()
-                    .filter(|t| {
-                        key_terms(std::slice::from_ref(k), &|_| 1, 1)
-                            .iter()
-                            .any(|kt| kt.term == t.term)
-                    })
+                    .filter(|t| own.iter().any(|kt| kt.term == t.term))
                     .cloned()
                     .collect(),
             )
@@ -267,13 +296,11 @@ pub fn search_docs_with(
         if !req.access.allows(&chunk.tenant, &chunk.roles) {
             continue;
         }
-        let all_terms: HashSet<String> = crate::text::terms(&chunk.title_path)
-            .into_iter()
-            .chain(crate::text::terms(&chunk.text))
-            .map(|t| t.text)
-            .collect();
-        let lowercase = format!("{}\n{}", chunk.title_path, chunk.text).to_lowercase();
-        let present = covered(&keys, &all_terms, &lowercase);
+        // The chunk's terms are analysed once per store generation, not once per call.
+        let Some((_, analysed)) = store.get_analysed(&f.id) else {
+            continue;
+        };
+        let present = covered_by(&keys, |t| analysed.contains(t), analysed.lowercase());
         if present.is_empty()
             && f.vector
                 .is_none_or(|v| v.score < settings.vector_only_floor)
@@ -288,7 +315,9 @@ pub fn search_docs_with(
         hits.push(SearchHit {
             chunk_id: chunk.id.clone(),
             title_path: chunk.title_path.clone(),
-            snippet: snippet(&chunk.text, &wanted, settings.snippet_chars),
+            snippet: snippet_by(&chunk.text, settings.snippet_chars, |i, _| {
+                analysed.sentence_matches(&chunk.text, i, &wanted)
+            }),
             source_uri: chunk.source_uri.clone(),
             score: f.score,
             metadata: metadata(chunk, f, &matched),
@@ -414,7 +443,15 @@ fn run_legs(
         Ok((hits, stats))
     };
     let (bm25, vector) = if use_bm25 && use_vector {
-        rayon::join(bm25_leg, vector_leg)
+        // The BM25 leg runs on the calling thread and only the vector leg goes to the pool:
+        // `rayon::join` from outside the pool would hand both to pool threads and block the
+        // caller, two thread hand-offs that cost more than a small index's legs themselves.
+        let mut vector = None;
+        let bm25 = rayon::in_place_scope(|s| {
+            s.spawn(|_| vector = Some(vector_leg()));
+            bm25_leg()
+        });
+        (bm25, vector.unwrap_or_else(|| Ok(Default::default())))
     } else {
         (bm25_leg(), vector_leg())
     };
@@ -550,4 +587,27 @@ fn metadata(
         );
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_fusion_is_chosen_by_embedder_kind() {
+        let hashing = crate::embed::hashing::KIND;
+        assert_eq!(default_fusion_for(hashing), DEFAULT_FUSION);
+        assert_eq!(DEFAULT_FUSION, Fusion::MinMax { bm25_weight: 0.3 });
+        for semantic in [crate::embed::local::KIND, crate::embed::http::KIND, "other"] {
+            assert_eq!(
+                default_fusion_for(semantic),
+                Fusion::MinMax { bm25_weight: 0.5 },
+                "{semantic}"
+            );
+        }
+        assert_eq!(SearchSettings::for_embedder(hashing).fusion, DEFAULT_FUSION);
+        let semantic = SearchSettings::for_embedder(crate::embed::local::KIND);
+        assert_eq!(semantic.fusion, DEFAULT_SEMANTIC_FUSION);
+        assert_eq!(semantic.candidates, DEFAULT_CANDIDATES);
+    }
 }

@@ -8,7 +8,7 @@ use crate::text::{self, char_len, truncate_chars};
 pub const DEFAULT_SNIPPET_CHARS: usize = 240;
 
 /// Sentence spans (byte ranges) of `s`, split after 。！？；, newlines and `. ` style ends.
-fn sentence_spans(s: &str) -> Vec<(usize, usize)> {
+pub(crate) fn sentence_spans(s: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut start = 0;
     let bytes = s.as_bytes();
@@ -46,23 +46,38 @@ pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
 
 /// A snippet of at most `max_chars` characters around the sentence matching most keyword terms.
 pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> String {
-    let flat = one_line(chunk_text);
-    if char_len(&flat) <= max_chars {
-        return flat;
-    }
-    let spans = sentence_spans(chunk_text);
-    let score = |&(a, b): &(usize, usize)| {
+    snippet_by(chunk_text, max_chars, |_, (a, b)| {
         let found: HashSet<String> = text::terms(&chunk_text[a..b])
             .into_iter()
             .map(|t| t.text)
             .filter(|t| terms.contains(t))
             .collect();
         found.len()
-    };
-    let best = spans
+    })
+}
+
+/// [`snippet`] with each sentence's count of distinct keyword terms given by `score(i, span)`
+/// (sentence `i` of [`sentence_spans`]), so a caller holding the sentences' analysed terms
+/// need not analyse them again.
+pub fn snippet_by(
+    chunk_text: &str,
+    max_chars: usize,
+    score: impl Fn(usize, (usize, usize)) -> usize,
+) -> String {
+    let flat = one_line(chunk_text);
+    if char_len(&flat) <= max_chars {
+        return flat;
+    }
+    let spans = sentence_spans(chunk_text);
+    let scores: Vec<usize> = spans
         .iter()
         .enumerate()
-        .max_by(|(ia, a), (ib, b)| score(a).cmp(&score(b)).then(ib.cmp(ia)))
+        .map(|(i, &s)| score(i, s))
+        .collect();
+    let best = scores
+        .iter()
+        .enumerate()
+        .max_by(|(ia, a), (ib, b)| a.cmp(b).then(ib.cmp(ia)))
         .map(|(i, _)| i)
         .unwrap_or(0);
     // Grow around the best sentence, preferring what follows it (the rule's details).

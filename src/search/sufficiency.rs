@@ -95,13 +95,22 @@ pub fn covered(
     text_terms: &std::collections::HashSet<String>,
     lowercase_text: &str,
 ) -> std::collections::HashSet<String> {
+    covered_by(key_terms, |t| text_terms.contains(t), lowercase_text)
+}
+
+/// [`covered`], with the text's analysed terms given as a membership test.
+pub fn covered_by(
+    key_terms: &[KeyTerm],
+    has_term: impl Fn(&str) -> bool,
+    lowercase_text: &str,
+) -> std::collections::HashSet<String> {
     key_terms
         .iter()
         .filter(|k| {
             if k.term.chars().any(crate::text::is_cjk) {
                 lowercase_text.contains(&k.term)
             } else {
-                k.parts.iter().all(|p| text_terms.contains(p))
+                k.parts.iter().all(|p| has_term(p))
             }
         })
         .map(|k| k.term.clone())

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +13,7 @@ use crate::access::AccessContext;
 use crate::embed::EmbedderInfo;
 use crate::index::chunk_id_to_u64;
 use crate::knowledge::{Chunk, DocStatus, Document};
+use crate::search::terms::ChunkTerms;
 
 const FORMAT: u32 = 1;
 const CURRENT: &str = "CURRENT";
@@ -46,6 +48,8 @@ pub struct ChunkStore {
     /// query decides visibility once per group instead of once per row.
     group_of: Vec<u32>,
     groups: Vec<(String, Vec<String>, DocStatus)>,
+    /// Each chunk's analysed terms, filled on its first hit (see [`ChunkTerms`]).
+    analysed: Vec<OnceLock<ChunkTerms>>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -114,6 +118,7 @@ impl ChunkStore {
                 })
             })
             .collect();
+        let analysed = chunks.iter().map(|_| OnceLock::new()).collect();
         Self {
             dir,
             manifest,
@@ -123,6 +128,7 @@ impl ChunkStore {
             by_id64,
             group_of,
             groups,
+            analysed,
         }
     }
 
@@ -172,6 +178,14 @@ impl ChunkStore {
 
     pub fn get(&self, id: &str) -> Option<&Chunk> {
         self.by_id.get(id).map(|&i| &self.chunks[i])
+    }
+
+    /// A chunk and its analysed terms (analysed on the first call for that chunk).
+    pub fn get_analysed(&self, id: &str) -> Option<(&Chunk, &ChunkTerms)> {
+        let i = *self.by_id.get(id)?;
+        let chunk = self.chunks.get(i)?;
+        let terms = self.analysed.get(i)?.get_or_init(|| ChunkTerms::new(chunk));
+        Some((chunk, terms))
     }
 
     /// Position of a chunk by its numeric id (the BM25 index's fast field).
