@@ -174,6 +174,6 @@ fn sufficiency_separates_unanswerable_from_answerable_questions() {
         tn * 9 >= n * 7,
         "unanswerable judged insufficient: {tn}/{n}"
     );
-    // Calibrated point (BENCHMARKS.md): 54/102 answerable sufficient, 7/9 unanswerable not.
+    // Calibrated point (BENCHMARKS.md): 56/102 answerable sufficient, 7/9 unanswerable not.
     assert!(tp * 100 >= p * 50, "answerable judged sufficient: {tp}/{p}");
 }
