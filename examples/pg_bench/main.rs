@@ -17,9 +17,9 @@
 //!
 //! Options: `--embedder hashing|local` (default hashing), `--embed-model-dir DIR` (local),
 //! `--vector-cache FILE` (vectors computed once, read back by later runs), `--embed-only`
-//! (fill the cache and stop; needs no database), `--ef-search 40,100,200`, `--hnsw 16:64,…`
-//! (index builds `m:ef_construction` to compare; the first one serves the fused search),
-//! `--fused-ef-search N` (default: the first of `--ef-search`), `--candidates 100,50` (each
+//! (fill the cache and stop; needs no database), `--ef-search 40,100,200`, `--hnsw 24:100,…`
+//! (index builds `m:ef_construction` to compare, default the project's; the last one serves
+//! the fused search), `--fused-ef-search N` (default the project's), `--candidates 100,50` (each
 //! leg's window in the fused search, compared; default the engine's).
 
 mod corpus;
@@ -34,7 +34,10 @@ use ragtrail::embed::{EmbedConfig, Embedder, EmbedderChoice};
 use ragtrail::engine::Engine;
 use ragtrail::search::SearchRequest;
 use ragtrail::search::fusion::Fusion;
-use ragtrail::store::postgres::{PgSettings, PgStore, Space, VectorSearchMode};
+use ragtrail::store::postgres::{
+    DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, PgSettings, PgStore,
+    Space, VectorSearchMode,
+};
 use sqlx::{AssertSqlSafe, Connection, Executor};
 
 use corpus::Docs;
@@ -72,7 +75,7 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         cache: None,
         embed_only: false,
         ef_search: vec![40, 100, 200],
-        builds: vec![(16, 64)],
+        builds: vec![(DEFAULT_HNSW_M, DEFAULT_HNSW_EF_CONSTRUCTION)],
         fused_ef_search: None,
         candidates: Vec::new(),
     };
@@ -267,10 +270,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let server = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL to a server")?;
-    println!(
-        "machine: {}",
-        std::env::var("BENCH_MACHINE").unwrap_or_default()
-    );
+    println!("{}", load());
     let name = format!("rt_bench_{}", std::process::id());
     admin(&server, format!("create database {name}"))?;
     let result = run(
@@ -485,7 +485,7 @@ fn fused(
     embedder: Arc<CachedEmbedder>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let (m, efc) = args.builds[args.builds.len() - 1];
-    let ef = args.fused_ef_search.unwrap_or(args.ef_search[0]);
+    let ef = args.fused_ef_search.unwrap_or(DEFAULT_HNSW_EF_SEARCH);
     let data = tempfile::tempdir()?;
     let started = Instant::now();
     let mut engine = Engine::open_with_pg_store(
