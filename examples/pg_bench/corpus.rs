@@ -368,7 +368,7 @@ mod tests {
             ),
             vec![
                 "Dr. Smith went home today.",
-                "It rained a lot there!  Short."
+                "It rained a lot there! Short."
             ]
         );
         assert_eq!(
