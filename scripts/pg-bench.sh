@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # PostgreSQL benchmark (never part of the test suite): ingest rows/s, vector leg HNSW vs exact
 # with recall, fused searchDocs latency. Prints Markdown to paste into BENCHMARKS.md.
-#   scripts/pg-bench.sh [ROWS] [QUERIES]     defaults 100000 200
+#   scripts/pg-bench.sh [ROWS] [QUERIES]     synthetic corpus, hashing embedder; defaults 100000 200
+#   scripts/pg-bench.sh --beir DIR [OPTIONS] a real corpus; --embedder local --embed-model-dir DIR
+#                                            --vector-cache FILE for semantic vectors (all the
+#                                            options: the header of examples/pg_bench/main.rs)
 # Starts a throwaway server with durable settings (fsync on) unless DATABASE_URL is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."

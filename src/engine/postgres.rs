@@ -87,13 +87,15 @@ impl VectorLeg for PgVectorLeg<'_> {
 
 impl Engine {
     /// Opens an engine whose system of record is PostgreSQL at `url` (settings from the
-    /// `RAGTRAIL_PG_*` environment), with the BM25 index under `data_dir`.
+    /// `RAGTRAIL_PG_*` environment; `hnsw.ef_search` by embedder unless set, see
+    /// [`PgSettings::from_env_for`]), with the BM25 index under `data_dir`.
     pub fn open_postgres(
         data_dir: &Path,
         url: &str,
         embedder: Arc<dyn Embedder>,
     ) -> Result<Self, EngineError> {
-        let store = PgStore::connect(url, PgSettings::from_env()?)?;
+        let settings = PgSettings::from_env_for(&embedder.info().kind)?;
+        let store = PgStore::connect(url, settings)?;
         Self::open_with_pg_store(data_dir, store, embedder)
     }
 

@@ -17,7 +17,10 @@ mod error;
 mod settings;
 
 pub use error::{PgError, redact_database_url};
-pub use settings::{IterativeScan, PgSettings, VectorSearchMode};
+pub use settings::{
+    DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, IterativeScan,
+    PgSettings, VectorSearchMode,
+};
 
 use std::collections::HashMap;
 use std::future::Future;
