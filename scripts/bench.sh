@@ -27,5 +27,4 @@ fi
 if [ -d "$data/hotpotqa-dev103" ]; then
   echo "== multi-round joint recall, offline planner (ragtrail eval multihop)"
   "$ragtrail" eval multihop --beir "$data/hotpotqa-dev103" --planner offline --today 2026-11-30
-  cargo run --release --quiet --example multihop_probe -- "$data/hotpotqa-dev103"
 fi
