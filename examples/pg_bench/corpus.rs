@@ -108,35 +108,18 @@ pub fn document(corpus: &Corpus, rng: &mut Rng, d: usize) -> (Document, Vec<Chun
     let title = format!("Policy {d}");
     let chunks: Vec<Chunk> = (0..PER_DOC)
         .map(|i| {
-            let heading = format!("Section {i}");
             let text = corpus.text(rng, topic, 40);
-            Chunk {
-                id: ragtrail::knowledge::chunk_id(&source, std::slice::from_ref(&heading), 0),
-                source: source.clone(),
-                title_path: format!("{title} / {heading}"),
-                headings: vec![heading],
-                source_uri: format!("{source}#section-{i}"),
-                ordinal: 0,
-                content_hash: sha256_hex(text.as_bytes()),
+            one_section_chunk(
+                &source,
+                &title,
+                format!("Section {i}"),
+                format!("section-{i}"),
                 text,
-                tenant: tenant.to_string(),
-                roles: Vec::new(),
-                version: None,
-                updated: None,
-                status: DocStatus::Active,
-            }
+                tenant,
+            )
         })
         .collect();
-    let doc = Document {
-        source: source.clone(),
-        title,
-        tenant: tenant.to_string(),
-        roles: Vec::new(),
-        version: None,
-        updated: None,
-        status: DocStatus::Active,
-        content_hash: sha256_hex(source.as_bytes()),
-    };
+    let doc = plain_document(&source, &title, tenant, sha256_hex(source.as_bytes()));
     (doc, chunks)
 }
 
@@ -163,20 +146,13 @@ pub fn beir(
     {
         let b: BeirDoc = serde_json::from_str(line)?;
         let tenant = tenant_of(d);
-        let doc = Document {
-            source: format!("beir/{}.txt", b.id),
-            title: if b.title.is_empty() {
-                b.id.clone()
-            } else {
-                b.title.clone()
-            },
-            tenant: tenant.to_string(),
-            roles: Vec::new(),
-            version: None,
-            updated: None,
-            status: DocStatus::Active,
-            content_hash: sha256_hex(line.as_bytes()),
-        };
+        let title = if b.title.is_empty() { &b.id } else { &b.title };
+        let doc = plain_document(
+            &format!("beir/{}.txt", b.id),
+            title,
+            tenant,
+            sha256_hex(line.as_bytes()),
+        );
         let chunks = ragtrail::knowledge::chunk_document(&doc, &b.text, false, Default::default());
         docs.push((doc, chunks));
     }
@@ -322,37 +298,60 @@ pub fn extra_units(
             .into_iter()
             .enumerate()
             .map(|(j, unit)| {
-                let heading = format!("Part {j}");
-                Chunk {
-                    id: ragtrail::knowledge::chunk_id(&source, std::slice::from_ref(&heading), 0),
-                    source: source.clone(),
-                    title_path: format!("{title} / {heading}"),
-                    headings: vec![heading],
-                    source_uri: format!("{source}#part-{j}"),
-                    ordinal: 0,
-                    content_hash: sha256_hex(unit.as_bytes()),
-                    text: unit,
-                    tenant: tenant.to_string(),
-                    roles: Vec::new(),
-                    version: None,
-                    updated: None,
-                    status: DocStatus::Active,
-                }
+                one_section_chunk(
+                    &source,
+                    &title,
+                    format!("Part {j}"),
+                    format!("part-{j}"),
+                    unit,
+                    tenant,
+                )
             })
             .collect();
-        let doc = Document {
-            source: source.clone(),
-            title,
-            tenant: tenant.to_string(),
-            roles: Vec::new(),
-            version: None,
-            updated: None,
-            status: DocStatus::Active,
-            content_hash: sha256_hex(source.as_bytes()),
-        };
+        let doc = plain_document(&source, &title, tenant, sha256_hex(source.as_bytes()));
         docs.push((doc, chunks));
     }
     Ok(docs)
+}
+
+/// A chunk that is the whole of one section of a bench document.
+fn one_section_chunk(
+    source: &str,
+    title: &str,
+    heading: String,
+    anchor: String,
+    text: String,
+    tenant: &str,
+) -> Chunk {
+    Chunk {
+        id: ragtrail::knowledge::chunk_id(source, std::slice::from_ref(&heading), 0),
+        source: source.to_string(),
+        title_path: format!("{title} / {heading}"),
+        headings: vec![heading],
+        source_uri: format!("{source}#{anchor}"),
+        ordinal: 0,
+        content_hash: sha256_hex(text.as_bytes()),
+        text,
+        tenant: tenant.to_string(),
+        roles: Vec::new(),
+        version: None,
+        updated: None,
+        status: DocStatus::Active,
+    }
+}
+
+/// An active document of one tenant, no roles, no version.
+fn plain_document(source: &str, title: &str, tenant: &str, content_hash: String) -> Document {
+    Document {
+        source: source.to_string(),
+        title: title.to_string(),
+        tenant: tenant.to_string(),
+        roles: Vec::new(),
+        version: None,
+        updated: None,
+        status: DocStatus::Active,
+        content_hash,
+    }
 }
 
 #[cfg(test)]

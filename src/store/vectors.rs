@@ -297,6 +297,13 @@ impl VectorIndex {
             .map(|(hits, _)| hits)
     }
 
+    /// The normalised query, or `None` when nothing can match: a zero query has no direction,
+    /// and `k == 0` or a zero-dimension index asks for nothing.
+    fn searchable_query(&self, query: &[f32], k: usize) -> Result<Option<Vec<f32>>, VectorError> {
+        let query = normalize(query, self.dims)?;
+        Ok(query.filter(|_| k > 0 && self.dims > 0))
+    }
+
     /// [`search`](Self::search), also reporting how the answer was reached (for benchmarks).
     pub fn search_with_stats(
         &self,
@@ -304,12 +311,9 @@ impl VectorIndex {
         k: usize,
         allow: impl Fn(usize) -> bool,
     ) -> Result<(Vec<(usize, f32)>, ScanStats), VectorError> {
-        let Some(query) = normalize(query, self.dims)? else {
-            return Ok((Vec::new(), ScanStats::default())); // zero query: no direction
-        };
-        if k == 0 || self.dims == 0 {
+        let Some(query) = self.searchable_query(query, k)? else {
             return Ok((Vec::new(), ScanStats::default()));
-        }
+        };
         let shortlist = shortlist_len(k);
         if self.rows <= shortlist {
             // Every row would be re-scored anyway: the quantised pass would only add work.
@@ -332,12 +336,9 @@ impl VectorIndex {
         k: usize,
         allow: impl Fn(usize) -> bool,
     ) -> Result<Vec<(usize, f32)>, VectorError> {
-        let Some(query) = normalize(query, self.dims)? else {
+        let Some(query) = self.searchable_query(query, k)? else {
             return Ok(Vec::new());
         };
-        if k == 0 || self.dims == 0 {
-            return Ok(Vec::new());
-        }
         let shortlist = shortlist_len(k);
         let mut q8 = Vec::with_capacity(self.dims);
         let q_scale = quantise_into(&query, &mut q8).scale;
@@ -364,12 +365,9 @@ impl VectorIndex {
         k: usize,
         allow: impl Fn(usize) -> bool,
     ) -> Result<Vec<(usize, f32)>, VectorError> {
-        let Some(query) = normalize(query, self.dims)? else {
+        let Some(query) = self.searchable_query(query, k)? else {
             return Ok(Vec::new());
         };
-        if k == 0 || self.dims == 0 {
-            return Ok(Vec::new());
-        }
         Ok(self.exact_scan(&query, k, &allow))
     }
 
@@ -912,19 +910,30 @@ mod tests {
         all
     }
 
-    /// Small integer components make equal rows (hence exact ties) and zero rows common.
-    fn index_and_query() -> impl Strategy<Value = (VectorIndex, Vec<f32>)> {
-        (1usize..12).prop_flat_map(|dims| {
-            let vector = prop::collection::vec(-2i8..=2, dims)
+    /// An index of up to `max_rows` rows and a query, `dims` from 1 below `max_dims`, components
+    /// small integers in `-c..=c`: equal rows (hence exact ties) and zero rows are common.
+    fn random_index_and_query(
+        max_dims: usize,
+        c: i8,
+        max_rows: usize,
+    ) -> impl Strategy<Value = (VectorIndex, Vec<f32>)> {
+        (1usize..max_dims).prop_flat_map(move |dims| {
+            let vector = prop::collection::vec(-c..=c, dims)
                 .prop_map(|v| v.into_iter().map(f32::from).collect::<Vec<f32>>());
-            (prop::collection::vec(vector.clone(), 0..60), vector).prop_map(move |(rows, query)| {
-                let mut index = VectorIndex::new(dims);
-                for r in &rows {
-                    index.push(r).unwrap();
-                }
-                (index, query)
-            })
+            (prop::collection::vec(vector.clone(), 0..max_rows), vector).prop_map(
+                move |(rows, query)| {
+                    let mut index = VectorIndex::new(dims);
+                    for r in &rows {
+                        index.push(r).unwrap();
+                    }
+                    (index, query)
+                },
+            )
         })
+    }
+
+    fn index_and_query() -> impl Strategy<Value = (VectorIndex, Vec<f32>)> {
+        random_index_and_query(12, 2, 60)
     }
 
     proptest! {
@@ -990,19 +999,7 @@ mod tests {
     /// Many rows of few dims with small integer components: the int8 path runs (more rows than
     /// the shortlist), exact ties abound, and the second pass is often needed.
     fn large_index_and_query() -> impl Strategy<Value = (VectorIndex, Vec<f32>)> {
-        (1usize..10).prop_flat_map(|dims| {
-            let vector = prop::collection::vec(-3i8..=3, dims)
-                .prop_map(|v| v.into_iter().map(f32::from).collect::<Vec<f32>>());
-            (prop::collection::vec(vector.clone(), 0..400), vector).prop_map(
-                move |(rows, query)| {
-                    let mut index = VectorIndex::new(dims);
-                    for r in &rows {
-                        index.push(r).unwrap();
-                    }
-                    (index, query)
-                },
-            )
-        })
+        random_index_and_query(10, 3, 400)
     }
 
     proptest! {
