@@ -295,26 +295,12 @@ impl Engine {
         progress(IngestProgress::Embedding {
             total: missing.len(),
         });
-        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
-        // Chunks per embedder call: the embedder's choice (it batches within a call).
-        let per_call = self.embedder.preferred_batch().max(1);
-        for (n, batch) in missing.chunks(per_call).enumerate() {
-            let texts: Vec<String> = batch.iter().map(|&i| embedding_text(&chunks[i])).collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let vectors = self.embedder.embed(&refs)?;
-            for (&i, v) in batch.iter().zip(vectors) {
-                if v.len() != dims {
-                    return Err(EngineError::Dimensions {
-                        found: v.len(),
-                        declared: dims,
-                    });
-                }
-                fresh.insert(i, v);
-            }
-            progress(IngestProgress::Embedded {
-                done: ((n + 1) * per_call).min(missing.len()),
-            });
-        }
+        let fresh = self.embed_missing(
+            &missing,
+            &|i| embedding_text(&chunks[i]),
+            dims,
+            &mut |done| progress(IngestProgress::Embedded { done }),
+        )?;
         let mut index = VectorIndex::with_capacity(dims, chunks.len());
         for (i, chunk) in chunks.iter().enumerate() {
             let pushed = match fresh.get(&i) {
@@ -363,6 +349,46 @@ pub(crate) fn index_chunks<'a>(
     }
     progress(IngestProgress::Indexed { done: total });
     Ok(())
+}
+
+impl Engine {
+    /// Embeds the chunks at positions `missing` (text from `text_of`) in the embedder's
+    /// preferred batches, checking every answer's count and dimension; `done` hears how many
+    /// are embedded after each batch.
+    fn embed_missing(
+        &self,
+        missing: &[usize],
+        text_of: &dyn Fn(usize) -> String,
+        dims: usize,
+        done: &mut dyn FnMut(usize),
+    ) -> Result<HashMap<usize, Vec<f32>>, EngineError> {
+        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
+        // Chunks per embedder call: the embedder's choice (it batches within a call).
+        let per_call = self.embedder.preferred_batch().max(1);
+        for (n, batch) in missing.chunks(per_call).enumerate() {
+            let texts: Vec<String> = batch.iter().map(|&i| text_of(i)).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = self.embedder.embed(&refs)?;
+            if vectors.len() != batch.len() {
+                return Err(EmbedError::Failed {
+                    model: self.embedder.info().model,
+                    message: format!("{} vectors for {} texts", vectors.len(), batch.len()),
+                }
+                .into());
+            }
+            for (&i, v) in batch.iter().zip(vectors) {
+                if v.len() != dims {
+                    return Err(EngineError::Dimensions {
+                        found: v.len(),
+                        declared: dims,
+                    });
+                }
+                fresh.insert(i, v);
+            }
+            done(((n + 1) * per_call).min(missing.len()));
+        }
+        Ok(fresh)
+    }
 }
 
 /// What a chunk's vector is computed from: its heading path and its text.

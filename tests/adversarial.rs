@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use common::*;
 use ragtrail::access::AccessContext;
+use ragtrail::agent;
 use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::engine::Engine;
 use ragtrail::http::RetryPolicy;
 use ragtrail::llm::ChatConfig;
@@ -50,19 +50,6 @@ fn workspace() -> (Workspace, Engine) {
 
 fn leaked(text: &str) -> bool {
     text.contains(GLOBEX_MARK) || text.contains(HR_MARK)
-}
-
-fn settings(ws: &Workspace) -> RunSettings {
-    let mut s = RunSettings::new(
-        AgentRagOptions::default(),
-        AccessContext::default(),
-        "2026-11-30",
-    );
-    s.trace = Some(TraceSettings {
-        dir: ws.dir.path().join("traces"),
-        key: None,
-    });
-    s
 }
 
 fn all_trace_text(ws: &Workspace) -> String {
@@ -125,7 +112,7 @@ fn every_path_respects_the_operator_context() {
         &engine,
         &mut OfflinePlanner::new(),
         "高铁票 报销凭证 一线城市住宿",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -135,7 +122,7 @@ fn every_path_respects_the_operator_context() {
     assert!(!leaked(&shown), "ask output leaked");
     assert!(!leaked(&all_trace_text(&ws)), "trace leaked");
     // The same question as hr sees the restricted document, proving the marker is findable.
-    let mut hr = settings(&ws);
+    let mut hr = ws.run_settings();
     hr.access = AccessContext::new("default", ["hr"]);
     let outcome = agent::run(
         &engine,
@@ -188,7 +175,7 @@ fn replay_cannot_be_widened_by_editing_the_trace() {
         &engine,
         &mut OfflinePlanner::new(),
         "高铁票报销凭证",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -240,7 +227,7 @@ fn a_model_asking_for_another_tenant_or_citing_what_it_was_not_shown_gets_nothin
         &engine,
         &mut planner,
         "高铁票怎么报销？",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -329,7 +316,7 @@ fn trace_files_are_readable_by_their_owner_only() {
         &engine,
         &mut OfflinePlanner::new(),
         "高铁票报销凭证",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -406,7 +393,7 @@ mod postgres_backend {
             &engine,
             &mut OfflinePlanner::new(),
             "高铁票 报销凭证 一线城市住宿",
-            &settings(&ws),
+            &ws.run_settings(),
             &mut |_| {},
         )
         .expect("run");

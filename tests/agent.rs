@@ -4,11 +4,10 @@
 mod common;
 
 use common::*;
-use ragtrail::access::AccessContext;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{
     self, AgentRagOptions, Observation, Planner, PlannerAction, PlannerContext, PlannerError,
-    PlannerStep, ProposedCitation, RunSettings, TraceSettings,
+    PlannerStep, ProposedCitation,
 };
 use ragtrail::engine::Engine;
 use ragtrail::trace::{self, EventBody, RunStatus};
@@ -24,20 +23,6 @@ fn workspace() -> (Workspace, Engine) {
     let mut engine = ws.engine();
     ws.ingest(&mut engine);
     (ws, engine)
-}
-
-fn settings(ws: &Workspace) -> RunSettings {
-    RunSettings {
-        options: AgentRagOptions::default(),
-        access: AccessContext::default(),
-        today: "2026-11-30".into(),
-        trace: Some(TraceSettings {
-            dir: ws.dir.path().join("traces"),
-            key: None,
-        }),
-        session: None,
-        conversation: None,
-    }
 }
 
 /// One scripted turn: sees the context and the observations it was handed.
@@ -96,7 +81,7 @@ fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
         &engine,
         &mut planner,
         "报销火车票需要什么凭证？",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -145,7 +130,7 @@ fn unanswerable_question_is_insufficient_evidence_listing_the_keywords() {
         &engine,
         &mut planner,
         "公司的健身房会员费可以报销吗？",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -182,7 +167,7 @@ fn a_repeated_keyword_set_is_not_searched_again_and_the_planner_is_told() {
         &engine,
         &mut planner,
         "高铁凭证",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -211,8 +196,14 @@ fn the_turn_cap_ends_a_planner_that_never_finishes() {
         turns,
         seen: Vec::new(),
     };
-    let outcome =
-        agent::run(&engine, &mut planner, "问题", &settings(&ws), &mut |_| {}).expect("run");
+    let outcome = agent::run(
+        &engine,
+        &mut planner,
+        "问题",
+        &ws.run_settings(),
+        &mut |_| {},
+    )
+    .expect("run");
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     assert_eq!(outcome.reason, "turn_limit");
     assert_eq!(
@@ -227,7 +218,7 @@ fn the_turn_cap_ends_a_planner_that_never_finishes() {
 #[test]
 fn after_the_last_search_the_planner_answers_from_the_last_round() {
     let (ws, engine) = workspace();
-    let mut s = settings(&ws);
+    let mut s = ws.run_settings();
     s.options.max_search_rounds = 2;
     let mut planner = Scripted {
         turns: vec![
@@ -307,7 +298,7 @@ fn forged_citations_and_quotes_are_refused_then_a_correct_answer_passes() {
         &engine,
         &mut planner,
         "高铁票截图能报销吗",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");
@@ -335,7 +326,7 @@ fn the_trace_verifies_matches_the_ledger_and_breaks_on_any_byte() {
         &engine,
         &mut planner,
         "出差回来多久内要提交报销？",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("run");

@@ -7,9 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::*;
-use ragtrail::access::AccessContext;
 use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::engine::Engine;
 use ragtrail::eval::golden;
 use ragtrail::session::{self, SessionStore};
@@ -28,24 +26,11 @@ fn bundled() -> (Workspace, Engine) {
     (ws, engine)
 }
 
-fn settings(ws: &Workspace) -> RunSettings {
-    let mut s = RunSettings::new(
-        AgentRagOptions::default(),
-        AccessContext::default(),
-        "2026-11-30",
-    );
-    s.trace = Some(TraceSettings {
-        dir: ws.dir.path().join("traces"),
-        key: None,
-    });
-    s
-}
-
 #[test]
 fn a_follow_up_without_its_topic_cites_the_topic_section() {
     let (ws, engine) = bundled();
     let sessions = SessionStore::new(&ws.data());
-    let s = settings(&ws);
+    let s = ws.run_settings();
     let (first, _) = session::ask(
         &engine,
         &mut OfflinePlanner::new(),
@@ -109,7 +94,7 @@ fn greetings_are_answered_without_searching_and_marked_unsourced() {
         &sessions,
         "t2",
         "你好！",
-        &settings(&ws),
+        &ws.run_settings(),
         &mut |_| {},
     )
     .expect("turn");
@@ -132,7 +117,7 @@ fn greetings_are_answered_without_searching_and_marked_unsourced() {
 fn a_repeated_keyword_set_in_a_session_is_served_from_the_cache() {
     let (ws, engine) = bundled();
     let sessions = SessionStore::new(&ws.data());
-    let s = settings(&ws);
+    let s = ws.run_settings();
     let (a, _) = session::ask(
         &engine,
         &mut OfflinePlanner::new(),
@@ -179,7 +164,7 @@ fn golden_conversations_second_turns() {
     let (mut found, mut cited, mut total) = (0, 0, 0);
     for item in items.iter().filter(|i| i.turns.len() == 2) {
         let id = item.id.clone();
-        let mut s = settings(&ws);
+        let mut s = ws.run_settings();
         s.trace = None;
         session::ask(
             &engine,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, embedding_text};
 use crate::access::AccessContext;
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::Embedder;
 use crate::index::Bm25Index;
 use crate::knowledge::{self, Chunk, Document};
 use crate::search::fusion::Fusion;
@@ -521,28 +521,8 @@ impl Engine {
         let missing: Vec<usize> = (0..chunks.len())
             .filter(|&i| !reuse.contains_key(&chunks[i].content_hash))
             .collect();
-        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
-        for batch in missing.chunks(self.embedder.preferred_batch().max(1)) {
-            let texts: Vec<String> = batch.iter().map(|&i| embedding_text(chunks[i])).collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let vectors = self.embedder.embed(&refs)?;
-            if vectors.len() != batch.len() {
-                return Err(EmbedError::Failed {
-                    model: space.info.model.clone(),
-                    message: format!("{} vectors for {} texts", vectors.len(), batch.len()),
-                }
-                .into());
-            }
-            for (&i, v) in batch.iter().zip(vectors) {
-                if v.len() != dims {
-                    return Err(EngineError::Dimensions {
-                        found: v.len(),
-                        declared: dims,
-                    });
-                }
-                fresh.insert(i, v);
-            }
-        }
+        let mut fresh =
+            self.embed_missing(&missing, &|i| embedding_text(chunks[i]), dims, &mut |_| {})?;
         Ok((0..chunks.len())
             .map(|i| match fresh.remove(&i) {
                 Some(v) => v,

@@ -207,6 +207,19 @@ pub fn search_docs(
     search_docs_with(store, None, index, embedder, settings, req)
 }
 
+/// The keywords trimmed, blank ones dropped; none left is an error.
+fn trimmed_keywords(keywords: &[String]) -> Result<Vec<String>, SearchError> {
+    let kept: Vec<String> = keywords
+        .iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if kept.is_empty() {
+        return Err(SearchError::NoKeywords);
+    }
+    Ok(kept)
+}
+
 /// [`search_docs`] with the vector leg answered by `vector_leg` instead of the store's own
 /// vectors (the chunk records still come from `store`).
 pub fn search_docs_with(
@@ -217,15 +230,7 @@ pub fn search_docs_with(
     settings: &SearchSettings,
     req: &SearchRequest,
 ) -> Result<SearchResponse, SearchError> {
-    let keywords: Vec<String> = req
-        .keywords
-        .iter()
-        .map(|k| k.trim().to_string())
-        .filter(|k| !k.is_empty())
-        .collect();
-    if keywords.is_empty() {
-        return Err(SearchError::NoKeywords);
-    }
+    let keywords = trimmed_keywords(&req.keywords)?;
     // Bounded cost whoever calls: the agent's limits are tighter, these protect the library.
     if keywords.len() > MAX_KEYWORDS_PER_SEARCH {
         return Err(SearchError::TooManyKeywords {
@@ -491,15 +496,7 @@ pub fn search_ranked(
     settings: &SearchSettings,
     req: &RankedRequest<'_>,
 ) -> Result<Vec<FusedHit>, SearchError> {
-    let keywords: Vec<String> = req
-        .keywords
-        .iter()
-        .map(|k| k.trim().to_string())
-        .filter(|k| !k.is_empty())
-        .collect();
-    if keywords.is_empty() {
-        return Err(SearchError::NoKeywords);
-    }
+    let keywords = trimmed_keywords(req.keywords)?;
     let legs = run_legs(
         store,
         index,

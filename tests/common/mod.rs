@@ -6,6 +6,7 @@ pub mod pg;
 use std::path::{Path, PathBuf};
 
 use ragtrail::access::AccessContext;
+use ragtrail::agent::{AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::engine::{Engine, IngestOptions, IngestSummary};
 use ragtrail::search::{SearchHit, SearchRequest};
 
@@ -32,6 +33,19 @@ impl Workspace {
     }
     pub fn remove(&self, rel: &str) {
         std::fs::remove_file(self.knowledge().join(rel)).expect("remove");
+    }
+    /// Default agent options and access, the fixed date 2026-11-30, traces under `traces/`.
+    pub fn run_settings(&self) -> RunSettings {
+        let mut s = RunSettings::new(
+            AgentRagOptions::default(),
+            AccessContext::default(),
+            "2026-11-30",
+        );
+        s.trace = Some(TraceSettings {
+            dir: self.dir.path().join("traces"),
+            key: None,
+        });
+        s
     }
     pub fn engine(&self) -> Engine {
         Engine::open(&self.data()).expect("open engine")
