@@ -8,10 +8,30 @@ use std::process::{Command, Stdio};
 
 use common::*;
 use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::agent::{AgentOutcome, RunSettings};
 use ragtrail::engine::Engine;
 use ragtrail::eval::golden;
 use ragtrail::session::{self, SessionStore};
 use ragtrail::trace::{self, EventBody, RunStatus};
+
+/// One turn of session `id` with a fresh offline planner.
+fn offline_turn(
+    engine: &Engine,
+    sessions: &SessionStore,
+    id: &str,
+    question: &str,
+    settings: &RunSettings,
+) -> Result<(AgentOutcome, u32), session::TurnError> {
+    session::ask(
+        engine,
+        &mut OfflinePlanner::new(),
+        sessions,
+        id,
+        question,
+        settings,
+        &mut |_| {},
+    )
+}
 
 fn bundled() -> (Workspace, Engine) {
     let ws = Workspace::new();
@@ -31,27 +51,10 @@ fn a_follow_up_without_its_topic_cites_the_topic_section() {
     let (ws, engine) = bundled();
     let sessions = SessionStore::new(&ws.data());
     let s = ws.run_settings();
-    let (first, _) = session::ask(
-        &engine,
-        &mut OfflinePlanner::new(),
-        &sessions,
-        "t1",
-        "病假怎么请？",
-        &s,
-        &mut |_| {},
-    )
-    .expect("turn 1");
+    let (first, _) = offline_turn(&engine, &sessions, "t1", "病假怎么请？", &s).expect("turn 1");
     assert_eq!(first.status, RunStatus::Answered);
-    let (second, turn) = session::ask(
-        &engine,
-        &mut OfflinePlanner::new(),
-        &sessions,
-        "t1",
-        "需要提供什么证明？",
-        &s,
-        &mut |_| {},
-    )
-    .expect("turn 2");
+    let (second, turn) =
+        offline_turn(&engine, &sessions, "t1", "需要提供什么证明？", &s).expect("turn 2");
     assert_eq!(turn, 2);
     assert!(
         second.rounds[0].keywords.iter().any(|k| k.contains("病假")),
@@ -88,16 +91,8 @@ fn a_follow_up_without_its_topic_cites_the_topic_section() {
 fn greetings_are_answered_without_searching_and_marked_unsourced() {
     let (ws, engine) = bundled();
     let sessions = SessionStore::new(&ws.data());
-    let (outcome, _) = session::ask(
-        &engine,
-        &mut OfflinePlanner::new(),
-        &sessions,
-        "t2",
-        "你好！",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("turn");
+    let (outcome, _) =
+        offline_turn(&engine, &sessions, "t2", "你好！", &ws.run_settings()).expect("turn");
     assert!(outcome.rounds.is_empty());
     let answer = outcome.answer.expect("reply");
     assert!(answer.unsourced && answer.citations.is_empty());
@@ -118,26 +113,8 @@ fn a_repeated_keyword_set_in_a_session_is_served_from_the_cache() {
     let (ws, engine) = bundled();
     let sessions = SessionStore::new(&ws.data());
     let s = ws.run_settings();
-    let (a, _) = session::ask(
-        &engine,
-        &mut OfflinePlanner::new(),
-        &sessions,
-        "t3",
-        "高铁票报销凭证",
-        &s,
-        &mut |_| {},
-    )
-    .expect("turn 1");
-    let (b, _) = session::ask(
-        &engine,
-        &mut OfflinePlanner::new(),
-        &sessions,
-        "t3",
-        "高铁票报销凭证",
-        &s,
-        &mut |_| {},
-    )
-    .expect("turn 2");
+    let (a, _) = offline_turn(&engine, &sessions, "t3", "高铁票报销凭证", &s).expect("turn 1");
+    let (b, _) = offline_turn(&engine, &sessions, "t3", "高铁票报销凭证", &s).expect("turn 2");
     assert_eq!(a.rounds[0].hits, b.rounds[0].hits);
     let file = trace::read_trace(&b.trace.expect("trace").path).expect("read");
     let cached: Vec<Option<u32>> = file
@@ -166,26 +143,9 @@ fn golden_conversations_second_turns() {
         let id = item.id.clone();
         let mut s = ws.run_settings();
         s.trace = None;
-        session::ask(
-            &engine,
-            &mut OfflinePlanner::new(),
-            &sessions,
-            &id,
-            &item.turns[0].question,
-            &s,
-            &mut |_| {},
-        )
-        .expect("turn 1");
-        let (second, _) = session::ask(
-            &engine,
-            &mut OfflinePlanner::new(),
-            &sessions,
-            &id,
-            &item.turns[1].question,
-            &s,
-            &mut |_| {},
-        )
-        .expect("turn 2");
+        offline_turn(&engine, &sessions, &id, &item.turns[0].question, &s).expect("turn 1");
+        let (second, _) =
+            offline_turn(&engine, &sessions, &id, &item.turns[1].question, &s).expect("turn 2");
         let expected: Vec<String> = engine
             .store()
             .chunks()
