@@ -74,6 +74,54 @@ fn first_hit(obs: &[Observation]) -> Option<(String, String)> {
 }
 
 #[test]
+fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
+    let ws = Workspace::new();
+    ws.write(
+        "finance/insurance.md",
+        "---\ntitle: 乘车保险规定\n---\n\n## 乘意险\n\n购票时附加的乘意险不予报销，公司已统一投保团体意外险。\n",
+    );
+    ws.write(
+        "admin/company.md",
+        "---\ntitle: 公司概况\n---\n\n## 公司信息\n\n公司的信息安全要求见《终端安全规范》。\n",
+    );
+    ws.write(
+        "it/endpoint.md",
+        "---\ntitle: 终端安全规范\n---\n\n## 密码\n\n登录密码至少12位，每90天更换一次。\n",
+    );
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let outcome = agent::run(
+        &engine,
+        &mut OfflinePlanner::new(),
+        "乘意险公司给报吗？",
+        &ws.run_settings(),
+        &mut |_| {},
+    )
+    .expect("run");
+    assert!(
+        outcome
+            .rounds
+            .iter()
+            .any(|r| r.keywords.first().map(String::as_str) == Some("终端安全规范")),
+        "a later round follows the reference the company chunk names: {:?}",
+        outcome.rounds
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let cited: Vec<String> = outcome
+        .answer
+        .expect("answer")
+        .citations
+        .iter()
+        .map(|c| c.title_path.clone())
+        .collect();
+    assert_eq!(
+        cited,
+        ["乘车保险规定 / 乘意险"],
+        "only the chunk that answers"
+    );
+}
+
+#[test]
 fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
     let (ws, engine) = workspace();
     let mut planner = OfflinePlanner::new();

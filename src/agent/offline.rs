@@ -594,12 +594,13 @@ impl OfflinePlanner {
             .max(f64::MIN_POSITIVE);
         // Which chunks to cite: the one covering the question best (a heading naming the
         // question's words counts extra), then others nearly as good only when they cover key
-        // terms the cited ones do not, or answer a reference a cited chunk delegated to them.
+        // terms the cited ones do not, or answer a reference that a cited chunk names.
         struct Candidate<'h> {
             hit: &'h SearchHit,
             round: u32,
             score: f64,
-            followed: bool,
+            /// The reference a later round followed, when this chunk's title names it.
+            reference: Option<String>,
             present: HashSet<String>,
             in_title: HashSet<String>,
         }
@@ -626,32 +627,23 @@ impl OfflinePlanner {
                     .collect();
                 let in_title = covered(&keys, &title_terms, &hit.title_path.to_lowercase());
                 let score = share(&present) + 0.6 * share(&in_title);
-                // A chunk of the document a later round followed (its title names the reference).
-                let followed = round > 1
-                    && matches!(ctx.rounds.get(round as usize - 1), Some(Observation::Hits { keywords, .. })
-                        if keywords.first().is_some_and(|k| hit.title_path.to_lowercase().contains(&k.to_lowercase())));
+                let reference = match ctx.rounds.get(round as usize - 1) {
+                    Some(Observation::Hits { keywords, .. }) if round > 1 => keywords
+                        .first()
+                        .filter(|k| hit.title_path.to_lowercase().contains(&k.to_lowercase()))
+                        .cloned(),
+                    _ => None,
+                };
                 Some(Candidate {
                     hit,
                     round,
                     score,
-                    followed,
+                    reference,
                     present,
                     in_title,
                 })
             })
             .collect();
-        // It answers the part of the question the referring chunk delegated: rank it with the
-        // best chunk, whatever its own words.
-        let best_direct = candidates
-            .iter()
-            .filter(|c| !c.followed)
-            .map(|c| c.score)
-            .fold(0.0, f64::max);
-        for c in &mut candidates {
-            if c.followed {
-                c.score = c.score.max(best_direct);
-            }
-        }
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
         let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
         let mut chosen: Vec<(&SearchHit, u32)> = Vec::new();
@@ -670,12 +662,30 @@ impl OfflinePlanner {
             let fresh_title: HashSet<String> =
                 c.in_title.difference(&cited_title_terms).cloned().collect();
             if chosen.is_empty()
-                || c.followed
                 || share(&fresh) >= MIN_CITATION_GAIN
                 || share(&fresh_title) >= MIN_CITATION_GAIN
             {
                 cited_terms.extend(c.present.iter().cloned());
                 cited_title_terms.extend(c.in_title.iter().cloned());
+                chosen.push((c.hit, c.round));
+            }
+        }
+        // A followed reference answers the part of the question a cited chunk delegated to it,
+        // whatever its own words; a reference named only by an uncited chunk answers nothing.
+        for c in &candidates {
+            if chosen.len() == MAX_CITED_CHUNKS {
+                break;
+            }
+            let Some(reference) = &c.reference else {
+                continue;
+            };
+            let delegated = chosen.iter().any(|(h, _)| {
+                ctx.lookup
+                    .returned_chunk_text(&h.chunk_id)
+                    .is_some_and(|t| t.to_lowercase().contains(&reference.to_lowercase()))
+            });
+            let already = chosen.iter().any(|(h, _)| h.chunk_id == c.hit.chunk_id);
+            if delegated && !already {
                 chosen.push((c.hit, c.round));
             }
         }
