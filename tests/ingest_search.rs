@@ -344,3 +344,40 @@ fn missing_knowledge_folder_is_a_clear_error() {
         .expect_err("missing");
     assert!(err.to_string().contains("does not exist"), "{err}");
 }
+
+#[test]
+fn hits_dropped_as_weak_are_replaced_from_further_down_the_fused_list() {
+    let ws = Workspace::new();
+    // Short sections that look like "alpha" to the character n-gram vectors without containing
+    // the word, and one long section that contains it but is diluted among other words.
+    for i in 0..6 {
+        ws.write(
+            &format!("near/n{i}.md"),
+            &format!("# Near {i}\n\nalphabet alphanumeric alphabetical {i}\n"),
+        );
+    }
+    ws.write(
+        "target.md",
+        "# Target\n\nThe alpha release ships with many unrelated words about shipping schedules, \
+         storage quotas, meeting rooms, printer queues, parking permits and lunch menus.\n",
+    );
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    // Every hit without a key term is weak, whatever its vector score.
+    engine.settings.vector_only_floor = 2.0;
+    let mut req = SearchRequest::new(vec!["alpha".into()], 1, AccessContext::default());
+    req.fusion = Some(ragtrail::search::fusion::Fusion::VectorOnly);
+    let resp = engine.search_docs(&req).expect("search");
+    let rank = resp
+        .hits
+        .first()
+        .and_then(|h| h.metadata.get("vectorRank").cloned());
+    let titles: Vec<&str> = resp.hits.iter().map(|h| h.title_path.as_str()).collect();
+    assert_eq!(titles, ["Target"]);
+    // The case this guards: the vector leg ranked it below the first cut of 2 × topK.
+    let rank: u32 = rank.expect("vector rank").parse().expect("number");
+    assert!(
+        rank > 2,
+        "vector rank {rank}: the test no longer reaches the second cut"
+    );
+}

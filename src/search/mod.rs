@@ -267,8 +267,11 @@ pub fn search_docs_with(
     let (use_bm25, use_vector) = (legs.use_bm25, legs.use_vector);
     let (bm25_hits, bm25_stats) = legs.bm25;
     let (vector_hits, vector_stats) = legs.vector;
-    // Fuse the whole candidate set: weak hits are dropped below, then the list is cut to top-k.
-    let fused = fuse(fusion, &bm25_hits, &vector_hits, candidates);
+    // Weak hits are dropped below, so more than top-k fused hits may be needed: twice top-k
+    // first (sorting only those is the cheap part of fusion), the whole candidate set if the
+    // first cut runs out.
+    let first_cut = top_k.saturating_mul(2).min(candidates);
+    let mut fused = fuse(fusion, &bm25_hits, &vector_hits, first_cut);
 
     let keys = key_terms(&keywords, &|t: &str| index.doc_freq(t), index.num_chunks());
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
@@ -287,13 +290,23 @@ pub fn search_docs_with(
             )
         })
         .collect();
-    let mut hits = Vec::with_capacity(fused.len());
-    let mut content_hashes = Vec::with_capacity(fused.len());
-    let mut hit_terms = Vec::with_capacity(fused.len());
-    for f in &fused {
-        if hits.len() == top_k {
-            break;
+    let mut hits = Vec::with_capacity(top_k);
+    let mut content_hashes = Vec::with_capacity(top_k);
+    let mut hit_terms = Vec::with_capacity(top_k);
+    let mut next = 0;
+    while hits.len() < top_k {
+        if next == fused.len() {
+            // Fewer than asked for means the legs have no more; the whole set was already fused.
+            if fused.len() < first_cut || first_cut == candidates {
+                break;
+            }
+            fused = fuse(fusion, &bm25_hits, &vector_hits, candidates);
+            if next == fused.len() {
+                break;
+            }
         }
+        let f = &fused[next];
+        next += 1;
         let Some(chunk) = store.get(&f.id) else {
             continue;
         };
