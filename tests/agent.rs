@@ -74,6 +74,47 @@ fn first_hit(obs: &[Observation]) -> Option<(String, String)> {
 }
 
 #[test]
+fn a_name_in_a_sentence_sharing_no_question_word_is_not_followed() {
+    let ws = Workspace::new();
+    ws.write(
+        "facilities/parking.md",
+        "# Parking\n\n## Permits\n\nA staff parking permit costs 20 euros per month. \
+         Questions go to the Facilities Desk on weekdays.\n",
+    );
+    ws.write(
+        "facilities/desk.md",
+        "# Facilities Desk\n\nThe Facilities Desk is on the ground floor.\n",
+    );
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let outcome = agent::run(
+        &engine,
+        &mut OfflinePlanner::new(),
+        "How much does a parking permit cost?",
+        &ws.run_settings(),
+        &mut |_| {},
+    )
+    .expect("run");
+    assert!(
+        outcome
+            .rounds
+            .iter()
+            .all(|r| !r.keywords.iter().any(|k| k == "Facilities Desk")),
+        "{:?}",
+        outcome.rounds.iter().map(|r| &r.keywords).collect::<Vec<_>>()
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let cited: Vec<String> = outcome
+        .answer
+        .expect("answer")
+        .citations
+        .iter()
+        .map(|c| c.title_path.clone())
+        .collect();
+    assert_eq!(cited, ["Parking / Permits"]);
+}
+
+#[test]
 fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
     let ws = Workspace::new();
     ws.write(

@@ -471,7 +471,7 @@ impl OfflinePlanner {
     }
 
     /// The name the best hits of every round introduce that is the likeliest next lookup: taken
-    /// from the sentence sharing the most (IDF-weighted) question terms, not already in the
+    /// from the sentence sharing the most (IDF-weighted) question terms (at least one), not already in the
     /// question, not the title of a chunk already seen, not followed before; a rarer name scores
     /// a little higher. Returned with the question words that hit lacks (what the next chunk must hold)
     /// and the titlePath it came from.
@@ -512,6 +512,11 @@ impl OfflinePlanner {
                     .filter(|t| question.contains(*t))
                     .map(|t| weight(t))
                     .sum();
+                // The bridge of a multi-hop question is where the prose meets the question: a
+                // name in a sentence sharing none of its words leads elsewhere.
+                if overlap <= 0.0 {
+                    continue;
+                }
                 for name in candidates {
                     let terms = analysed(&name);
                     if terms.is_empty()
