@@ -73,72 +73,87 @@ fn first_hit(obs: &[Observation]) -> Option<(String, String)> {
     })
 }
 
-#[test]
-fn a_name_in_a_sentence_sharing_no_question_word_is_not_followed() {
+/// Ingests `docs` (path, text) into a fresh workspace and asks `question` with the offline
+/// planner.
+fn offline_run_on(docs: &[(&str, &str)], question: &str) -> agent::AgentOutcome {
     let ws = Workspace::new();
-    ws.write(
-        "facilities/parking.md",
-        "# Parking\n\n## Permits\n\nA staff parking permit costs 20 euros per month. \
-         Questions go to the Facilities Desk on weekdays.\n",
-    );
-    ws.write(
-        "facilities/desk.md",
-        "# Facilities Desk\n\nThe Facilities Desk is on the ground floor.\n",
-    );
+    for (path, text) in docs {
+        ws.write(path, text);
+    }
     let mut engine = ws.engine();
     ws.ingest(&mut engine);
-    let outcome = agent::run(
+    agent::run(
         &engine,
         &mut OfflinePlanner::new(),
-        "How much does a parking permit cost?",
+        question,
         &ws.run_settings(),
         &mut |_| {},
     )
-    .expect("run");
+    .expect("run")
+}
+
+/// The titlePaths an answered run cites, in order.
+fn cited_titles(outcome: agent::AgentOutcome) -> Vec<String> {
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    outcome
+        .answer
+        .expect("answer")
+        .citations
+        .iter()
+        .map(|c| c.title_path.clone())
+        .collect()
+}
+
+#[test]
+fn a_name_in_a_sentence_sharing_no_question_word_is_not_followed() {
+    let outcome = offline_run_on(
+        &[
+            (
+                "facilities/parking.md",
+                "# Parking\n\n## Permits\n\nA staff parking permit costs 20 euros per month. \
+                 Questions go to the Facilities Desk on weekdays.\n",
+            ),
+            (
+                "facilities/desk.md",
+                "# Facilities Desk\n\nThe Facilities Desk is on the ground floor.\n",
+            ),
+        ],
+        "How much does a parking permit cost?",
+    );
     assert!(
         outcome
             .rounds
             .iter()
             .all(|r| !r.keywords.iter().any(|k| k == "Facilities Desk")),
         "{:?}",
-        outcome.rounds.iter().map(|r| &r.keywords).collect::<Vec<_>>()
+        outcome
+            .rounds
+            .iter()
+            .map(|r| &r.keywords)
+            .collect::<Vec<_>>()
     );
-    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
-    let cited: Vec<String> = outcome
-        .answer
-        .expect("answer")
-        .citations
-        .iter()
-        .map(|c| c.title_path.clone())
-        .collect();
-    assert_eq!(cited, ["Parking / Permits"]);
+    assert_eq!(cited_titles(outcome), ["Parking / Permits"]);
 }
 
 #[test]
 fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
-    let ws = Workspace::new();
-    ws.write(
-        "finance/insurance.md",
-        "---\ntitle: 乘车保险规定\n---\n\n## 乘意险\n\n购票时附加的乘意险不予报销，公司已统一投保团体意外险。\n",
-    );
-    ws.write(
-        "admin/company.md",
-        "---\ntitle: 公司概况\n---\n\n## 公司信息\n\n公司的信息安全要求见《终端安全规范》。\n",
-    );
-    ws.write(
-        "it/endpoint.md",
-        "---\ntitle: 终端安全规范\n---\n\n## 密码\n\n登录密码至少12位，每90天更换一次。\n",
-    );
-    let mut engine = ws.engine();
-    ws.ingest(&mut engine);
-    let outcome = agent::run(
-        &engine,
-        &mut OfflinePlanner::new(),
+    let outcome = offline_run_on(
+        &[
+            (
+                "finance/insurance.md",
+                "---\ntitle: 乘车保险规定\n---\n\n## 乘意险\n\n购票时附加的乘意险不予报销，公司已统一投保团体意外险。\n",
+            ),
+            (
+                "admin/company.md",
+                "---\ntitle: 公司概况\n---\n\n## 公司信息\n\n公司的信息安全要求见《终端安全规范》。\n",
+            ),
+            (
+                "it/endpoint.md",
+                "---\ntitle: 终端安全规范\n---\n\n## 密码\n\n登录密码至少12位，每90天更换一次。\n",
+            ),
+        ],
         "乘意险公司给报吗？",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    );
     assert!(
         outcome
             .rounds
@@ -147,16 +162,8 @@ fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
         "a later round follows the reference the company chunk names: {:?}",
         outcome.rounds
     );
-    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
-    let cited: Vec<String> = outcome
-        .answer
-        .expect("answer")
-        .citations
-        .iter()
-        .map(|c| c.title_path.clone())
-        .collect();
     assert_eq!(
-        cited,
+        cited_titles(outcome),
         ["乘车保险规定 / 乘意险"],
         "only the chunk that answers"
     );
