@@ -156,6 +156,39 @@ pub fn truncate_chars(s: &str, max: usize) -> &str {
     }
 }
 
+/// Words the HMM broke apart that the knowledge base knows: where jieba left a single CJK
+/// character (`今年|的|年|假|没休` for 年假, or `年|假来`), the two-character word it forms with
+/// a neighbouring character (not a function word), if that occurs in at least two chunks
+/// (`doc_freq` of the index). The corpus teaches the vocabulary the segmenter's dictionary lacks.
+pub fn rejoined_words(tokens: &[String], doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> {
+    let single_cjk = |t: &str| char_len(t) == 1 && t.chars().all(is_cjk);
+    let mut out = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        if !single_cjk(token) || is_stop_term(token) {
+            continue;
+        }
+        let c = token.chars().next().unwrap_or_default();
+        // A function word is no part of a word ("的年" is not one).
+        let joinable = |x: &char| is_cjk(*x) && !is_stop_term(&x.to_string());
+        let before = i
+            .checked_sub(1)
+            .and_then(|j| tokens[j].chars().last())
+            .filter(joinable)
+            .map(|p| format!("{p}{c}"));
+        let after = tokens
+            .get(i + 1)
+            .and_then(|n| n.chars().next())
+            .filter(joinable)
+            .map(|n| format!("{c}{n}"));
+        for word in [before, after].into_iter().flatten() {
+            if doc_freq(&word) >= 2 && !is_stop_term(&word) && !out.contains(&word) {
+                out.push(word);
+            }
+        }
+    }
+    out
+}
+
 /// Function words that carry no topic: dropped from planner keywords and from the key terms
 /// that sufficiency checks. Applied to analysed terms (English ones are already stemmed, and the
 /// analyzer already removed English articles and prepositions).
@@ -290,6 +323,28 @@ pub fn is_stop_term(term: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn single_characters_rejoin_into_words_the_corpus_knows() {
+        let df = |t: &str| match t {
+            "年假" => 12,
+            "的年" => 30,
+            "假没" | "假来" => 1,
+            _ => 0,
+        };
+        let tokens = |s: &[&str]| s.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            rejoined_words(&tokens(&["今年", "的", "年", "假", "没休", "完"]), &df),
+            ["年假"]
+        );
+        assert_eq!(
+            rejoined_words(&tokens(&["请假", "能", "拿", "年", "假来", "抵"]), &df),
+            ["年假"]
+        );
+        // Known to one chunk only, or no single character left: nothing to rejoin.
+        assert!(rejoined_words(&tokens(&["假", "来"]), &df).is_empty());
+        assert!(rejoined_words(&tokens(&["今年", "年假"]), &df).is_empty());
+    }
 
     fn texts(s: &str) -> Vec<String> {
         terms(s).into_iter().map(|t| t.text).collect()

@@ -136,6 +136,29 @@ fn a_name_in_a_sentence_sharing_no_question_word_is_not_followed() {
 }
 
 #[test]
+fn insufficient_evidence_says_which_question_words_no_hit_holds() {
+    let outcome = offline_run_on(
+        &[(
+            "facilities/parking.md",
+            "# Parking\n\n## Permits\n\nA staff parking permit costs 20 euros per month.\n",
+        )],
+        "Can astronauts get a parking permit for their rocket?",
+    );
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert!(
+        outcome.reason.starts_with("no_relevant_hits: "),
+        "{}",
+        outcome.reason
+    );
+    let message = outcome.message.expect("message");
+    // The planner's account of the whole run, naming what the knowledge base lacks.
+    assert!(message.contains("Why: "), "{message}");
+    assert!(message.contains("not found in any hit"), "{message}");
+    assert!(message.contains("astronaut"), "{message}");
+    assert!(!message.contains("Last search"), "{message}");
+}
+
+#[test]
 fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
     let outcome = offline_run_on(
         &[

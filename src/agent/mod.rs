@@ -583,8 +583,17 @@ fn insufficient_message(
             .collect();
         out.push_str(&format!(" Keywords tried: {}.", sets.join("; ")));
     }
-    if let Some(last) = rounds.last() {
-        out.push_str(&format!(" Last search: {}.", last.sufficiency.reason));
+    // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
+    // search's decision only about its keywords, and may even have been sufficient.
+    match reason.split_once(": ") {
+        Some((_, why)) if *status != RunStatus::Error => {
+            out.push_str(&format!(" Why: {why}."));
+        }
+        _ => {
+            if let Some(last) = rounds.last() {
+                out.push_str(&format!(" Last search: {}.", last.sufficiency.reason));
+            }
+        }
     }
     out
 }

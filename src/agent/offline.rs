@@ -75,10 +75,15 @@ fn analysed(word: &str) -> Vec<String> {
 fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
     let mut seen = HashSet::new();
     // HMM on: it finds words the dictionary lacks (年假), which the index matches by bigrams.
-    let mut words: Vec<(String, f64)> = text::jieba()
+    let tokens: Vec<String> = text::jieba()
         .cut(question, true)
         .into_iter()
         .map(|t| t.word.trim().to_string())
+        .collect();
+    let rejoined = text::rejoined_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t));
+    let mut words: Vec<(String, f64)> = tokens
+        .into_iter()
+        .chain(rejoined)
         .filter(|w| !w.is_empty() && seen.insert(w.to_lowercase()))
         .filter_map(|w| {
             let terms = analysed(&w);
@@ -917,16 +922,20 @@ impl Planner for OfflinePlanner {
                 top_k: None,
             });
         }
-        let covered = self.question_sufficiency(ctx).sufficient;
+        let sufficiency = self.question_sufficiency(ctx);
+        let covered = sufficiency.sufficient;
+        // The decision the user sees: about the question and every hit so far, not only the
+        // last search's own keywords.
+        let give_up = || PlannerAction::GiveUp {
+            reason: format!("no_relevant_hits: {}", sufficiency.reason),
+        };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
             return step(if covered && (last_had_hits || ctx.searches_done > 1) {
                 self.answer(ctx)
             } else {
-                PlannerAction::GiveUp {
-                    reason: "no_relevant_hits".to_string(),
-                }
+                give_up()
             });
         }
         match self.next_keywords(ctx) {
@@ -936,9 +945,7 @@ impl Planner for OfflinePlanner {
                 top_k: None,
             }),
             None if covered => step(self.answer(ctx)),
-            None => step(PlannerAction::GiveUp {
-                reason: "no_relevant_hits".to_string(),
-            }),
+            None => step(give_up()),
         }
     }
 }
