@@ -162,14 +162,14 @@ pub fn truncate_chars(s: &str, max: usize) -> &str {
 /// (`doc_freq` of the index). The corpus teaches the vocabulary the segmenter's dictionary lacks.
 pub fn rejoined_words(tokens: &[String], doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> {
     let single_cjk = |t: &str| char_len(t) == 1 && t.chars().all(is_cjk);
+    // A function word is no part of a word ("的年" is not one).
+    let joinable = |x: &char| is_cjk(*x) && !is_stop_term(&x.to_string());
     let mut out = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         if !single_cjk(token) || is_stop_term(token) {
             continue;
         }
         let c = token.chars().next().unwrap_or_default();
-        // A function word is no part of a word ("的年" is not one).
-        let joinable = |x: &char| is_cjk(*x) && !is_stop_term(&x.to_string());
         let before = i
             .checked_sub(1)
             .and_then(|j| tokens[j].chars().last())

@@ -476,10 +476,10 @@ impl OfflinePlanner {
     }
 
     /// The name the best hits of every round introduce that is the likeliest next lookup: taken
-    /// from the sentence sharing the most (IDF-weighted) question terms (at least one), not already in the
-    /// question, not the title of a chunk already seen, not followed before; a rarer name scores
-    /// a little higher. Returned with the question words that hit lacks (what the next chunk must hold)
-    /// and the titlePath it came from.
+    /// from the sentence sharing the most (IDF-weighted) question terms (at least one), not
+    /// already in the question, not the title of a chunk already seen, not followed before; a
+    /// rarer name scores a little higher. Returned with the question words that hit lacks (what
+    /// the next chunk must hold) and the titlePath it came from.
     fn name_to_follow(&self, ctx: &PlannerContext<'_>) -> Option<(String, Vec<String>, String)> {
         let question: HashSet<String> = self
             .question_words
