@@ -156,11 +156,17 @@ pub fn truncate_chars(s: &str, max: usize) -> &str {
     }
 }
 
-/// Words the HMM broke apart that the knowledge base knows: where jieba left a single CJK
-/// character (`今年|的|年|假|没休` for 年假, or `年|假来`), the two-character word it forms with
-/// a neighbouring character (not a function word), if that occurs in at least two chunks
-/// (`doc_freq` of the index). The corpus teaches the vocabulary the segmenter's dictionary lacks.
-pub fn rejoined_words(tokens: &[String], doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> {
+/// Words jieba's HMM got wrong that the knowledge base knows, as extra candidate keywords. The
+/// corpus teaches the vocabulary the segmenter's dictionary lacks; a word counts as known when
+/// it occurs in at least two chunks (`doc_freq` of the index).
+///
+/// - Broken apart: where a single CJK character was left (`今年|的|年|假|没休` for 年假, or
+///   `年|假来`), the two-character word it forms with a neighbouring character.
+/// - Glued together: inside a word of three or more characters the index has never seen
+///   (`开专票`), the two-character words it does know (专票).
+///
+/// Function words are never part of a repaired word ("的年" is not one).
+pub fn repaired_words(tokens: &[String], doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> {
     let single_cjk = |t: &str| char_len(t) == 1 && t.chars().all(is_cjk);
     // A function word is no part of a word ("的年" is not one).
     let joinable = |x: &char| is_cjk(*x) && !is_stop_term(&x.to_string());
@@ -181,6 +187,18 @@ pub fn rejoined_words(tokens: &[String], doc_freq: &dyn Fn(&str) -> u64) -> Vec<
             .filter(joinable)
             .map(|n| format!("{c}{n}"));
         for word in [before, after].into_iter().flatten() {
+            if doc_freq(&word) >= 2 && !is_stop_term(&word) && !out.contains(&word) {
+                out.push(word);
+            }
+        }
+    }
+    for token in tokens {
+        let chars: Vec<char> = token.chars().collect();
+        if chars.len() < 3 || !chars.iter().all(|c| is_cjk(*c)) || doc_freq(token) > 0 {
+            continue;
+        }
+        for pair in chars.windows(2).filter(|p| p.iter().all(joinable)) {
+            let word: String = pair.iter().collect();
             if doc_freq(&word) >= 2 && !is_stop_term(&word) && !out.contains(&word) {
                 out.push(word);
             }
@@ -325,25 +343,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn single_characters_rejoin_into_words_the_corpus_knows() {
+    fn words_the_segmenter_got_wrong_are_repaired_from_the_corpus() {
         let df = |t: &str| match t {
             "年假" => 12,
             "的年" => 30,
             "假没" | "假来" => 1,
+            "专票" => 9,
+            "开专" => 1,
             _ => 0,
         };
         let tokens = |s: &[&str]| s.iter().map(|t| t.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            rejoined_words(&tokens(&["今年", "的", "年", "假", "没休", "完"]), &df),
+            repaired_words(&tokens(&["今年", "的", "年", "假", "没休", "完"]), &df),
             ["年假"]
         );
         assert_eq!(
-            rejoined_words(&tokens(&["请假", "能", "拿", "年", "假来", "抵"]), &df),
+            repaired_words(&tokens(&["请假", "能", "拿", "年", "假来", "抵"]), &df),
             ["年假"]
         );
         // Known to one chunk only, or no single character left: nothing to rejoin.
-        assert!(rejoined_words(&tokens(&["假", "来"]), &df).is_empty());
-        assert!(rejoined_words(&tokens(&["今年", "年假"]), &df).is_empty());
+        assert!(repaired_words(&tokens(&["假", "来"]), &df).is_empty());
+        assert!(repaired_words(&tokens(&["今年", "年假"]), &df).is_empty());
+        // Glued: the known piece of an unknown word.
+        assert_eq!(
+            repaired_words(&tokens(&["一定", "要", "开专票"]), &df),
+            ["专票"]
+        );
     }
 
     fn texts(s: &str) -> Vec<String> {

@@ -80,10 +80,10 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
         .into_iter()
         .map(|t| t.word.trim().to_string())
         .collect();
-    let rejoined = text::rejoined_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t));
+    let repaired = text::repaired_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t));
     let mut words: Vec<(String, f64)> = tokens
         .into_iter()
-        .chain(rejoined)
+        .chain(repaired)
         .filter(|w| !w.is_empty() && seen.insert(w.to_lowercase()))
         .filter_map(|w| {
             let terms = analysed(&w);
