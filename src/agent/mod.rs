@@ -97,7 +97,8 @@ pub struct FinalAnswer {
 pub struct AgentOutcome {
     pub run_id: uuid::Uuid,
     pub status: RunStatus,
-    /// `answered`, `round_limit`, `no_relevant_hits`, `refused_citations`, `turn_limit`, …
+    /// `answered`, `round_limit`, `no_relevant_hits`, `refused_citations`, `turn_limit`, … (a
+    /// planner giving up may add its account after a colon: `no_relevant_hits: …`)
     pub reason: String,
     pub answer: Option<FinalAnswer>,
     /// What the user is told when there is no grounded answer.
