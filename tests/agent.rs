@@ -159,6 +159,42 @@ fn insufficient_evidence_says_which_question_words_no_hit_holds() {
 }
 
 #[test]
+fn a_sentence_that_answers_outweighs_terms_scattered_over_a_chunk() {
+    let mut docs: Vec<(String, String)> = vec![(
+        "hr/leave.md".into(),
+        "# Leave Rules\n\n## Entitlements\n\nFathers get 15 days of paternity leave.\n\n\
+             ## Family Events\n\nA birth in the family must be reported. Paternity questions \
+             go to HR. Fathers may also take unpaid leave. Public holidays do not count as days \
+             off.\n"
+            .into(),
+    )];
+    // Unrelated documents, so that the key terms weigh alike.
+    for (i, topic) in [
+        "parking", "printers", "canteen", "lockers", "badges", "laptops",
+    ]
+    .iter()
+    .enumerate()
+    {
+        docs.push((
+            format!("misc/{topic}.md"),
+            format!("# {topic}\n\nRules about {topic} number {i} apply on site.\n"),
+        ));
+    }
+    let docs: Vec<(&str, &str)> = docs.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let outcome = offline_run_on(
+        &docs,
+        "How many days of paternity leave do fathers get after a birth?",
+    );
+    let cited = cited_titles(outcome);
+    // "Family Events" holds every key term, one or two a sentence; "Entitlements" says it in one.
+    assert_eq!(
+        cited.first().map(String::as_str),
+        Some("Leave Rules / Entitlements"),
+        "{cited:?}"
+    );
+}
+
+#[test]
 fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
     let outcome = offline_run_on(
         &[
