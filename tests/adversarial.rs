@@ -108,14 +108,11 @@ fn hostile_keywords_never_widen_the_access_context() {
 fn every_path_respects_the_operator_context() {
     let (ws, engine) = workspace();
     // ask (offline) as the default user.
-    let outcome = agent::run(
+    let outcome = ws.ask(
         &engine,
         &mut OfflinePlanner::new(),
         "高铁票 报销凭证 一线城市住宿",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    );
     let shown = format!("{:?}", outcome.rounds)
         + &format!("{:?}", outcome.answer)
         + &outcome.message.clone().unwrap_or_default();
@@ -171,14 +168,7 @@ fn every_path_respects_the_operator_context() {
 #[test]
 fn replay_cannot_be_widened_by_editing_the_trace() {
     let (ws, engine) = workspace();
-    let outcome = agent::run(
-        &engine,
-        &mut OfflinePlanner::new(),
-        "高铁票报销凭证",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut OfflinePlanner::new(), "高铁票报销凭证");
     let path = outcome.trace.expect("trace").path;
     let text = std::fs::read_to_string(&path).expect("read");
     let widened = text
@@ -223,14 +213,7 @@ fn a_model_asking_for_another_tenant_or_citing_what_it_was_not_shown_gets_nothin
         ..RetryPolicy::default()
     };
     let mut planner = LlmPlanner::new(&config).expect("planner");
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "高铁票怎么报销？",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "高铁票怎么报销？");
     assert_ne!(
         outcome.status,
         ragtrail::trace::RunStatus::Answered,
@@ -312,14 +295,7 @@ fn terminal_output_neutralises_escape_sequences_from_documents() {
 fn trace_files_are_readable_by_their_owner_only() {
     use std::os::unix::fs::PermissionsExt;
     let (ws, engine) = workspace();
-    let outcome = agent::run(
-        &engine,
-        &mut OfflinePlanner::new(),
-        "高铁票报销凭证",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut OfflinePlanner::new(), "高铁票报销凭证");
     let mode = std::fs::metadata(outcome.trace.expect("trace").path)
         .expect("meta")
         .permissions()
@@ -389,14 +365,11 @@ mod postgres_backend {
             globex.iter().any(|h| h.snippet.contains(GLOBEX_MARK)),
             "the marker is findable by its tenant"
         );
-        let outcome = agent::run(
+        let outcome = ws.ask(
             &engine,
             &mut OfflinePlanner::new(),
             "高铁票 报销凭证 一线城市住宿",
-            &ws.run_settings(),
-            &mut |_| {},
-        )
-        .expect("run");
+        );
         assert!(!leaked(&format!(
             "{:?}{:?}",
             outcome.rounds, outcome.answer

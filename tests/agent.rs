@@ -82,14 +82,7 @@ fn offline_run_on(docs: &[(&str, &str)], question: &str) -> agent::AgentOutcome 
     }
     let mut engine = ws.engine();
     ws.ingest(&mut engine);
-    agent::run(
-        &engine,
-        &mut OfflinePlanner::new(),
-        question,
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run")
+    ws.ask(&engine, &mut OfflinePlanner::new(), question)
 }
 
 /// The titlePaths an answered run cites, in order.
@@ -232,14 +225,7 @@ fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
 fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
     let (ws, engine) = workspace();
     let mut planner = OfflinePlanner::new();
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "报销火车票需要什么凭证？",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "报销火车票需要什么凭证？");
     assert!(outcome.rounds.len() >= 2, "{:?}", outcome.rounds);
     assert_eq!(outcome.rounds[0].hits[0].title_path, "报销流程 / 提交时限");
     assert!(
@@ -281,14 +267,7 @@ fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
 fn unanswerable_question_is_insufficient_evidence_listing_the_keywords() {
     let (ws, engine) = workspace();
     let mut planner = OfflinePlanner::new();
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "公司的健身房会员费可以报销吗？",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "公司的健身房会员费可以报销吗？");
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     let message = outcome.message.expect("message");
     assert!(message.contains("Keywords tried"), "{message}");
@@ -318,14 +297,7 @@ fn a_repeated_keyword_set_is_not_searched_again_and_the_planner_is_told() {
         ],
         seen: Vec::new(),
     };
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "高铁凭证",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "高铁凭证");
     assert_eq!(outcome.rounds.len(), 1);
     assert!(
         matches!(
@@ -351,14 +323,7 @@ fn the_turn_cap_ends_a_planner_that_never_finishes() {
         turns,
         seen: Vec::new(),
     };
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "问题",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "问题");
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     assert_eq!(outcome.reason, "turn_limit");
     assert_eq!(
@@ -449,14 +414,7 @@ fn forged_citations_and_quotes_are_refused_then_a_correct_answer_passes() {
         ],
         seen: Vec::new(),
     };
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "高铁票截图能报销吗",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "高铁票截图能报销吗");
     assert_eq!(outcome.status, RunStatus::Answered);
     let trace = trace::read_trace(&outcome.trace.expect("trace").path).expect("read");
     let answers: Vec<bool> = trace
@@ -477,14 +435,7 @@ fn forged_citations_and_quotes_are_refused_then_a_correct_answer_passes() {
 fn the_trace_verifies_matches_the_ledger_and_breaks_on_any_byte() {
     let (ws, engine) = workspace();
     let mut planner = OfflinePlanner::new();
-    let outcome = agent::run(
-        &engine,
-        &mut planner,
-        "出差回来多久内要提交报销？",
-        &ws.run_settings(),
-        &mut |_| {},
-    )
-    .expect("run");
+    let outcome = ws.ask(&engine, &mut planner, "出差回来多久内要提交报销？");
     let finished = outcome.trace.expect("trace");
     let file = trace::read_trace(&finished.path).expect("read");
     let types: Vec<&str> = file.events().map(|e| e.body.type_name()).collect();

@@ -36,7 +36,7 @@ use ragtrail::search::SearchRequest;
 use ragtrail::search::fusion::Fusion;
 use ragtrail::store::postgres::{
     DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, PgSettings, PgStore,
-    Space, VectorSearchMode,
+    Space, VectorSearchMode, with_database,
 };
 use sqlx::{AssertSqlSafe, Connection, Executor};
 
@@ -133,18 +133,6 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 fn summary(mut times: Vec<Duration>) -> (f64, f64) {
     times.sort();
     (percentile(&times, 0.5), percentile(&times, 0.99))
-}
-
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.find('?') {
-        Some(q) => (&url[..q], &url[q..]),
-        None => (url, ""),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    format!("{}/{name}{query}", &base[..path_start])
 }
 
 fn admin(url: &str, sql: String) -> Result<(), Box<dyn std::error::Error>> {

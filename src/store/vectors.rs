@@ -350,21 +350,10 @@ impl VectorIndex {
         let Some(query) = self.searchable_query(query, k)? else {
             return Ok(Vec::new());
         };
-        let shortlist = shortlist_len(k);
-        let mut q8 = Vec::with_capacity(self.dims);
-        let q_scale = quantise_into(&query, &mut q8).scale;
-        let mut coarse = TopK::new(shortlist);
-        for (row, score) in self.integer_scores(&q8, q_scale, &allow) {
-            coarse.offer(Candidate { score, row });
-        }
-        let mut exact = TopK::new(k);
-        for c in coarse.heap.iter() {
-            exact.offer(Candidate {
-                score: dot(&query, self.row(c.row)),
-                row: c.row,
-            });
-        }
-        Ok(exact.into_hits())
+        Ok(self
+            .shortlist_step(&query, k, shortlist_len(k), &allow)
+            .exact
+            .into_hits())
     }
 
     /// The reference search: every allowed row scored with f32 dot products, no int8 pass.
@@ -431,6 +420,43 @@ impl VectorIndex {
         top.into_hits()
     }
 
+    /// Steps 1 and 2 of the quantised scan: the `shortlist` best rows by integer score, and the
+    /// top `k` of them re-scored with the f32 rows; `query` is normalised.
+    fn shortlist_step(
+        &self,
+        query: &[f32],
+        k: usize,
+        shortlist: usize,
+        allow: &impl Fn(usize) -> bool,
+    ) -> Shortlist {
+        let mut q8 = Vec::with_capacity(self.dims);
+        let Quantised {
+            scale: q_scale,
+            residual: q_residual,
+            ..
+        } = quantise_into(query, &mut q8);
+        let mut coarse = TopK::new(shortlist);
+        for (row, score) in self.integer_scores(&q8, q_scale, allow) {
+            coarse.offer(Candidate { score, row });
+        }
+        let mut exact = TopK::new(k);
+        for c in coarse.heap.iter() {
+            exact.offer(Candidate {
+                score: dot(query, self.row(c.row)),
+                row: c.row,
+            });
+        }
+        Shortlist {
+            full: coarse.is_full(),
+            weakest_kept: coarse.worst_score(),
+            rescored: coarse.heap.len(),
+            q8,
+            q_scale,
+            q_residual,
+            exact,
+        }
+    }
+
     /// The two-step search; `query` is normalised and `self.rows > shortlist >= k > 0`.
     fn quantised_scan(
         &self,
@@ -440,34 +466,22 @@ impl VectorIndex {
         allow: &impl Fn(usize) -> bool,
     ) -> (Vec<(usize, f32)>, ScanStats) {
         let mut stats = ScanStats::default();
-        let mut q8 = Vec::with_capacity(self.dims);
-        let Quantised {
-            scale: q_scale,
-            residual: q_residual,
-            ..
-        } = quantise_into(query, &mut q8);
+        let Shortlist {
+            q8,
+            q_scale,
+            q_residual,
+            full: shortlist_full,
+            weakest_kept,
+            rescored,
+            exact,
+        } = self.shortlist_step(query, k, shortlist, allow);
+        stats.rescored = rescored;
         // x·q − x̂·q̂ = e_x·q + x̂·e_q (x = x̂ + e_x, q = q̂ + e_q), so by Cauchy–Schwarz
         // |exact − integer score| ≤ ‖e_x‖·‖q‖ + ‖x̂‖·‖e_q‖, with ‖q‖ = 1; plus f32 rounding.
         let norm = f64::from(self.max_quantised_norm);
         let bound = f64::from(self.max_residual)
             + norm * f64::from(q_residual)
             + rounding_slack(self.dims) * norm.max(1.0);
-        // Step 1: the shortlist by integer score.
-        let mut coarse = TopK::new(shortlist);
-        for (row, score) in self.integer_scores(&q8, q_scale, allow) {
-            coarse.offer(Candidate { score, row });
-        }
-        let shortlist_full = coarse.is_full();
-        let weakest_kept = coarse.worst_score();
-        // Step 2: exact scores of the shortlist.
-        let mut exact = TopK::new(k);
-        for c in coarse.heap.iter() {
-            exact.offer(Candidate {
-                score: dot(query, self.row(c.row)),
-                row: c.row,
-            });
-        }
-        stats.rescored = coarse.heap.len();
         // Step 3: a row left out scores at most weakest_kept + bound. If that is below the k-th
         // exact score (strictly: a tie could win on row number), the shortlist held the top k.
         let (Some(weakest_kept), Some(kth)) = (weakest_kept, exact.worst_score()) else {
@@ -899,6 +913,22 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
         .map(|(&p, &q)| i32::from(p) * i32::from(q))
         .sum();
     acc.iter().sum::<i32>() + tail
+}
+
+/// What the shortlist step leaves for the completeness proof.
+struct Shortlist {
+    /// The quantised query, its scale and its quantisation error (for a second integer pass).
+    q8: Vec<i8>,
+    q_scale: f32,
+    q_residual: f32,
+    /// The shortlist held as many rows as it may (rows were left out).
+    full: bool,
+    /// The lowest integer score kept in the shortlist.
+    weakest_kept: Option<f32>,
+    /// Rows re-scored with f32 dot products.
+    rescored: usize,
+    /// The top `k` of the shortlist by exact score.
+    exact: TopK,
 }
 
 /// The best `k` candidates seen, in a max-heap whose top is the worst kept.

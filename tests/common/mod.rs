@@ -6,7 +6,7 @@ pub mod pg;
 use std::path::{Path, PathBuf};
 
 use ragtrail::access::AccessContext;
-use ragtrail::agent::{AgentRagOptions, RunSettings, TraceSettings};
+use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings};
 use ragtrail::engine::{Engine, IngestOptions, IngestSummary};
 use ragtrail::search::{SearchHit, SearchRequest};
 
@@ -46,6 +46,11 @@ impl Workspace {
             key: None,
         });
         s
+    }
+    /// Runs the agent on `question` with [`run_settings`](Self::run_settings), no progress
+    /// callback; panics if the run fails.
+    pub fn ask(&self, engine: &Engine, planner: &mut dyn Planner, question: &str) -> AgentOutcome {
+        agent::run(engine, planner, question, &self.run_settings(), &mut |_| {}).expect("run")
     }
     pub fn engine(&self) -> Engine {
         Engine::open(&self.data()).expect("open engine")

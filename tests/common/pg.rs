@@ -6,6 +6,7 @@
 
 use std::sync::OnceLock;
 
+pub use ragtrail::store::postgres::with_database;
 use sqlx::{Connection, Executor};
 
 /// The server's URL (any database on it; tests make their own).
@@ -39,19 +40,6 @@ pub fn server_url() -> &'static str {
             ),
         }
     })
-}
-
-/// `url` with its database name replaced.
-pub fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.find('?') {
-        Some(q) => (&url[..q], &url[q..]),
-        None => (url, ""),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    format!("{}/{name}{query}", &base[..path_start])
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {

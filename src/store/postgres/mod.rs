@@ -15,12 +15,14 @@
 
 mod error;
 mod settings;
+mod url;
 
 pub use error::{PgError, redact_database_url};
 pub use settings::{
     DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, IterativeScan,
     PgSettings, VectorSearchMode,
 };
+pub use url::with_database;
 
 use std::collections::HashMap;
 use std::future::Future;
