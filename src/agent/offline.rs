@@ -24,7 +24,7 @@ use super::planner::{
 };
 use crate::search::SearchHit;
 use crate::search::sufficiency::{
-    Sufficiency, SufficiencyThresholds, covered, decide, idf, key_terms,
+    Sufficiency, SufficiencyThresholds, covered, covered_by, decide, idf, key_terms,
 };
 use crate::text::{self, char_len, is_stop_term};
 
@@ -617,6 +617,8 @@ impl OfflinePlanner {
             reference: Option<String>,
             present: HashSet<String>,
             in_title: HashSet<String>,
+            /// Each sentence of the text with its analysed terms (scored again for the answer).
+            sentences: Vec<(&'h str, HashSet<String>)>,
         }
         let share = |present: &HashSet<String>| {
             keys.iter()
@@ -628,31 +630,35 @@ impl OfflinePlanner {
         let mut candidates: Vec<Candidate<'_>> = all_hits(ctx)
             .filter_map(|(hit, round)| {
                 let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;
-                let terms: HashSet<String> = text::terms(&hit.title_path)
-                    .into_iter()
-                    .chain(text::terms(text))
-                    .map(|t| t.text)
-                    .collect();
-                let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
-                let present = covered(&keys, &terms, &lower);
                 let title_terms: HashSet<String> = text::terms(&hit.title_path)
                     .into_iter()
                     .map(|t| t.text)
                     .collect();
+                let sentences: Vec<(&str, HashSet<String>)> = sentences(text)
+                    .into_iter()
+                    .map(|sentence| {
+                        let terms = text::terms(sentence).into_iter().map(|t| t.text).collect();
+                        (sentence, terms)
+                    })
+                    .collect();
+                let text_terms: HashSet<String> =
+                    text::terms(text).into_iter().map(|t| t.text).collect();
+                let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
+                let present = covered_by(
+                    &keys,
+                    |t| text_terms.contains(t) || title_terms.contains(t),
+                    &lower,
+                );
                 let in_title = covered(&keys, &title_terms, &hit.title_path.to_lowercase());
                 // A sentence that holds the question's terms together is stronger evidence than
                 // the same terms scattered over a long chunk: half the text score comes from the
                 // best sentence (with the headings it stands under).
-                let best_sentence = sentences(text)
-                    .into_iter()
-                    .map(|sentence| {
-                        let terms: HashSet<String> = text::terms(sentence)
-                            .into_iter()
-                            .map(|t| t.text)
-                            .chain(title_terms.iter().cloned())
-                            .collect();
+                let best_sentence = sentences
+                    .iter()
+                    .map(|(sentence, terms)| {
                         let lower = format!("{}\n{}", hit.title_path, sentence).to_lowercase();
-                        share(&covered(&keys, &terms, &lower))
+                        let in_sentence = |t: &str| terms.contains(t) || title_terms.contains(t);
+                        share(&covered_by(&keys, in_sentence, &lower))
                     })
                     .fold(0.0, f64::max);
                 let score = (1.0 - SENTENCE_SHARE) * share(&present)
@@ -672,12 +678,13 @@ impl OfflinePlanner {
                     reference,
                     present,
                     in_title,
+                    sentences,
                 })
             })
             .collect();
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
         let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
-        let mut chosen: Vec<(&SearchHit, u32)> = Vec::new();
+        let mut chosen: Vec<&Candidate<'_>> = Vec::new();
         let mut cited_terms: HashSet<String> = HashSet::new();
         let mut cited_title_terms: HashSet<String> = HashSet::new();
         for c in candidates
@@ -698,7 +705,7 @@ impl OfflinePlanner {
             {
                 cited_terms.extend(c.present.iter().cloned());
                 cited_title_terms.extend(c.in_title.iter().cloned());
-                chosen.push((c.hit, c.round));
+                chosen.push(c);
             }
         }
         // A followed reference answers the part of the question a cited chunk delegated to it,
@@ -710,21 +717,19 @@ impl OfflinePlanner {
             let Some(reference) = &c.reference else {
                 continue;
             };
-            let delegated = chosen.iter().any(|(h, _)| {
+            let delegated = chosen.iter().any(|d| {
                 ctx.lookup
-                    .returned_chunk_text(&h.chunk_id)
+                    .returned_chunk_text(&d.hit.chunk_id)
                     .is_some_and(|t| t.to_lowercase().contains(&reference.to_lowercase()))
             });
-            let already = chosen.iter().any(|(h, _)| h.chunk_id == c.hit.chunk_id);
+            let already = chosen.iter().any(|d| d.hit.chunk_id == c.hit.chunk_id);
             if delegated && !already {
-                chosen.push((c.hit, c.round));
+                chosen.push(c);
             }
         }
         let mut scored: Vec<Scored<'_>> = Vec::new();
-        for &(hit, round) in &chosen {
-            let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
-                continue;
-            };
+        for c in &chosen {
+            let (hit, round) = (c.hit, c.round);
             let round_terms: HashSet<String> = match ctx.rounds.get(round as usize - 1) {
                 Some(Observation::Hits { keywords, .. }) => {
                     keywords.iter().flat_map(|k| analysed(k)).collect()
@@ -732,12 +737,10 @@ impl OfflinePlanner {
                 _ => HashSet::new(),
             };
             let before = scored.len();
-            for sentence in sentences(text) {
+            for &(sentence, ref terms) in &c.sentences {
                 if char_len(sentence) > MAX_SENTENCE_CHARS {
                     continue;
                 }
-                let terms: HashSet<String> =
-                    text::terms(sentence).into_iter().map(|t| t.text).collect();
                 let q: f64 = weights
                     .iter()
                     .filter(|(t, _)| terms.contains(*t))
@@ -756,9 +759,10 @@ impl OfflinePlanner {
             // A chosen chunk in other words than the question (a followed reference): its
             // opening sentence states what it is about.
             if scored.len() == before
-                && let Some(first) = sentences(text)
-                    .into_iter()
-                    .find(|s| char_len(s) <= MAX_SENTENCE_CHARS)
+                && let Some(&(first, _)) = c
+                    .sentences
+                    .iter()
+                    .find(|(s, _)| char_len(s) <= MAX_SENTENCE_CHARS)
             {
                 scored.push(Scored {
                     chunk: hit.chunk_id.clone(),
