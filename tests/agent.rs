@@ -129,6 +129,62 @@ fn a_name_in_a_sentence_sharing_no_question_word_is_not_followed() {
 }
 
 #[test]
+fn round_one_searches_every_content_word_the_keyword_limit_allows() {
+    // Six rare words each name their own one-line document; the two commoner words (in three
+    // chunks each) meet only in the section that answers. Searching just the rarest few would
+    // leave that section out of round 1.
+    let mut docs: Vec<(String, String)> = [
+        "visitors",
+        "contractors",
+        "interns",
+        "auditors",
+        "drivers",
+        "couriers",
+    ]
+    .iter()
+    .map(|group| {
+        (
+            format!("people/{group}.md"),
+            format!(
+                "# {group}\n\nRules for {group} are kept by the front office, which opens at \
+                 nine and closes at five. Its forms are on the intranet, and questions go to \
+                 the office manager by email.\n"
+            ),
+        )
+    })
+    .collect();
+    docs.push((
+        "facilities/parking.md".into(),
+        "# Parking\n\n## Permits\n\nA parking permit is issued by Facilities for 20 euros a month.\n"
+            .into(),
+    ));
+    docs.push((
+        "facilities/garage.md".into(),
+        "# Garage\n\nThe garage has parking on two levels.\n".into(),
+    ));
+    docs.push((
+        "facilities/badges.md".into(),
+        "# Badges\n\nA badge is the permit to enter the building.\n".into(),
+    ));
+    let docs: Vec<(&str, &str)> = docs.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let outcome = offline_run_on(
+        &docs,
+        "Do visitors, contractors, interns, auditors, drivers and couriers need a parking permit?",
+    );
+    let first = &outcome.rounds[0];
+    assert_eq!(first.keywords.len(), 8, "{:?}", first.keywords);
+    assert!(
+        first
+            .hits
+            .iter()
+            .any(|h| h.title_path == "Parking / Permits"),
+        "{:?} -> {:?}",
+        first.keywords,
+        first.hits.iter().map(|h| &h.title_path).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn insufficient_evidence_says_which_question_words_no_hit_holds() {
     let outcome = offline_run_on(
         &[(
