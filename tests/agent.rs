@@ -185,6 +185,62 @@ fn round_one_searches_every_content_word_the_keyword_limit_allows() {
 }
 
 #[test]
+fn a_reference_in_a_sentence_sharing_no_question_word_is_not_followed() {
+    let outcome = offline_run_on(
+        &[
+            (
+                "facilities/parking.md",
+                "# Parking\n\n## Permits\n\nA staff parking permit costs 20 euros per month. \
+                 Lockers are assigned under the \"Locker Rules\".\n",
+            ),
+            (
+                "facilities/lockers.md",
+                "# Locker Rules\n\nLockers are assigned by the front office.\n",
+            ),
+        ],
+        "How much does a parking permit cost?",
+    );
+    let searched: Vec<&Vec<String>> = outcome.rounds.iter().map(|r| &r.keywords).collect();
+    assert!(
+        searched
+            .iter()
+            .all(|keywords| !keywords.iter().any(|k| k == "Locker Rules")),
+        "{searched:?}"
+    );
+    assert_eq!(cited_titles(outcome), ["Parking / Permits"]);
+}
+
+#[test]
+fn single_characters_are_searched_when_every_longer_word_is_unknown() {
+    // 东西 is in no chunk, so it retrieves nothing; 坏 and 换 still can.
+    let outcome = offline_run_on(
+        &[
+            (
+                "shop/after-sales.md",
+                "# 售后服务\n\n## 换货\n\n商品坏了可以换，也可以退。\n",
+            ),
+            (
+                "travel/hotel.md",
+                "# 差旅\n\n## 住宿\n\n出差住宿按标准报销。\n",
+            ),
+        ],
+        "东西坏了能换吗？",
+    );
+    let first = &outcome.rounds[0];
+    assert!(
+        first.keywords.iter().any(|k| k == "换"),
+        "{:?}",
+        first.keywords
+    );
+    assert_eq!(
+        first.hits.first().map(|h| h.title_path.as_str()),
+        Some("售后服务 / 换货"),
+        "{:?}",
+        first.keywords
+    );
+}
+
+#[test]
 fn insufficient_evidence_says_which_question_words_no_hit_holds() {
     let outcome = offline_run_on(
         &[(

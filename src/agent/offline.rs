@@ -107,8 +107,12 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
             (!terms.is_empty() && !latin_letter).then_some((w, weight))
         })
         .collect();
-    // Single characters are weak keywords; keep them only if nothing longer is left.
-    if words.iter().any(|(w, _)| char_len(w) > 1) {
+    // Single characters are weak keywords; keep them only if no longer word the index knows is
+    // left (a word it has never seen retrieves nothing: "东西坏了能换吗" still has 坏 and 换).
+    if words
+        .iter()
+        .any(|(w, weight)| char_len(w) > 1 && *weight > 0.0)
+    {
         words.retain(|(w, _)| char_len(w) > 1 || w.chars().all(|c| c.is_ascii_alphanumeric()));
     }
     words.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -190,16 +194,37 @@ fn refers_back(question: &str) -> bool {
     short || MARKERS.iter().any(|m| q.contains(m))
 }
 
-/// Names a chunk points at: 《…》, “…”, 「…」, "…" quotes and codes like `FIN-07`.
-fn references(text: &str) -> Vec<String> {
-    references_with_strength(text)
-        .into_iter()
-        .map(|(r, _)| r)
-        .collect()
+/// The references of `text` named in a sentence that shares a question word, each with whether
+/// it is strong (see [`references_with_strength`]) and the sentence's question-term weight. A
+/// reference in a sentence about something else leads away from the question ("submit it in
+/// 易报" sends a question about hotel rates to the expense system).
+fn references_near_question(
+    text: &str,
+    weights: &HashMap<String, f64>,
+) -> Vec<(String, bool, f64)> {
+    let mut out = Vec::new();
+    for sentence in sentences(text) {
+        let sentence_terms: HashSet<String> =
+            text::terms(sentence).into_iter().map(|t| t.text).collect();
+        let score: f64 = weights
+            .iter()
+            .filter(|(t, _)| sentence_terms.contains(*t))
+            .map(|(_, w)| w)
+            .sum();
+        if score > 0.0 {
+            out.extend(
+                references_with_strength(sentence)
+                    .into_iter()
+                    .map(|(r, strong)| (r, strong, score)),
+            );
+        }
+    }
+    out
 }
 
-/// [`references`] with whether each is a document title (《…》) or a code: by convention those
-/// point at another rule or form, while quotes often just name a term or a system.
+/// Names a chunk points at: 《…》, “…”, 「…」, "…" quotes and codes like `FIN-07`, with whether
+/// each is a document title (《…》) or a code: by convention those point at another rule or
+/// form, while quotes often just name a term or a system.
 fn references_with_strength(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for (open, close) in [('《', '》'), ('“', '”'), ('「', '」'), ('"', '"')] {
@@ -410,26 +435,13 @@ impl OfflinePlanner {
             let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
                 continue;
             };
-            for sentence in sentences(text) {
-                let sentence_terms: HashSet<String> =
-                    text::terms(sentence).into_iter().map(|t| t.text).collect();
-                let score: f64 = weights
-                    .iter()
-                    .filter(|(t, _)| sentence_terms.contains(*t))
-                    .map(|(_, w)| w)
-                    .sum();
-                for (reference, strong) in references_with_strength(sentence) {
-                    let score = if strong { score + 100.0 } else { score };
-                    if self.followed.contains(&reference) || own_titles.contains(&reference) {
-                        continue;
-                    }
-                    let terms = analysed(&reference);
-                    if terms.is_empty() || terms.iter().all(|t| self.searched_terms.contains(t)) {
-                        continue;
-                    }
-                    if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
-                        best = Some((score, reference, hit.title_path.as_str()));
-                    }
+            for (reference, strong, score) in references_near_question(text, &weights) {
+                let score = if strong { score + 100.0 } else { score };
+                if !self.unfollowed(&reference) || own_titles.contains(&reference) {
+                    continue;
+                }
+                if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                    best = Some((score, reference, hit.title_path.as_str()));
                 }
             }
         }
@@ -583,17 +595,28 @@ impl OfflinePlanner {
             .iter()
             .filter_map(|h| h.title_path.split(crate::knowledge::TITLE_SEPARATOR).next())
             .collect();
+        // Any reference counts here, even one far from the question's words: the best hits
+        // delegating part of the rule elsewhere is reason enough for another round (which
+        // reference is then searched is chosen by its sentence; following only references near
+        // the question's words here too ended 7 golden questions a round earlier and lost one
+        // expected section).
         hits.iter().take(2).any(|hit| {
             ctx.lookup
                 .returned_chunk_text(&hit.chunk_id)
                 .is_some_and(|text| {
-                    references(text).iter().any(|r| {
-                        !self.followed.contains(r)
-                            && !own_titles.contains(r.as_str())
-                            && analysed(r).iter().any(|t| !self.searched_terms.contains(t))
-                    })
+                    references_with_strength(text)
+                        .iter()
+                        .any(|(r, _)| self.unfollowed(r) && !own_titles.contains(r.as_str()))
                 })
         })
+    }
+
+    /// Whether a reference is still worth a search: not followed, and naming something new.
+    fn unfollowed(&self, reference: &str) -> bool {
+        let terms = analysed(reference);
+        !self.followed.contains(reference)
+            && !terms.is_empty()
+            && terms.iter().any(|t| !self.searched_terms.contains(t))
     }
 
     fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
@@ -980,6 +1003,13 @@ impl Planner for OfflinePlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn references(text: &str) -> Vec<String> {
+        references_with_strength(text)
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
+    }
 
     #[test]
     fn references_are_found_in_quotes_and_codes() {
