@@ -241,6 +241,31 @@ fn single_characters_are_searched_when_every_longer_word_is_unknown() {
 }
 
 #[test]
+fn a_question_about_a_thing_no_chunk_mentions_is_refused_and_says_so() {
+    // The hit covers 出差, 期间, 酒店, 费用 and 报销, enough by the coverage bar alone; but
+    // the question is about 洗衣服, which the knowledge base never names.
+    let outcome = offline_run_on(
+        &[(
+            "finance/travel.md",
+            "# 差旅费用报销制度\n\n## 不予报销的项目\n\n出差期间以下费用不予报销：酒店迷你吧和付费电视、\
+             个人旅游期间的费用。\n",
+        )],
+        "出差期间酒店洗衣服的费用能报销吗？",
+    );
+    assert_eq!(
+        outcome.status,
+        RunStatus::InsufficientEvidence,
+        "{:?}",
+        outcome.answer
+    );
+    let message = outcome.message.expect("message");
+    assert!(
+        message.contains("no chunk of the knowledge base mentions 洗衣服"),
+        "{message}"
+    );
+}
+
+#[test]
 fn insufficient_evidence_says_which_question_words_no_hit_holds() {
     let outcome = offline_run_on(
         &[(

@@ -119,6 +119,35 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
     words
 }
 
+/// The question's common nouns that no chunk mentions: words of two or more CJK characters that
+/// jieba's dictionary tags as nouns (`n`) and none of whose index terms occurs anywhere in the
+/// index ("洗衣服", "月薪"). A question about a thing the knowledge base never names cannot be
+/// answered from it, however well its other words are covered. Proper names (`nr`, `ns`, …)
+/// are left out: a rule for "other cities" covers a city it does not list. Words the HMM made
+/// up (not in the dictionary, "能报") are segmentation noise, and a word with a known part
+/// ("坐飞机": 飞机) is something the knowledge base does talk about. Chinese only: English has
+/// no tagger here.
+fn unknown_nouns(question: &str, doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> {
+    let jieba = text::jieba();
+    let mut out: Vec<String> = Vec::new();
+    for tag in jieba.tag(question, true) {
+        let word = tag.word.trim();
+        if tag.tag != "n"
+            || char_len(word) < 2
+            || !word.chars().all(text::is_cjk)
+            || !jieba.has_word(word)
+            || out.iter().any(|w| w == word)
+        {
+            continue;
+        }
+        let terms = analysed(word);
+        if !terms.is_empty() && terms.iter().all(|t| doc_freq(t) == 0) {
+            out.push(word.to_string());
+        }
+    }
+    out
+}
+
 /// A greeting or thanks, and nothing else.
 fn is_small_talk(question: &str) -> bool {
     const PHRASES: &[&str] = &[
@@ -405,7 +434,19 @@ impl OfflinePlanner {
                 ))
             })
             .collect();
-        decide(&keys, &per_hit, self.thresholds)
+        let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
+        let unknown = unknown_nouns(&self.effective_question(ctx), &|t: &str| {
+            ctx.lookup.doc_freq(t)
+        });
+        if !unknown.is_empty() {
+            sufficiency.sufficient = false;
+            sufficiency.reason = format!(
+                "no chunk of the knowledge base mentions {}; {}",
+                unknown.join(", "),
+                sufficiency.reason
+            );
+        }
+        sufficiency
     }
 
     fn next_keywords(&self, ctx: &PlannerContext<'_>) -> Option<(Vec<String>, String)> {
@@ -981,6 +1022,7 @@ impl Planner for OfflinePlanner {
         };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
+
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
             return step(if covered && (last_had_hits || ctx.searches_done > 1) {
                 self.answer(ctx)
@@ -1009,6 +1051,23 @@ mod tests {
             .into_iter()
             .map(|(r, _)| r)
             .collect()
+    }
+
+    #[test]
+    fn unknown_nouns_are_dictionary_nouns_no_chunk_mentions_in_any_part() {
+        // The index knows every word except those with 衣, 薪 or 拉萨 in them.
+        let df = |t: &str| u64::from(!(t.contains('衣') || t.contains('薪') || t.contains("拉萨")));
+        assert_eq!(
+            unknown_nouns("出差时酒店洗衣服的钱能报销吗？", &df),
+            ["洗衣服"]
+        );
+        assert_eq!(unknown_nouns("P5职级的月薪范围是多少？", &df), ["月薪"]);
+        // A place name: a rule for "other cities" still covers it.
+        assert!(unknown_nouns("去拉萨出差住宿标准是多少？", &df).is_empty());
+        // Every part known.
+        assert!(unknown_nouns("坐飞机能订什么舱位？", &df).is_empty());
+        // Nothing unknown at all.
+        assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| 1).is_empty());
     }
 
     #[test]
