@@ -266,6 +266,38 @@ fn a_question_about_a_thing_no_chunk_mentions_is_refused_and_says_so() {
 }
 
 #[test]
+fn whether_a_thing_is_mentioned_is_judged_within_the_callers_tenant() {
+    // Another tenant's document names 洗衣服. The default tenant's question is refused exactly
+    // as if that document did not exist, so the refusal says nothing about it.
+    let outcome = offline_run_on(
+        &[
+            (
+                "finance/travel.md",
+                "# 差旅费用报销制度\n\n## 不予报销的项目\n\n出差期间以下费用不予报销：酒店迷你吧和付费电视、\
+                 个人旅游期间的费用。\n",
+            ),
+            (
+                "globex/laundry.md",
+                "---\ntenant: globex\n---\n# 洗衣费\n\n出差超过七天的，酒店洗衣服的费用可以报销。\n",
+            ),
+        ],
+        "出差期间酒店洗衣服的费用能报销吗？",
+    );
+    assert_eq!(
+        outcome.status,
+        RunStatus::InsufficientEvidence,
+        "{:?}",
+        outcome.answer
+    );
+    let message = outcome.message.expect("message");
+    assert!(
+        message.contains("no chunk of the knowledge base mentions 洗衣服"),
+        "{message}"
+    );
+    assert!(!message.contains("七天"), "{message}");
+}
+
+#[test]
 fn insufficient_evidence_says_which_question_words_no_hit_holds() {
     let outcome = offline_run_on(
         &[(

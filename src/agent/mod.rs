@@ -128,6 +128,7 @@ pub enum AgentError {
 
 struct Lookup<'a> {
     engine: &'a Engine,
+    access: &'a AccessContext,
     n: u64,
     returned: HashMap<String, String>,
 }
@@ -143,6 +144,22 @@ impl EvidenceLookup for Lookup<'_> {
 
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str> {
         self.returned.get(chunk_id).map(String::as_str)
+    }
+
+    fn mentions(&self, word: &str) -> bool {
+        let keywords = [word.to_string()];
+        let query = crate::index::Bm25Query {
+            keywords: &keywords,
+            access: self.access,
+            include_superseded: false,
+            limit: 1,
+            title_boost: 1.0,
+        };
+        // A failed lookup counts as a mention: it must never be the reason an answer is refused.
+        self.engine
+            .index()
+            .search(&query)
+            .map_or(true, |matches| !matches.is_empty())
     }
 }
 
@@ -208,6 +225,7 @@ pub fn run(
     let turn_no = settings.session.as_ref().map(|s| s.1).unwrap_or(0);
     let mut lookup = Lookup {
         engine,
+        access: &settings.access,
         n: engine.index().num_chunks(),
         returned: HashMap::new(),
     };

@@ -120,14 +120,15 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
 }
 
 /// The question's common nouns that no chunk mentions: words of two or more CJK characters that
-/// jieba's dictionary tags as nouns (`n`) and none of whose index terms occurs anywhere in the
-/// index ("洗衣服", "月薪"). A question about a thing the knowledge base never names cannot be
+/// jieba's dictionary tags as nouns (`n`) and none of whose index terms occurs in any chunk the
+/// run may see ("洗衣服", "月薪"; `mentions` answers for the run's access context, so the rule
+/// reveals nothing about other tenants' documents). A question about a thing the knowledge base never names cannot be
 /// answered from it, however well its other words are covered. Proper names (`nr`, `ns`, …)
 /// are left out: a rule for "other cities" covers a city it does not list. Words the HMM made
 /// up (not in the dictionary, "能报") are segmentation noise, and a word with a known part
 /// ("坐飞机": 飞机) is something the knowledge base does talk about. Chinese only: English has
 /// no tagger here.
-fn unknown_nouns(question: &str, doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> {
+fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
     let jieba = text::jieba();
     let mut out: Vec<String> = Vec::new();
     for tag in jieba.tag(question, true) {
@@ -140,8 +141,7 @@ fn unknown_nouns(question: &str, doc_freq: &dyn Fn(&str) -> u64) -> Vec<String> 
         {
             continue;
         }
-        let terms = analysed(word);
-        if !terms.is_empty() && terms.iter().all(|t| doc_freq(t) == 0) {
+        if !analysed(word).is_empty() && !mentions(word) {
             out.push(word.to_string());
         }
     }
@@ -435,8 +435,8 @@ impl OfflinePlanner {
             })
             .collect();
         let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
-        let unknown = unknown_nouns(&self.effective_question(ctx), &|t: &str| {
-            ctx.lookup.doc_freq(t)
+        let unknown = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
+            ctx.lookup.mentions(word)
         });
         if !unknown.is_empty() {
             sufficiency.sufficient = false;
@@ -1055,19 +1055,22 @@ mod tests {
 
     #[test]
     fn unknown_nouns_are_dictionary_nouns_no_chunk_mentions_in_any_part() {
-        // The index knows every word except those with 衣, 薪 or 拉萨 in them.
-        let df = |t: &str| u64::from(!(t.contains('衣') || t.contains('薪') || t.contains("拉萨")));
+        // The knowledge base mentions every word except those with 衣, 薪 or 拉萨 in them.
+        let mentions = |w: &str| !(w.contains('衣') || w.contains('薪') || w.contains("拉萨"));
         assert_eq!(
-            unknown_nouns("出差时酒店洗衣服的钱能报销吗？", &df),
+            unknown_nouns("出差时酒店洗衣服的钱能报销吗？", &mentions),
             ["洗衣服"]
         );
-        assert_eq!(unknown_nouns("P5职级的月薪范围是多少？", &df), ["月薪"]);
+        assert_eq!(
+            unknown_nouns("P5职级的月薪范围是多少？", &mentions),
+            ["月薪"]
+        );
         // A place name: a rule for "other cities" still covers it.
-        assert!(unknown_nouns("去拉萨出差住宿标准是多少？", &df).is_empty());
-        // Every part known.
-        assert!(unknown_nouns("坐飞机能订什么舱位？", &df).is_empty());
+        assert!(unknown_nouns("去拉萨出差住宿标准是多少？", &mentions).is_empty());
+        // Mentioned (the index finds 坐飞机 by its part 飞机).
+        assert!(unknown_nouns("坐飞机能订什么舱位？", &mentions).is_empty());
         // Nothing unknown at all.
-        assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| 1).is_empty());
+        assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| true).is_empty());
     }
 
     #[test]

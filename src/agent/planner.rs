@@ -115,6 +115,10 @@ pub trait EvidenceLookup {
     fn num_chunks(&self) -> u64;
     /// Full text of a chunk returned in this run.
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str>;
+    /// Whether any chunk this run may see (its access context; superseded documents hidden, as
+    /// in its searches) contains one of `word`'s analysed terms. Unlike [`Self::doc_freq`],
+    /// which counts the whole index, the answer says nothing about other tenants' documents.
+    fn mentions(&self, word: &str) -> bool;
 }
 
 /// Why a planner could not produce a turn (network, model, protocol).
