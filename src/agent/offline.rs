@@ -439,12 +439,20 @@ impl OfflinePlanner {
             ctx.lookup.mentions(word)
         });
         if !unknown.is_empty() {
-            sufficiency.sufficient = false;
-            sufficiency.reason = format!(
-                "no chunk of the knowledge base mentions {}; {}",
-                unknown.join(", "),
-                sufficiency.reason
+            let mentions = format!(
+                "no chunk of the knowledge base mentions {}",
+                unknown.join(", ")
             );
+            // The coverage bar was met: its "bar 35%" would read as a pass.
+            sufficiency.reason = if sufficiency.sufficient {
+                format!(
+                    "{mentions} (the best hit covers {:.0}% of the question's key terms)",
+                    sufficiency.coverage * 100.0
+                )
+            } else {
+                format!("{mentions}; {}", sufficiency.reason)
+            };
+            sufficiency.sufficient = false;
         }
         sufficiency
     }
