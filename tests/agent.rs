@@ -240,18 +240,18 @@ fn single_characters_are_searched_when_every_longer_word_is_unknown() {
     );
 }
 
-#[test]
-fn a_question_about_a_thing_no_chunk_mentions_is_refused_and_says_so() {
-    // The hit covers 出差, 期间, 酒店, 费用 and 报销, enough by the coverage bar alone; but
-    // the question is about 洗衣服, which the knowledge base never names.
-    let outcome = offline_run_on(
-        &[(
-            "finance/travel.md",
-            "# 差旅费用报销制度\n\n## 不予报销的项目\n\n出差期间以下费用不予报销：酒店迷你吧和付费电视、\
-             个人旅游期间的费用。\n",
-        )],
-        "出差期间酒店洗衣服的费用能报销吗？",
-    );
+/// A travel rule that covers 出差, 期间, 酒店, 费用 and 报销 of [`LAUNDRY_QUESTION`], enough by the
+/// coverage bar alone, but never names 洗衣服, which the question is about.
+const TRAVEL_RULE: (&str, &str) = (
+    "finance/travel.md",
+    "# 差旅费用报销制度\n\n## 不予报销的项目\n\n出差期间以下费用不予报销：酒店迷你吧和付费电视、\
+     个人旅游期间的费用。\n",
+);
+const LAUNDRY_QUESTION: &str = "出差期间酒店洗衣服的费用能报销吗？";
+
+/// The refusal message of a run that must end in "insufficient evidence" because no chunk it
+/// may see mentions 洗衣服.
+fn refused_for_laundry(outcome: agent::AgentOutcome) -> String {
     assert_eq!(
         outcome.status,
         RunStatus::InsufficientEvidence,
@@ -263,6 +263,12 @@ fn a_question_about_a_thing_no_chunk_mentions_is_refused_and_says_so() {
         message.contains("no chunk of the knowledge base mentions 洗衣服"),
         "{message}"
     );
+    message
+}
+
+#[test]
+fn a_question_about_a_thing_no_chunk_mentions_is_refused_and_says_so() {
+    let message = refused_for_laundry(offline_run_on(&[TRAVEL_RULE], LAUNDRY_QUESTION));
     // The coverage bar was met; quoting it would read as a pass.
     assert!(!message.contains("bar "), "{message}");
 }
@@ -271,31 +277,11 @@ fn a_question_about_a_thing_no_chunk_mentions_is_refused_and_says_so() {
 fn whether_a_thing_is_mentioned_is_judged_within_the_callers_tenant() {
     // Another tenant's document names 洗衣服. The default tenant's question is refused exactly
     // as if that document did not exist, so the refusal says nothing about it.
-    let outcome = offline_run_on(
-        &[
-            (
-                "finance/travel.md",
-                "# 差旅费用报销制度\n\n## 不予报销的项目\n\n出差期间以下费用不予报销：酒店迷你吧和付费电视、\
-                 个人旅游期间的费用。\n",
-            ),
-            (
-                "globex/laundry.md",
-                "---\ntenant: globex\n---\n# 洗衣费\n\n出差超过七天的，酒店洗衣服的费用可以报销。\n",
-            ),
-        ],
-        "出差期间酒店洗衣服的费用能报销吗？",
+    let globex = (
+        "globex/laundry.md",
+        "---\ntenant: globex\n---\n# 洗衣费\n\n出差超过七天的，酒店洗衣服的费用可以报销。\n",
     );
-    assert_eq!(
-        outcome.status,
-        RunStatus::InsufficientEvidence,
-        "{:?}",
-        outcome.answer
-    );
-    let message = outcome.message.expect("message");
-    assert!(
-        message.contains("no chunk of the knowledge base mentions 洗衣服"),
-        "{message}"
-    );
+    let message = refused_for_laundry(offline_run_on(&[TRAVEL_RULE, globex], LAUNDRY_QUESTION));
     assert!(!message.contains("七天"), "{message}");
 }
 
