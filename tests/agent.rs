@@ -130,9 +130,9 @@ fn a_name_in_a_sentence_sharing_no_question_word_is_not_followed() {
 
 #[test]
 fn round_one_searches_every_content_word_the_keyword_limit_allows() {
-    // Six rare words each name their own one-line document; the two commoner words (in three
-    // chunks each) meet only in the section that answers. Searching just the rarest few would
-    // leave that section out of round 1.
+    // Six rare words each name their own document; the two commoner words (in two chunks
+    // each) meet only in the section that answers. Searching just the six rarest would leave
+    // that section out of round 1.
     let mut docs: Vec<(String, String)> = [
         "visitors",
         "contractors",

@@ -121,13 +121,13 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
 
 /// The question's common nouns that no chunk mentions: words of two or more CJK characters that
 /// jieba's dictionary tags as nouns (`n`) and none of whose index terms occurs in any chunk the
-/// run may see ("洗衣服", "月薪"; `mentions` answers for the run's access context, so the rule
-/// reveals nothing about other tenants' documents). A question about a thing the knowledge base never names cannot be
-/// answered from it, however well its other words are covered. Proper names (`nr`, `ns`, …)
-/// are left out: a rule for "other cities" covers a city it does not list. Words the HMM made
-/// up (not in the dictionary, "能报") are segmentation noise, and a word with a known part
-/// ("坐飞机": 飞机) is something the knowledge base does talk about. Chinese only: English has
-/// no tagger here.
+/// run may see ("洗衣服", "月薪"). A question about a thing the knowledge base never names
+/// cannot be answered from it, however well its other words are covered. `mentions` answers
+/// under the run's access context, so the rule reveals nothing about other tenants' documents.
+/// Proper names (`nr`, `ns`, …) are left out: a rule for "other cities" covers a city it does
+/// not list. Words the HMM made up (not in the dictionary, "能报") are segmentation noise, and a
+/// word with a known part ("坐飞机": 飞机) is something the knowledge base does talk about.
+/// Chinese only: English has no part-of-speech tagger here.
 fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
     let jieba = text::jieba();
     let mut out: Vec<String> = Vec::new();
@@ -1030,7 +1030,6 @@ impl Planner for OfflinePlanner {
         };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
-
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
             return step(if covered && (last_had_hits || ctx.searches_done > 1) {
                 self.answer(ctx)
@@ -1075,7 +1074,7 @@ mod tests {
         );
         // A place name: a rule for "other cities" still covers it.
         assert!(unknown_nouns("去拉萨出差住宿标准是多少？", &mentions).is_empty());
-        // Mentioned (the index finds 坐飞机 by its part 飞机).
+        // A noun the knowledge base mentions (the index finds 坐飞机 through its part 飞机).
         assert!(unknown_nouns("坐飞机能订什么舱位？", &mentions).is_empty());
         // Nothing unknown at all.
         assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| true).is_empty());
