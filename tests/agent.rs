@@ -185,6 +185,41 @@ fn round_one_searches_every_content_word_the_keyword_limit_allows() {
 }
 
 #[test]
+fn a_name_in_a_sentence_about_the_chunks_subject_is_followed() {
+    // The bridge sentence says "He", not the name in the question; the chunk's title is that
+    // name, so the sentence is about the question's subject and its name is worth a search.
+    let outcome = offline_run_on(
+        &[
+            (
+                "people/warrier.md",
+                "# Sachin Warrier\n\nSachin Warrier is a playback singer. \
+                 He was employed by Tata Consultancy Services before music.\n",
+            ),
+            (
+                "companies/tcs.md",
+                "# Tata Consultancy Services\n\nIts head office is in Mumbai.\n",
+            ),
+            (
+                "companies/infosys.md",
+                "# Infosys\n\nInfosys is a company headquartered in Bangalore.\n",
+            ),
+            (
+                "companies/wipro.md",
+                "# Wipro\n\nWipro is a company headquartered in Bangalore, where it was founded.\n",
+            ),
+        ],
+        "Where is the company that Sachin Warrier worked for headquartered?",
+    );
+    let searched: Vec<&Vec<String>> = outcome.rounds.iter().map(|r| &r.keywords).collect();
+    assert!(
+        searched.iter().skip(1).any(|keywords| keywords
+            .first()
+            .is_some_and(|k| k == "Tata Consultancy Services")),
+        "{searched:?}"
+    );
+}
+
+#[test]
 fn a_reference_in_a_sentence_sharing_no_question_word_is_not_followed() {
     let outcome = offline_run_on(
         &[

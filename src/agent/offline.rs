@@ -566,29 +566,45 @@ impl OfflinePlanner {
                 best_hits.extend(hits.iter().take(3));
             }
         }
+        let term_set = |text: &str| -> HashSet<String> {
+            text::terms(text).into_iter().map(|t| t.text).collect()
+        };
+        // The IDF weight of the question terms found in any of `sets`.
+        let shared = |sets: &[&HashSet<String>]| -> f64 {
+            question
+                .iter()
+                .filter(|t| sets.iter().any(|s| s.contains(*t)))
+                .map(|t| weight(t))
+                .sum()
+        };
         let mut best: Option<(f64, String, &SearchHit)> = None;
         for hit in best_hits {
             let Some(body) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
                 continue;
+            };
+            let title = term_set(&hit.title_path);
+            // The title names part of the question and the chunk leaves another part open.
+            let subject_with_a_gap = shared(&[&title]) > 0.0 && {
+                let body = term_set(body);
+                !question
+                    .iter()
+                    .all(|t| title.contains(t) || body.contains(t))
             };
             for sentence in sentences(body) {
                 let candidates = names(sentence);
                 if candidates.is_empty() {
                     continue;
                 }
-                let overlap: f64 = text::terms(sentence)
-                    .into_iter()
-                    .map(|t| t.text)
-                    .collect::<HashSet<_>>()
-                    .iter()
-                    .filter(|t| question.contains(*t))
-                    .map(|t| weight(t))
-                    .sum();
                 // The bridge of a multi-hop question is where the prose meets the question: a
-                // name in a sentence sharing none of its words leads elsewhere.
-                if overlap <= 0.0 {
+                // name in a sentence sharing none of its words leads elsewhere — unless the
+                // chunk is about the question's subject and leaves a gap: prose names its
+                // subject once and then says "he" or "the company", and the title is that
+                // subject. The title's words count for every sentence of its chunk.
+                let own = term_set(sentence);
+                if shared(&[&own]) <= 0.0 && !subject_with_a_gap {
                     continue;
                 }
+                let overlap = shared(&[&own, &title]);
                 for name in candidates {
                     let terms = analysed(&name);
                     if terms.is_empty()
