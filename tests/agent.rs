@@ -220,6 +220,71 @@ fn a_name_in_a_sentence_about_the_chunks_subject_is_followed() {
 }
 
 #[test]
+fn several_names_from_the_best_hits_are_searched_together() {
+    // The bridge (McLean) is the second name of its sentence; counties that match the
+    // question's other words crowd it out of round 1 and would crowd it out of a search for
+    // General Growth Properties alone.
+    let mut docs: Vec<(String, String)> = [
+        "Arlington",
+        "Loudoun",
+        "Prince William",
+        "Fauquier",
+        "Stafford",
+    ]
+    .iter()
+    .map(|county| {
+        (
+            format!("places/{county}.md"),
+            format!(
+                "# {county} County\n\n{county} County is located in the north. \
+                 Its county seat is located in its largest town.\n"
+            ),
+        )
+    })
+    .collect();
+    docs.push((
+        "malls/tysons.md".into(),
+        "# Tysons Galleria\n\nTysons Galleria, owned by General Growth Properties, is a shopping \
+         mall in McLean.\n"
+            .into(),
+    ));
+    docs.push((
+        "places/mclean.md".into(),
+        "# McLean\n\nMcLean is an unincorporated community in Fairfax County.\n".into(),
+    ));
+    docs.push((
+        "companies/ggp.md".into(),
+        "# General Growth Properties\n\nGeneral Growth Properties is a real estate company \
+         based in Chicago.\n"
+            .into(),
+    ));
+    let docs: Vec<(&str, &str)> = docs.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let outcome = offline_run_on(&docs, "Tysons Galleria is located in what county?");
+    let rounds: Vec<(&Vec<String>, Vec<&str>)> = outcome
+        .rounds
+        .iter()
+        .map(|r| {
+            (
+                &r.keywords,
+                r.hits.iter().map(|h| h.title_path.as_str()).collect(),
+            )
+        })
+        .collect();
+    assert!(!rounds[0].1.contains(&"McLean"), "{rounds:?}");
+    let second = rounds.get(1).expect("a second round");
+    assert!(
+        second.0.iter().any(|k| k == "General Growth Properties"),
+        "{rounds:?}"
+    );
+    assert!(second.0.iter().any(|k| k == "McLean"), "{rounds:?}");
+    assert!(second.1.contains(&"McLean"), "{rounds:?}");
+    assert_eq!(
+        outcome.rounds[1].reason,
+        "follow the names General Growth Properties, McLean in Tysons Galleria"
+    );
+}
+
+#[test]
 fn a_reference_in_a_sentence_sharing_no_question_word_is_not_followed() {
     let outcome = offline_run_on(
         &[

@@ -32,6 +32,11 @@ use crate::text::{self, char_len, is_stop_term};
 /// words often name the section that answers (golden set evidence recall 0.814 with the six
 /// rarest, 0.838 with eight; HotpotQA joint recall after round 3 0.680 -> 0.738; BENCHMARKS.md).
 const FIRST_ROUND_KEYWORDS: usize = super::MAX_KEYWORDS;
+/// Names searched together when following the prose of the best hits: the bridge of a
+/// multi-hop question is often not the best-scoring name of its sentence, and one search of
+/// five hits has room for several (HotpotQA joint recall after round 3: 0.777 with one, 0.835
+/// with two or three, 0.825 with four; BENCHMARKS.md).
+const NAMES_PER_SEARCH: usize = 3;
 /// Sentences in an extractive answer at most.
 const ANSWER_SENTENCES: usize = 5;
 /// Longest sentence quoted, in characters.
@@ -383,6 +388,13 @@ fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// The next search's names (each with the titlePath it came from, best first) and the question
+/// words the best name's chunk lacks.
+struct NamesToFollow {
+    names: Vec<(String, String)>,
+    lacking: Vec<String>,
+}
+
 struct Scored<'a> {
     chunk: String,
     sentence: &'a str,
@@ -502,11 +514,28 @@ impl OfflinePlanner {
                 format!("follow the reference to {reference} in {from}"),
             ));
         }
-        // 2. A name the best hits introduce, with the question words they lack.
-        if let Some((name, lacking, from)) = self.name_to_follow(ctx) {
-            let mut keywords = vec![name.clone()];
-            keywords.extend(lacking);
-            return Some((keywords, format!("follow the name {name} in {from}")));
+        // 2. Names the best hits introduce, with the question words the best one's chunk lacks.
+        if let Some(follow) = self.names_to_follow(ctx) {
+            // "follow the names A, B in T1; C in T2"
+            let mut by_source: Vec<(&str, Vec<&str>)> = Vec::new();
+            for (name, from) in &follow.names {
+                match by_source.iter_mut().find(|(f, _)| f == from) {
+                    Some((_, names)) => names.push(name),
+                    None => by_source.push((from, vec![name])),
+                }
+            }
+            let named: Vec<String> = by_source
+                .iter()
+                .map(|(from, names)| format!("{} in {from}", names.join(", ")))
+                .collect();
+            let reason = format!(
+                "follow the name{} {}",
+                if follow.names.len() > 1 { "s" } else { "" },
+                named.join("; ")
+            );
+            let mut keywords: Vec<String> = follow.names.into_iter().map(|(n, _)| n).collect();
+            keywords.extend(follow.lacking);
+            return Some((keywords, reason));
         }
         // 3. Headings of the best hits that were not searched.
         let mut fresh = Vec::new();
@@ -542,12 +571,12 @@ impl OfflinePlanner {
         ))
     }
 
-    /// The name the best hits of every round introduce that is the likeliest next lookup: taken
-    /// from the sentence sharing the most (IDF-weighted) question terms (at least one), not
-    /// already in the question, not the title of a chunk already seen, not followed before; a
-    /// rarer name scores a little higher. Returned with the question words that hit lacks (what
-    /// the next chunk must hold) and the titlePath it came from.
-    fn name_to_follow(&self, ctx: &PlannerContext<'_>) -> Option<(String, Vec<String>, String)> {
+    /// The names the best hits of every round introduce that are the likeliest next lookups, at
+    /// most [`NAMES_PER_SEARCH`], best first: each taken from a sentence sharing (IDF-weighted)
+    /// question terms, not already in the question, not the title of a chunk already seen, not
+    /// followed before; a rarer name scores a little higher. Returned with the question words
+    /// the best name's chunk lacks (what the next chunk must hold).
+    fn names_to_follow(&self, ctx: &PlannerContext<'_>) -> Option<NamesToFollow> {
         let question: HashSet<String> = self
             .question_words
             .iter()
@@ -577,7 +606,7 @@ impl OfflinePlanner {
                 .map(|t| weight(t))
                 .sum()
         };
-        let mut best: Option<(f64, String, &SearchHit)> = None;
+        let mut scored: Vec<(f64, String, &SearchHit)> = Vec::new();
         for hit in best_hits {
             let Some(body) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
                 continue;
@@ -616,14 +645,22 @@ impl OfflinePlanner {
                         continue;
                     }
                     let rarity = terms.iter().map(|t| weight(t)).fold(0.0, f64::max);
-                    let score = overlap + 0.1 * rarity;
-                    if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
-                        best = Some((score, name, hit));
-                    }
+                    scored.push((overlap + 0.1 * rarity, name, hit));
                 }
             }
         }
-        let (_, name, hit) = best?;
+        // Best first; among equals, the first found (earlier rounds, better hits, earlier text).
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut names: Vec<(String, &SearchHit)> = Vec::new();
+        for (_, name, hit) in scored {
+            if names.len() == NAMES_PER_SEARCH {
+                break;
+            }
+            if !names.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                names.push((name, hit));
+            }
+        }
+        let &(_, hit) = names.first()?;
         let hit_terms: HashSet<String> = ctx
             .lookup
             .returned_chunk_text(&hit.chunk_id)
@@ -644,13 +681,19 @@ impl OfflinePlanner {
             .map(|(w, _)| w.clone())
             .take(3)
             .collect();
-        Some((name, lacking, hit.title_path.clone()))
+        Some(NamesToFollow {
+            names: names
+                .into_iter()
+                .map(|(name, hit)| (name, hit.title_path.clone()))
+                .collect(),
+            lacking,
+        })
     }
 
     fn pending_reference(&self, ctx: &PlannerContext<'_>) -> bool {
         // Prose that names something new where it meets the question is the bridge of a
         // multi-hop question: one chunk covering the question's words does not end it.
-        if self.name_to_follow(ctx).is_some() {
+        if self.names_to_follow(ctx).is_some() {
             return true;
         }
         let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
