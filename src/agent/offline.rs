@@ -266,7 +266,11 @@ fn references_with_strength(text: &str) -> Vec<(String, bool)> {
         while let Some(i) = rest.find(open) {
             let after = &rest[i + open.len_utf8()..];
             let Some(j) = after.find(close) else { break };
-            let name = after[..j].trim();
+            // American punctuation puts a sentence's comma or period inside the quotes
+            // ("The Apprentice," he said): not part of the name.
+            let name = after[..j]
+                .trim()
+                .trim_end_matches([',', '.', ';', ':', '，', '。', '；', '：']);
             let n = char_len(name);
             if (2..=24).contains(&n) && !name.contains('\n') {
                 out.push((name.to_string(), open == '《'));
@@ -1154,6 +1158,10 @@ mod tests {
             ]
         );
         assert!(references("no refs, A-1 is too short, XFIN-").is_empty());
+        assert_eq!(
+            references("He hosted \"The Apprentice,\" then \"Dragons' Den.\""),
+            vec!["The Apprentice", "Dragons' Den"]
+        );
     }
 
     #[test]
