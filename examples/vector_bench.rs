@@ -11,38 +11,14 @@
 
 use std::time::{Duration, Instant};
 
+use ragtrail::seeded::SplitMix64;
 use ragtrail::store::vectors::{VectorError, VectorIndex};
 
 const DIMS: usize = 384;
 
-/// SplitMix64: a tiny seeded generator, so runs are comparable without a `rand` dependency.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn next_f32(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-
-    fn vector(&mut self) -> Vec<f32> {
-        (0..DIMS).map(|_| self.next_f32()).collect()
-    }
-
-    /// `centre` plus uniform noise of amplitude `noise`.
-    fn near(&mut self, centre: &[f32], noise: f32) -> Vec<f32> {
-        centre
-            .iter()
-            .map(|&c| c + noise * self.next_f32())
-            .collect()
-    }
+/// `centre` plus uniform noise of amplitude `noise`.
+fn near(rng: &mut SplitMix64, centre: &[f32], noise: f32) -> Vec<f32> {
+    centre.iter().map(|&c| c + noise * rng.next_f32()).collect()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -142,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let build = Instant::now();
     let mut uniform = VectorIndex::with_capacity(DIMS, rows);
     for _ in 0..rows {
-        uniform.push(&rng.vector())?;
+        uniform.push(&rng.vector(DIMS))?;
     }
     println!(
         "built {rows} x {DIMS} rows ({:.1} MiB f32 + {:.1} MiB int8 copy) in {:.2?}",
@@ -150,18 +126,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         uniform.quantised_bytes() as f64 / (1024.0 * 1024.0),
         build.elapsed()
     );
-    let uniform_qs: Vec<Vec<f32>> = (0..queries).map(|_| rng.vector()).collect();
+    let uniform_qs: Vec<Vec<f32>> = (0..queries).map(|_| rng.vector(DIMS)).collect();
 
     // 1,000 clusters of 100 rows; queries near a cluster centre, so the top 100 and the rows
     // just below the cut-off score alike.
-    let centres: Vec<Vec<f32>> = (0..1000).map(|_| rng.vector()).collect();
+    let centres: Vec<Vec<f32>> = (0..1000).map(|_| rng.vector(DIMS)).collect();
     let mut clustered = VectorIndex::with_capacity(DIMS, rows);
     for i in 0..rows {
-        let v = rng.near(&centres[i % centres.len()], 1.0);
+        let v = near(&mut rng, &centres[i % centres.len()], 1.0);
         clustered.push(&v)?;
     }
     let clustered_qs: Vec<Vec<f32>> = (0..queries)
-        .map(|i| rng.near(&centres[(i * 7) % centres.len()], 1.0))
+        .map(|i| near(&mut rng, &centres[(i * 7) % centres.len()], 1.0))
         .collect();
 
     let dir = tempfile::tempdir()?;

@@ -16,6 +16,7 @@ pub mod index;
 pub mod knowledge;
 pub mod llm;
 pub mod search;
+pub mod seeded;
 pub mod session;
 pub mod store;
 pub mod text;

@@ -15,6 +15,7 @@ use ragtrail::index::Bm25Index;
 use ragtrail::knowledge::{Chunk, DocStatus, Document};
 use ragtrail::search::fusion::Fusion;
 use ragtrail::search::{SearchError, SearchHit, SearchRequest};
+use ragtrail::seeded::SplitMix64 as Rng;
 use ragtrail::store::postgres::{
     IterativeScan, MIGRATOR, PgError, PgSettings, PgStore, VectorSearchMode,
 };
@@ -297,23 +298,6 @@ fn a_changed_document_replaces_only_its_rows() {
         "{}",
         hits[0].snippet
     );
-}
-
-/// SplitMix64: seeded vectors without a `rand` dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next_f32(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    fn vector(&mut self, dims: usize) -> Vec<f32> {
-        (0..dims).map(|_| self.next_f32()).collect()
-    }
 }
 
 fn synthetic_doc(d: usize, tenant: &str) -> Document {

@@ -13,20 +13,7 @@ const TOPICS: usize = 2000;
 const WORDS_PER_TOPIC: usize = 40;
 const VOCABULARY: usize = 20_000;
 
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+pub use ragtrail::seeded::SplitMix64 as Rng;
 
 /// Pronounceable pseudo-words, distinct by construction.
 fn word(i: usize) -> String {

@@ -1036,6 +1036,7 @@ impl Eq for Candidate {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seeded::SplitMix64 as Rng;
     use proptest::prelude::*;
 
     /// Reference: score every allowed non-zero row, full sort, truncate.
@@ -1212,24 +1213,6 @@ mod tests {
             let got = index.search(&query, k, allow).unwrap();
             prop_assert!(got.iter().all(|&(i, _)| mask[i]));
             prop_assert_eq!(got, brute_force(&index, &query, k, allow));
-        }
-    }
-
-    /// SplitMix64, so the seeded tests below need no `rand` dependency.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next_f32(&mut self) -> f32 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-
-        fn vector(&mut self, dims: usize) -> Vec<f32> {
-            (0..dims).map(|_| self.next_f32()).collect()
         }
     }
 
