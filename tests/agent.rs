@@ -352,13 +352,7 @@ const LAUNDRY_QUESTION: &str = "出差期间酒店洗衣服的费用能报销吗
 /// The refusal message of a run that must end in "insufficient evidence" because no chunk it
 /// may see mentions 洗衣服.
 fn refused_for_laundry(outcome: agent::AgentOutcome) -> String {
-    assert_eq!(
-        outcome.status,
-        RunStatus::InsufficientEvidence,
-        "{:?}",
-        outcome.answer
-    );
-    let message = outcome.message.expect("message");
+    let message = no_evidence_message(outcome);
     assert!(
         message.contains("no chunk of the knowledge base mentions 洗衣服"),
         "{message}"
@@ -394,13 +388,13 @@ fn insufficient_evidence_says_which_question_words_no_hit_holds() {
         )],
         "Can astronauts get a parking permit for their rocket?",
     );
-    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    // The offline planner adds its account after a colon.
     assert!(
         outcome.reason.starts_with("no_relevant_hits: "),
         "{}",
         outcome.reason
     );
-    let message = outcome.message.expect("message");
+    let message = no_evidence_message(outcome);
     // The planner's account of the whole run, naming what the knowledge base lacks.
     assert!(message.contains("Why: "), "{message}");
     assert!(message.contains("not found in any hit"), "{message}");

@@ -9,6 +9,7 @@ use ragtrail::access::AccessContext;
 use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings};
 use ragtrail::engine::{Engine, IngestOptions, IngestSummary};
 use ragtrail::search::{SearchHit, SearchRequest};
+use ragtrail::trace::RunStatus;
 
 pub struct Workspace {
     pub dir: tempfile::TempDir,
@@ -83,3 +84,20 @@ pub fn repo_root() -> &'static Path {
 pub const TRAVEL: &str = "---\ntitle: 差旅报销制度\ntenant: default\nroles: []\nversion: \"2026-03\"\nupdated: 2026-03-01\nstatus: active\n---\n\n## 交通费\n\n### 火车票\n\n高铁票须提供铁路电子客票报销凭证，截图不予报销。\n\n### 飞机票\n\n机票须提供电子行程单。\n\n## 住宿费\n\n住宿发票抬头须为公司全称，并注明纳税人识别号。\n\n| 城市 | 标准 |\n| --- | --- |\n| 一线城市 | 600元 |\n| 其他城市 | 400元 |\n";
 
 pub const LEAVE_EN: &str = "---\ntitle: Leave Policy\ntenant: default\nversion: \"2026\"\n---\n\n## Annual leave\n\nEmployees earn 10 days of annual leave per year of service, up to 20 days.\n\n## Sick leave\n\nA doctor's note is required for sick leave longer than two days.\n";
+
+/// What the user is told by a run that gave up for want of evidence (`no_relevant_hits`, from
+/// either planner); panics, showing the answer, if the run ended any other way.
+pub fn no_evidence_message(outcome: AgentOutcome) -> String {
+    assert_eq!(
+        outcome.status,
+        RunStatus::InsufficientEvidence,
+        "{:?}",
+        outcome.answer
+    );
+    assert!(
+        outcome.reason.starts_with("no_relevant_hits"),
+        "{}",
+        outcome.reason
+    );
+    outcome.message.expect("message")
+}
