@@ -59,6 +59,9 @@ pub struct OfflinePlanner {
     searched_terms: HashSet<String>,
     seen_chunks: HashSet<String>,
     followed: HashSet<String>,
+    /// The question's nouns no chunk mentions ([`unknown_nouns`]); fixed for the run, so
+    /// found once, with the question words.
+    unknown_nouns: Vec<String>,
 }
 
 impl OfflinePlanner {
@@ -451,13 +454,10 @@ impl OfflinePlanner {
             })
             .collect();
         let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
-        let unknown = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
-            ctx.lookup.mentions(word)
-        });
-        if !unknown.is_empty() {
+        if !self.unknown_nouns.is_empty() {
             let mentions = format!(
                 "no chunk of the knowledge base mentions {}",
-                unknown.join(", ")
+                self.unknown_nouns.join(", ")
             );
             // The coverage bar was met: its "bar 35%" would read as a pass.
             sufficiency.reason = if sufficiency.sufficient {
@@ -1037,6 +1037,9 @@ impl Planner for OfflinePlanner {
                 }
                 self.carried = carried;
             }
+            self.unknown_nouns = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
+                ctx.lookup.mentions(word)
+            });
         }
         // A refused answer is not retried with the same evidence.
         if observations
