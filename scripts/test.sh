@@ -39,3 +39,5 @@ echo "== PostgreSQL for the tests: $(printf '%s' "$RAGTRAIL_TEST_DATABASE_URL" |
 
 echo "== cargo test"
 cargo test --all-targets --locked
+# --all-targets leaves the documentation examples out; they are tests too.
+cargo test --doc --locked
