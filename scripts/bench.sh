@@ -10,12 +10,12 @@ folders=(knowledge)
 for d in laws-zh handbook-en; do
   [ -d "$data/$d" ] && folders+=("$data/$d")
 done
-echo "== searchDocs and ingest (cargo bench --bench retrieval)"
-cargo bench --bench retrieval -- --synthetic 100000 "${folders[@]}"
+echo "== searchDocs and ingest (cargo bench -p ragtrail --bench retrieval)"
+cargo bench -p ragtrail --bench retrieval -- --synthetic 100000 "${folders[@]}"
 echo "== golden-set calibration (boost, fusion, sufficiency)"
-cargo run --release --example calibrate
+cargo run --release -p ragtrail --example calibrate
 echo "== offline agent on the golden set"
-cargo run --release --example agent_eval
+cargo run --release -p ragtrail --example agent_eval
 cargo build --release --quiet
 ragtrail=${CARGO_TARGET_DIR}/release/ragtrail
 if [ -d "$data/scifact" ]; then

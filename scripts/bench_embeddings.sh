@@ -12,7 +12,7 @@ data=${1:-../shared/data}
 model=$(bash scripts/install_test_model.sh)
 index=${EVAL_INDEX_DIR:-$(mktemp -d)}
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -m); $(date -u +%F); load $(cut -d' ' -f1-3 /proc/loadavg)"
-cargo build --release --example embed_bench --example beir_eval
+cargo build --release -p ragtrail --example embed_bench --example beir_eval
 bin="$CARGO_TARGET_DIR/release/examples"
 inputs=(knowledge)
 [ -d "$data/handbook-en" ] && inputs+=("$data/handbook-en")

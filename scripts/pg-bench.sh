@@ -16,5 +16,5 @@ if [ -z "${DATABASE_URL:-}" ]; then
   DATABASE_URL=$(RAGTRAIL_PG_DURABLE=1 bash scripts/pg-test.sh start "$dir" | sed -n 's/^DATABASE_URL=//p' | tail -1)
   export DATABASE_URL
 fi
-cargo build --release --example pg_bench
+cargo build --release -p ragtrail --example pg_bench
 "$CARGO_TARGET_DIR/release/examples/pg_bench" "$@"

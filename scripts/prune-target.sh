@@ -2,7 +2,7 @@
 # Keeps the shared build directory from filling the disk.
 #
 # .ci/run builds every fresh clone into one target directory outside the clone (so dependencies
-# are compiled once). Cargo names this crate's artifacts after the clone's path, so each clone
+# are compiled once). Cargo names the workspace's artifacts after the clone's path, so each clone
 # leaves its own copy of the library, the binary and every test binary (gigabytes in debug
 # builds). This removes this crate's artifacts that were not touched for six hours; dependencies
 # and anything else stay. A removed artifact is simply rebuilt.
@@ -19,11 +19,11 @@ if ! compgen -G "$target/*/deps/libragtrail-*" > /dev/null \
   && ! compgen -G "$target/*/.fingerprint/ragtrail-*" > /dev/null; then
   exit 0
 fi
-names=(ragtrail libragtrail)
-for f in tests/*.rs benches/*.rs examples/*.rs; do
+names=(ragtrail libragtrail ragtrail_cli libragtrail_cli ragtrail-cli it)
+for f in crates/*/benches/*.rs crates/*/examples/*.rs; do
   [ -e "$f" ] && names+=("$(basename "$f" .rs)")
 done
-for d in examples/*/; do
+for d in crates/*/examples/*/; do
   [ -d "$d" ] && names+=("$(basename "$d")")
 done
 before=$(du -sm "$target" 2>/dev/null | cut -f1)

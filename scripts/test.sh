@@ -21,7 +21,7 @@ echo "== model for the local-embedder tests: $RAGTRAIL_TEST_MODEL_DIR"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 if [ -z "${RAGTRAIL_TEST_DATABASE_URL:-}" ]; then
   echo "== starting a throwaway PostgreSQL (scripts/pg-test.sh)"
@@ -38,6 +38,6 @@ fi
 echo "== PostgreSQL for the tests: $(printf '%s' "$RAGTRAIL_TEST_DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#')"
 
 echo "== cargo test"
-cargo test --all-targets --locked
+cargo test --workspace --all-targets --locked
 # --all-targets leaves the documentation examples out; they are tests too.
-cargo test --doc --locked
+cargo test --workspace --doc --locked

@@ -1,0 +1,292 @@
+//! `ragtrail ask`: answer a question by searching in rounds, with cited sources and a trace.
+
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::{GlobalArgs, open_ready_engine, output};
+use crate::config;
+use ragtrail::agent::llm::LlmPlanner;
+use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::agent::{
+    self, AgentEvent, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings,
+};
+use ragtrail::llm::{self, LlmFlags};
+use ragtrail::session::{self, SessionStore};
+use ragtrail::trace::RunStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlannerChoice {
+    /// Deterministic keyword heuristics and an extractive answer; no network.
+    Offline,
+    /// A chat model behind an OpenAI-compatible endpoint, with tool calling.
+    Llm,
+}
+
+/// The chat endpoint of the LLM planner. The API key is read from `RAGTRAIL_LLM_API_KEY` (or
+/// `OPENAI_API_KEY`) only, never from a flag.
+#[derive(Debug, Default, Args)]
+#[command(next_help_heading = "Chat model")]
+pub struct LlmArgs {
+    /// OpenAI-compatible chat endpoint, usually ending in /v1 [env: RAGTRAIL_LLM_BASE_URL, then
+    /// OPENAI_BASE_URL].
+    #[arg(long, value_name = "URL")]
+    pub llm_base_url: Option<String>,
+    /// Model name sent to the chat endpoint [env: RAGTRAIL_LLM_MODEL].
+    #[arg(long, value_name = "NAME")]
+    pub llm_model: Option<String>,
+    /// Seconds one chat request may take [env: RAGTRAIL_LLM_TIMEOUT_SECS] [default: 120].
+    #[arg(long, value_name = "SECS")]
+    pub llm_timeout: Option<f64>,
+    /// Seconds all the chat requests of one run may take together, retries included; 0 for no
+    /// limit [env: RAGTRAIL_LLM_BUDGET_SECS] [default: 600].
+    #[arg(long, value_name = "SECS")]
+    pub llm_budget: Option<f64>,
+}
+
+impl LlmArgs {
+    pub fn flags(&self) -> LlmFlags {
+        LlmFlags {
+            base_url: self.llm_base_url.clone(),
+            model: self.llm_model.clone(),
+            timeout_secs: self.llm_timeout,
+            budget_secs: self.llm_budget,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question, in any language of the knowledge base.
+    pub question: String,
+    /// Searches allowed before the planner must answer.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub max_rounds: u32,
+    /// Hits per search (at most 20).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    pub top_k: u32,
+    /// Accept answers whose citations were not returned in this run (not recommended).
+    #[arg(long)]
+    pub no_require_source: bool,
+    /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
+    #[arg(long, value_enum)]
+    pub planner: Option<PlannerChoice>,
+    /// Today's date for the run (YYYY-MM-DD) [default: the local date].
+    #[arg(long, value_name = "DATE")]
+    pub today: Option<chrono::NaiveDate>,
+    /// Print one JSON object (status, answer, citations, rounds, trace path) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not write a trace for this run.
+    #[arg(long)]
+    pub no_trace: bool,
+    /// Ask within a conversation: earlier turns inform this one (follow-ups may omit their
+    /// topic). Created on first use; `new` starts a fresh one and prints its id.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// The planner of a run: the one asked for, else the LLM planner when a chat endpoint is
+/// configured, else the offline one. Checks the chat configuration before anything is sent.
+pub(crate) fn choose_planner(
+    choice: Option<PlannerChoice>,
+    llm: &LlmArgs,
+) -> anyhow::Result<Box<dyn Planner>> {
+    let env = |name: &str| std::env::var(name).ok();
+    let flags = llm.flags();
+    let choice = choice.unwrap_or(if llm::chat_endpoint_configured(&flags, &env) {
+        PlannerChoice::Llm
+    } else {
+        PlannerChoice::Offline
+    });
+    Ok(match choice {
+        PlannerChoice::Offline => Box::new(OfflinePlanner::new()),
+        PlannerChoice::Llm => {
+            let config = llm::resolve_chat_config(&flags, &env)?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the llm planner needs a chat endpoint: set RAGTRAIL_LLM_BASE_URL (or OPENAI_BASE_URL, or --llm-base-url) and RAGTRAIL_LLM_MODEL"
+                )
+            })?;
+            Box::new(LlmPlanner::new(&config)?)
+        }
+    })
+}
+
+/// The settings of a run from `ask`/`chat` flags and the operator's configuration.
+pub fn run_settings(
+    global: &GlobalArgs,
+    max_rounds: u32,
+    top_k: u32,
+    require_source: bool,
+    today: Option<chrono::NaiveDate>,
+    trace: bool,
+) -> RunSettings {
+    RunSettings {
+        options: AgentRagOptions {
+            max_search_rounds: max_rounds,
+            top_k_per_round: top_k,
+            require_source,
+        },
+        access: config::access_context(global.tenant.as_deref(), &global.roles),
+        today: today
+            .unwrap_or_else(|| chrono::Local::now().date_naive())
+            .format("%Y-%m-%d")
+            .to_string(),
+        trace: trace.then(|| TraceSettings {
+            dir: global.trace_dir.clone(),
+            key: config::trace_key(),
+        }),
+        session: None,
+        conversation: None,
+    }
+}
+
+pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
+    let mut planner = choose_planner(args.planner, &args.llm)?;
+    let engine = open_ready_engine(global)?;
+    let settings = run_settings(
+        global,
+        args.max_rounds,
+        args.top_k,
+        !args.no_require_source,
+        args.today,
+        !args.no_trace,
+    );
+    let json = args.json;
+    let mut show = |event: AgentEvent<'_>| {
+        if json {
+            return;
+        }
+        match event {
+            AgentEvent::Round(r) => {
+                println!(
+                    "round {}: [{}] — {}",
+                    r.round,
+                    output::terminal_safe(&r.keywords.join(", ")),
+                    output::terminal_safe(&r.reason)
+                );
+                for hit in r.hits.iter().take(3) {
+                    println!(
+                        "    {:.4}  {}",
+                        hit.score,
+                        output::terminal_safe(&hit.title_path)
+                    );
+                }
+                if r.hits.is_empty() {
+                    println!("    (no hits)");
+                }
+            }
+            AgentEvent::Repeated { keywords } => {
+                println!("skipped: [{}] was already searched", keywords.join(", "))
+            }
+            AgentEvent::Rejected { message } => {
+                println!("rejected: {}", output::terminal_safe(message))
+            }
+            AgentEvent::Refused(refused) => {
+                for r in refused {
+                    println!("refused citation {}: {}", r.chunk_id, r.reason);
+                }
+            }
+        }
+    };
+    let outcome = match &args.session {
+        Some(id) => {
+            let id = if id == "new" {
+                SessionStore::new_id()
+            } else {
+                id.clone()
+            };
+            let sessions = SessionStore::new(&global.data_dir);
+            let (outcome, turn) = session::ask(
+                &engine,
+                &mut *planner,
+                &sessions,
+                &id,
+                &args.question,
+                &settings,
+                &mut show,
+            )?;
+            if !json {
+                eprintln!("session {id}, turn {turn}");
+            }
+            outcome
+        }
+        None => agent::run(&engine, &mut *planner, &args.question, &settings, &mut show)?,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
+    } else {
+        print!("{}", outcome_text(&outcome));
+    }
+    Ok(ExitCode::from(match outcome.status {
+        RunStatus::Answered => 0,
+        RunStatus::InsufficientEvidence => 1,
+        _ => super::EXIT_ERROR,
+    }))
+}
+
+fn status_name(status: &RunStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// The `--json` result object.
+pub fn outcome_json(o: &AgentOutcome) -> serde_json::Value {
+    json!({
+        "runId": o.run_id.to_string(),
+        "status": status_name(&o.status),
+        "reason": o.reason,
+        "answer": o.answer.as_ref().map(|a| a.text.clone()).or_else(|| o.message.clone()),
+        "citations": o.answer.as_ref().map(|a| a.citations.clone()).unwrap_or_default(),
+        "rounds": o.rounds.iter().map(|r| json!({
+            "round": r.round,
+            "keywords": r.keywords,
+            "reason": r.reason,
+            "hits": r.hits,
+            "sufficiency": r.sufficiency,
+        })).collect::<Vec<_>>(),
+        "trace": o.trace.as_ref().map(|t| t.path.display().to_string()),
+    })
+}
+
+fn outcome_text(o: &AgentOutcome) -> String {
+    let mut out = String::from("\n");
+    match &o.answer {
+        Some(answer) if answer.unsourced => {
+            out.push_str(&output::terminal_safe(&answer.text));
+            out.push_str("\n(conversational reply: unsourced, nothing was searched)\n");
+        }
+        Some(answer) => {
+            out.push_str(&output::terminal_safe(&answer.text));
+            out.push_str("\n\nSources:\n");
+            for (i, c) in answer.citations.iter().enumerate() {
+                out.push_str(&format!(
+                    "  [{}] {}\n      {}  ({})\n      “{}”\n",
+                    i + 1,
+                    output::terminal_safe(&c.title_path),
+                    output::terminal_safe(&c.source_uri),
+                    c.chunk_id,
+                    output::terminal_safe(&c.quote)
+                ));
+            }
+        }
+        None => {
+            out.push_str(&output::terminal_safe(
+                o.message.as_deref().unwrap_or("No answer."),
+            ));
+            out.push('\n');
+        }
+    }
+    if let Some(t) = &o.trace {
+        let path = t.path.display();
+        out.push_str(&format!(
+            "\ntrace: {path}\nnext:  ragtrail replay {path}\n       ragtrail audit {path}\n"
+        ));
+    }
+    out
+}

@@ -1,0 +1,175 @@
+//! `ragtrail chat`: an interactive conversation; each turn is traced and remembered.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::{GlobalArgs, ask_cmd, open_ready_engine, output::terminal_safe};
+use ragtrail::agent::{AgentEvent, AgentOutcome};
+use ragtrail::session::{self, SessionStore};
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Resume this session (its earlier turns inform follow-up questions) [default: a new one].
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Searches allowed per question.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub max_rounds: u32,
+    /// Hits per search (at most 20).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    pub top_k: u32,
+    /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
+    #[arg(long, value_enum)]
+    pub planner: Option<ask_cmd::PlannerChoice>,
+    #[command(flatten)]
+    pub llm: ask_cmd::LlmArgs,
+}
+
+const HELP: &str = "Ask a question, or:\n  /sources  the sources of the last answer\n  /trace    the last turn's trace and how to replay or audit it\n  /new      start a new session\n  /help     this text\n  /quit     leave (Ctrl-D works too)";
+
+pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+    // Checks the chat configuration before anything else (a wrong URL fails here, not mid-chat).
+    drop(ask_cmd::choose_planner(args.planner, &args.llm)?);
+    let engine = open_ready_engine(global)?;
+    let sessions = SessionStore::new(&global.data_dir);
+    let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true);
+    let mut id = args.session.clone().unwrap_or_else(SessionStore::new_id);
+    let resumed = sessions.load_or_new(&id)?.turns.len();
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "ragtrail chat — session {id}{}. /help for commands.",
+        if resumed > 0 {
+            format!(" (resumed, {resumed} earlier turns)")
+        } else {
+            String::new()
+        }
+    )?;
+    let mut last: Option<AgentOutcome> = None;
+    let mut lines = Lines::new();
+    while let Some(line) = lines.next()? {
+        let line = line.trim().to_string();
+        if line.is_empty() {
+            continue;
+        }
+        match line.as_str() {
+            "/quit" | "/exit" => break,
+            "/help" => writeln!(out, "{HELP}")?,
+            "/new" => {
+                id = SessionStore::new_id();
+                last = None;
+                writeln!(out, "new session {id}")?;
+            }
+            "/sources" => match last.as_ref().and_then(|o| o.answer.as_ref()) {
+                Some(a) if !a.citations.is_empty() => {
+                    for (i, c) in a.citations.iter().enumerate() {
+                        writeln!(
+                            out,
+                            "[{}] {}  {}\n    “{}”",
+                            i + 1,
+                            terminal_safe(&c.title_path),
+                            terminal_safe(&c.source_uri),
+                            terminal_safe(&c.quote)
+                        )?;
+                    }
+                }
+                _ => writeln!(out, "The last turn cited no sources.")?,
+            },
+            "/trace" => match last.as_ref().and_then(|o| o.trace.as_ref()) {
+                Some(t) => {
+                    let p = t.path.display();
+                    writeln!(
+                        out,
+                        "trace: {p}\n  ragtrail replay {p}\n  ragtrail audit {p}"
+                    )?;
+                }
+                None => writeln!(out, "No turn yet.")?,
+            },
+            cmd if cmd.starts_with('/') => writeln!(out, "Unknown command {cmd}. {HELP}")?,
+            question => {
+                let mut planner = ask_cmd::choose_planner(args.planner, &args.llm)?;
+                let mut show = |e: AgentEvent<'_>| {
+                    if let AgentEvent::Round(r) = e {
+                        println!("  searching [{}]", terminal_safe(&r.keywords.join(", ")));
+                    }
+                };
+                match session::ask(
+                    &engine,
+                    planner.as_mut(),
+                    &sessions,
+                    &id,
+                    question,
+                    &settings,
+                    &mut show,
+                ) {
+                    Ok((outcome, turn)) => {
+                        let text = outcome
+                            .answer
+                            .as_ref()
+                            .map(|a| a.text.clone())
+                            .or_else(|| outcome.message.clone())
+                            .unwrap_or_default();
+                        writeln!(out, "[{turn}] {}", terminal_safe(&text))?;
+                        if let Some(a) = &outcome.answer {
+                            if a.unsourced {
+                                writeln!(out, "    (conversational reply: unsourced)")?;
+                            } else {
+                                for (i, c) in a.citations.iter().enumerate() {
+                                    writeln!(
+                                        out,
+                                        "    [{}] {}",
+                                        i + 1,
+                                        terminal_safe(&c.title_path)
+                                    )?;
+                                }
+                            }
+                        }
+                        last = Some(outcome);
+                    }
+                    Err(e) => writeln!(out, "error: {e}")?,
+                }
+            }
+        }
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Input lines: a line editor with history on a terminal, plain lines otherwise (scripts, tests).
+enum Lines {
+    Editor(Box<rustyline::DefaultEditor>),
+    Plain(std::io::StdinLock<'static>),
+}
+
+impl Lines {
+    fn new() -> Self {
+        if std::io::stdin().is_terminal()
+            && let Ok(editor) = rustyline::DefaultEditor::new()
+        {
+            return Lines::Editor(Box::new(editor));
+        }
+        Lines::Plain(std::io::stdin().lock())
+    }
+
+    fn next(&mut self) -> anyhow::Result<Option<String>> {
+        match self {
+            Lines::Editor(editor) => match editor.readline("> ") {
+                Ok(line) => {
+                    let _ = editor.add_history_entry(line.as_str());
+                    Ok(Some(line))
+                }
+                Err(
+                    rustyline::error::ReadlineError::Eof
+                    | rustyline::error::ReadlineError::Interrupted,
+                ) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Lines::Plain(stdin) => {
+                let mut line = String::new();
+                Ok((stdin.read_line(&mut line)? > 0).then_some(line))
+            }
+        }
+    }
+}

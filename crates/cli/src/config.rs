@@ -1,0 +1,63 @@
+//! Configuration: `.env` < environment < flags. The `.env` file is loaded into the environment
+//! (never overriding a variable already set) before flags are parsed; clap reads each flag's
+//! environment variable, so a flag always wins.
+
+use ragtrail::access::{AccessContext, DEFAULT_TENANT};
+
+/// Default data directory (index, embedded store, sessions).
+pub const DEFAULT_DATA_DIR: &str = ".ragtrail";
+/// Default trace directory.
+pub const DEFAULT_TRACE_DIR: &str = "traces";
+/// Default knowledge folder, ingested on first use.
+pub const DEFAULT_KNOWLEDGE_DIR: &str = "knowledge";
+
+/// Loads `.env` from the current directory if there is one. A malformed file is reported, not
+/// fatal: the environment and flags still apply.
+pub fn load_dotenv() {
+    match dotenvy::dotenv() {
+        Ok(_) => {}
+        Err(e) if e.not_found() => {}
+        Err(e) => eprintln!("warning: ignoring .env: {e}"),
+    }
+}
+
+/// Builds the operator's access context from a tenant and role names (comma-separated lists
+/// accepted), trimming blanks.
+pub fn access_context(tenant: Option<&str>, roles: &[String]) -> AccessContext {
+    let tenant = tenant
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or(DEFAULT_TENANT);
+    let roles = roles
+        .iter()
+        .flat_map(|r| r.split(','))
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(String::from);
+    AccessContext::new(tenant, roles)
+}
+
+/// The operator's trace key (`RAGTRAIL_TRACE_KEY`): read from the environment only, so it never
+/// sits in shell history or in a process listing.
+pub fn trace_key() -> Option<Vec<u8>> {
+    std::env::var("RAGTRAIL_TRACE_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(String::into_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_accept_lists_and_repeats() {
+        let ctx = access_context(
+            Some(" acme "),
+            &["hr, finance".into(), "hr".into(), " ".into()],
+        );
+        assert_eq!(ctx.tenant, "acme");
+        assert_eq!(ctx.roles, vec!["finance", "hr"]);
+        assert_eq!(access_context(None, &[]).tenant, DEFAULT_TENANT);
+    }
+}

@@ -1,0 +1,354 @@
+//! Command-line interface: clap definitions, output formatting and progress. No business logic:
+//! every command calls the library.
+
+mod ask_cmd;
+mod chat_cmd;
+mod config;
+mod db_cmd;
+mod eval_cmd;
+mod output;
+mod search_cmd;
+mod status_cmd;
+pub mod trace_cmds;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
+use ragtrail::embed::{self, EmbedConfig, EmbedderChoice};
+use ragtrail::engine::{Engine, IngestOptions, IngestProgress, IngestSummary};
+
+/// Exit status for errors (2 is clap's usage error and is not reused).
+pub const EXIT_ERROR: u8 = 3;
+
+/// Agentic retrieval over policy documents, with a replayable, auditable trace.
+///
+/// Put Markdown or text files in `knowledge/`, then ask or search. The first command that needs
+/// the index builds it from `knowledge/`.
+#[derive(Debug, Parser)]
+#[command(name = "ragtrail", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Where the index and the embedded store live.
+    #[arg(long, global = true, env = "RAGTRAIL_DATA_DIR", default_value = DEFAULT_DATA_DIR, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Knowledge folder ingested on first use when the index is empty.
+    #[arg(long, global = true, env = "RAGTRAIL_KNOWLEDGE_DIR", default_value = DEFAULT_KNOWLEDGE_DIR, value_name = "DIR")]
+    pub knowledge: PathBuf,
+    /// Where traces and the trace ledger are written.
+    #[arg(long, global = true, env = "RAGTRAIL_TRACE_DIR", default_value = DEFAULT_TRACE_DIR, value_name = "DIR")]
+    pub trace_dir: PathBuf,
+    /// Tenant whose documents may be searched (set by the operator, never by the model).
+    #[arg(long, global = true, env = "RAGTRAIL_TENANT", value_name = "NAME")]
+    pub tenant: Option<String>,
+    /// Role granted to the asker; repeat or separate with commas (e.g. `--role hr`).
+    #[arg(
+        long = "role",
+        global = true,
+        env = "RAGTRAIL_ROLES",
+        value_name = "ROLE",
+        value_delimiter = ','
+    )]
+    pub roles: Vec<String>,
+    /// PostgreSQL + pgvector as the system of record (unset: the embedded store in --data-dir).
+    #[arg(
+        long,
+        global = true,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub database_url: Option<String>,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
+}
+
+impl GlobalArgs {
+    /// The database URL, if one is set and not blank.
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
+}
+
+/// Which embedder computes the vectors (see docs/embeddings.md).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Embeddings")]
+pub struct EmbedArgs {
+    /// `hashing` (offline, lexical), `local` (a model folder) or `http` (an OpenAI-compatible
+    /// endpoint) [default: local if a model folder is set, else http if an endpoint is set,
+    /// else hashing].
+    #[arg(long, global = true, env = "RAGTRAIL_EMBEDDER", value_name = "KIND")]
+    pub embedder: Option<EmbedderChoice>,
+    /// Local sentence-transformers model folder (config.json, tokenizer.json, model.safetensors).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_MODEL_DIR",
+        value_name = "DIR"
+    )]
+    pub embed_model_dir: Option<PathBuf>,
+    /// OpenAI-compatible embeddings endpoint, usually ending in /v1.
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_BASE_URL",
+        value_name = "URL"
+    )]
+    pub embed_base_url: Option<String>,
+    /// API key of the embeddings endpoint (sent as a bearer token, never logged).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub embed_api_key: Option<String>,
+    /// Model name sent to the embeddings endpoint.
+    #[arg(long, global = true, env = "RAGTRAIL_EMBED_MODEL", value_name = "NAME")]
+    pub embed_model: Option<String>,
+    /// Expected vector length of the endpoint [default: learnt from its first answer].
+    #[arg(long, global = true, env = "RAGTRAIL_EMBED_DIMS", value_name = "N")]
+    pub embed_dims: Option<u32>,
+    /// Inputs per request (http, default 64) or per forward pass (local, default 32).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_BATCH_SIZE",
+        value_name = "N"
+    )]
+    pub embed_batch_size: Option<usize>,
+    /// Embedding requests in flight at once (http) [default: 2].
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_CONCURRENCY",
+        value_name = "N"
+    )]
+    pub embed_concurrency: Option<usize>,
+    /// Longest text sent to the endpoint, in characters; longer ones are cut and counted
+    /// [default: 6000].
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_MAX_CHARS",
+        value_name = "N"
+    )]
+    pub embed_max_chars: Option<usize>,
+}
+
+impl EmbedArgs {
+    pub fn config(&self) -> EmbedConfig {
+        EmbedConfig {
+            choice: self.embedder.unwrap_or_default(),
+            base_url: self.embed_base_url.clone(),
+            api_key: self.embed_api_key.clone(),
+            model: self.embed_model.clone(),
+            model_dir: self.embed_model_dir.clone(),
+            dims: self.embed_dims,
+            batch_size: self.embed_batch_size,
+            concurrency: self.embed_concurrency,
+            max_input_chars: self.embed_max_chars,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Answer a question from the knowledge base, citing its sources, and write a trace.
+    ///
+    /// The planner searches in rounds (keywords, not sentences), then answers only from the hits
+    /// it was shown, each claim cited with a verbatim quote. Without evidence it says so and lists
+    /// the keywords it tried. Exit status: 0 answered, 1 insufficient evidence, 3 error.
+    Ask(ask_cmd::AskArgs),
+    /// Talk with the knowledge base: follow-up questions may omit their topic.
+    ///
+    /// Each turn is answered like `ask` (cited, traced); the last turns and a cache of searches
+    /// are kept per session in the data directory, so `--session ID` resumes after a restart.
+    Chat(chat_cmd::ChatArgs),
+    /// Read a knowledge folder into the index: only what changed since the last ingest.
+    ///
+    /// `.md` and `.txt` files, recursively. Unchanged files are skipped, changed ones replaced,
+    /// deleted ones removed. Unreadable, binary, empty or oversized files are skipped with a
+    /// warning; malformed front matter stops the ingest (the index is left as it was).
+    Ingest(IngestArgs),
+    /// Re-run a recorded run's searches against the current index and show what changed.
+    ///
+    /// The recorded keywords, topK, fusion, date and access context are reused; no model is
+    /// called. Exit status: 0 reproduced, 1 differs, 3 invalid or tampered trace.
+    Replay(trace_cmds::ReplayArgs),
+    /// Show which evidence produced a run's answer, and whether the trace can be trusted.
+    ///
+    /// Verifies the hash chain and the ledger first, then for each citation: where it surfaced,
+    /// whether its quote is in the chunk, whether the chunk is unchanged today. Never calls a
+    /// model. Exit status: 0 clean, 1 findings, 3 integrity failure.
+    Audit(trace_cmds::AuditArgs),
+    /// List recent runs, newest first.
+    Traces(trace_cmds::TracesArgs),
+    /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
+    Search(search_cmd::SearchArgs),
+    /// Apply pending database migrations (needs DATABASE_URL).
+    Migrate,
+    /// Rebuild the BM25 index from the system of record (PostgreSQL when DATABASE_URL is set).
+    Reindex,
+    /// Show the data directory, the embedder of the index and the configured one, counts and
+    /// the index's age.
+    Status(status_cmd::StatusArgs),
+    /// Measure retrieval and agent quality: BEIR-format sets, golden questions, multi-hop sets.
+    Eval(eval_cmd::EvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Folder to ingest [default: the --knowledge folder].
+    pub dir: Option<PathBuf>,
+    /// Re-read and re-index every document, even unchanged ones.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Skip files larger than this many bytes.
+    #[arg(long, env = "RAGTRAIL_MAX_FILE_BYTES", default_value_t = 5 * 1024 * 1024, value_name = "BYTES")]
+    pub max_file_bytes: u64,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    config::load_dotenv();
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Ask(args) => ask_cmd::run(&cli.global, &args),
+        Command::Chat(args) => chat_cmd::run(&cli.global, &args),
+        Command::Ingest(args) => ingest_cmd(&cli.global, &args),
+        Command::Search(args) => search_cmd::run(&cli.global, &args),
+        Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
+        Command::Audit(args) => trace_cmds::audit_cmd(&cli.global, &args),
+        Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
+        Command::Migrate => db_cmd::migrate(&cli.global),
+        Command::Reindex => db_cmd::reindex(&cli.global),
+        Command::Status(args) => status_cmd::run(&cli.global, &args),
+        Command::Eval(args) => eval_cmd::run(&cli.global, &args),
+    }
+}
+
+fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    let embedder = embed::from_config(&global.embed.config()).context("setting up the embedder")?;
+    if let Some(url) = global.database_url() {
+        return Engine::open_postgres(&global.data_dir, url, embedder)
+            .context("opening the knowledge base in PostgreSQL");
+    }
+    Engine::open_with(&global.data_dir, embedder)
+        .with_context(|| format!("opening the data directory {}", global.data_dir.display()))
+}
+
+/// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.
+pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    let mut engine = open_engine(global)?;
+    if engine.is_empty() {
+        eprintln!(
+            "The index is empty: ingesting {} first.",
+            global.knowledge.display()
+        );
+        let summary = run_ingest(&mut engine, &global.knowledge, &IngestOptions::default())?;
+        eprintln!("{}", output::ingest_summary_line(&summary));
+    }
+    Ok(engine)
+}
+
+fn run_ingest(
+    engine: &mut Engine,
+    dir: &Path,
+    options: &IngestOptions,
+) -> anyhow::Result<IngestSummary> {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {msg} {pos}/{len} chunks [{elapsed}, {per_sec}, eta {eta}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut progress = |p: IngestProgress| {
+        if let Some(bar) = &bar {
+            match p {
+                IngestProgress::Indexing { total } => {
+                    bar.reset();
+                    bar.set_message("indexing");
+                    bar.set_length(total as u64);
+                }
+                IngestProgress::Indexed { done } => bar.set_position(done as u64),
+                IngestProgress::Embedding { total } => {
+                    // A fresh start, so chunks/s and the ETA measure embedding alone.
+                    bar.reset();
+                    bar.set_message("embedding");
+                    bar.set_length(total as u64);
+                }
+                IngestProgress::Embedded { done } => bar.set_position(done as u64),
+            }
+        }
+    };
+    let summary = engine
+        .ingest(dir, options, &mut progress)
+        .with_context(|| format!("ingesting {}", dir.display()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    for skipped in &summary.skipped {
+        eprintln!("warning: skipped {}: {}", skipped.path, skipped.reason);
+    }
+    let truncated = engine.embedder().truncated_inputs();
+    if truncated > 0 {
+        eprintln!(
+            "note: {truncated} chunk texts were longer than the embedder accepts and were embedded from their beginning only"
+        );
+    }
+    Ok(summary)
+}
+
+fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode> {
+    let dir = args.dir.clone().unwrap_or_else(|| global.knowledge.clone());
+    let mut engine = open_engine(global)?;
+    let mut options = IngestOptions {
+        rebuild: args.rebuild,
+        ..IngestOptions::default()
+    };
+    options.scan.max_file_bytes = args.max_file_bytes;
+    let summary = run_ingest(&mut engine, &dir, &options)?;
+    println!("{}", output::ingest_summary_line(&summary));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,193 @@
+//! `ragtrail status`: what is in the data directory and which embedder it was built with.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+
+use super::GlobalArgs;
+use ragtrail::embed::{self, EmbedderInfo};
+use ragtrail::store::ChunkStore;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    data_dir: String,
+    backend: &'static str,
+    ingested: bool,
+    documents: usize,
+    chunks: usize,
+    generation: u64,
+    updated_at: Option<String>,
+    age_seconds: Option<i64>,
+    knowledge_root: Option<String>,
+    /// What produced the stored vectors.
+    index_embedder: Option<EmbedderInfo>,
+    /// What this invocation's configuration would use.
+    configured_embedder: Option<EmbedderInfo>,
+    configured_embedder_error: Option<String>,
+    /// Whether searching now would work (`None`: nothing to compare).
+    embedder_matches: Option<bool>,
+}
+
+pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
+    let store_dir = global.data_dir.join("store");
+    let store = if store_dir.is_dir() {
+        Some(
+            ChunkStore::open(&store_dir)
+                .with_context(|| format!("reading the chunk store in {}", store_dir.display()))?,
+        )
+    } else {
+        None
+    };
+    let manifest = store.as_ref().map(|s| s.manifest());
+    let ingested = store.as_ref().is_some_and(|s| s.generation() > 0);
+    let updated_at = manifest
+        .map(|m| m.updated_at.clone())
+        .filter(|u| !u.is_empty());
+    let age_seconds = updated_at
+        .as_deref()
+        .and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok())
+        .map(|t| (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds());
+    let index_embedder = manifest.and_then(|m| m.embedder.clone());
+    let (configured_embedder, configured_embedder_error) =
+        match embed::from_config(&global.embed.config()) {
+            Ok(e) => (Some(e.info()), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+    let embedder_matches = match (&index_embedder, &configured_embedder) {
+        (Some(stored), Some(configured)) if ingested => Some(stored == configured),
+        _ => None,
+    };
+    let status = Status {
+        data_dir: global.data_dir.display().to_string(),
+        backend: "embedded",
+        ingested,
+        documents: store.as_ref().map_or(0, |s| s.documents().len()),
+        chunks: store.as_ref().map_or(0, |s| s.chunks().len()),
+        generation: store.as_ref().map_or(0, |s| s.generation()),
+        updated_at,
+        age_seconds,
+        knowledge_root: manifest.and_then(|m| m.knowledge_root.clone()),
+        index_embedder,
+        configured_embedder,
+        configured_embedder_error,
+        embedder_matches,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", render(&status));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(info: &EmbedderInfo) -> String {
+    let nature = match info.kind.as_str() {
+        embed::hashing::KIND => {
+            " — lexical, not semantic: texts are close when they share character n-grams, not when they mean the same"
+        }
+        embed::local::KIND | embed::http::KIND => " — semantic",
+        _ => "",
+    };
+    format!("{} {} ({} dims){nature}", info.kind, info.model, info.dims)
+}
+
+fn render(s: &Status) -> String {
+    let mut out = String::new();
+    let mut line = |label: &str, value: String| {
+        out.push_str(&format!("{label:<20} {value}\n"));
+    };
+    line("data dir", s.data_dir.clone());
+    line(
+        "backend",
+        format!("{} (chunk store and BM25 index in the data dir)", s.backend),
+    );
+    if !s.ingested {
+        line(
+            "index",
+            "empty: nothing ingested yet (run `ragtrail ingest`)".into(),
+        );
+    } else {
+        line("documents", s.documents.to_string());
+        line("chunks", s.chunks.to_string());
+        let age = s.age_seconds.map(human_age).unwrap_or_default();
+        line(
+            "index updated",
+            format!(
+                "{}{} (generation {})",
+                s.updated_at.as_deref().unwrap_or("unknown"),
+                if age.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {age} ago")
+                },
+                s.generation
+            ),
+        );
+        if let Some(root) = &s.knowledge_root {
+            line("knowledge from", root.clone());
+        }
+        line(
+            "index embedder",
+            s.index_embedder
+                .as_ref()
+                .map(describe)
+                .unwrap_or_else(|| "none (no vectors stored)".into()),
+        );
+    }
+    match (&s.configured_embedder, &s.configured_embedder_error) {
+        (Some(info), _) => line("configured embedder", describe(info)),
+        (None, Some(err)) => line("configured embedder", format!("unavailable: {err}")),
+        (None, None) => {}
+    }
+    match s.embedder_matches {
+        Some(true) => line("vectors", "match the configured embedder".into()),
+        Some(false) => line(
+            "vectors",
+            "DO NOT match the configured embedder: searches fail until `ragtrail ingest --rebuild` re-embeds everything (or configure the index's embedder again)".into(),
+        ),
+        None => {}
+    }
+    out
+}
+
+/// "45 s", "12 min", "3 h 5 min", "2 days 4 h".
+fn human_age(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min", secs / 60),
+        3600..86_400 => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+        _ => format!("{} days {} h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(human_age(-5), "0 s");
+        assert_eq!(human_age(45), "45 s");
+        assert_eq!(human_age(12 * 60 + 5), "12 min");
+        assert_eq!(human_age(3 * 3600 + 5 * 60), "3 h 5 min");
+        assert_eq!(human_age(2 * 86_400 + 4 * 3600), "2 days 4 h");
+    }
+
+    #[test]
+    fn the_hashing_embedder_is_called_lexical() {
+        let text = describe(&embed::HashingEmbedder::default().info());
+        assert!(text.contains("lexical, not semantic"), "{text}");
+        assert!(text.contains("384 dims"), "{text}");
+    }
+}

@@ -1,0 +1,463 @@
+//! `ragtrail replay`, `ragtrail audit` and `ragtrail traces`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use super::{GlobalArgs, open_ready_engine, output::terminal_safe};
+use crate::config;
+use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
+use ragtrail::trace::audit::{AuditReport, audit};
+use ragtrail::trace::replay::{ReplayReport, RoundVerdict, replay, run_started};
+use ragtrail::trace::{EventBody, Integrity, Verdict, check_integrity, read_trace};
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace file (`traces/<time>-<runId>.jsonl`).
+    pub trace: PathBuf,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also re-plan the recorded question with the configured planner (writes a new trace) and
+    /// show both runs side by side.
+    #[arg(long)]
+    pub live: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuditFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The trace file (`traces/<time>-<runId>.jsonl`).
+    pub trace: PathBuf,
+    /// Report format; Markdown is ready to paste into a ticket.
+    #[arg(long, value_enum, default_value_t = AuditFormat::Text)]
+    pub format: AuditFormat,
+    /// Same as `--format json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TracesArgs {
+    /// How many runs to list.
+    #[arg(long, short = 'n', default_value_t = 20)]
+    pub limit: usize,
+}
+
+fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
+    if integrity.verdict == Verdict::IntegrityFailure {
+        eprintln!("integrity failure: the trace cannot be trusted");
+        for p in &integrity.problems {
+            eprintln!("  {p}");
+        }
+        return Some(ExitCode::from(3));
+    }
+    None
+}
+
+pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
+    let key = config::trace_key();
+    let (integrity, file) = check_integrity(&args.trace, key.as_deref())
+        .with_context(|| format!("reading {}", args.trace.display()))?;
+    if let Some(code) = integrity_or_exit(&integrity) {
+        return Ok(code);
+    }
+    let file = file.context("the trace could not be read")?;
+    for p in &integrity.problems {
+        eprintln!("warning: {p}");
+    }
+    let engine = open_ready_engine(global)?;
+    let report = replay(&engine, &file);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", replay_text(&report));
+    }
+    if args.live {
+        let started = run_started(&file).context("the trace has no run_started line")?;
+        let options: AgentRagOptions =
+            serde_json::from_value(started.options.clone()).unwrap_or_default();
+        let settings = RunSettings {
+            options,
+            access: started.access.clone(),
+            today: started.today.clone(),
+            trace: Some(TraceSettings {
+                dir: global.trace_dir.clone(),
+                key,
+            }),
+            session: None,
+            conversation: None,
+        };
+        let mut planner = super::ask_cmd::choose_planner(None, &Default::default())?;
+        let live = agent::run(
+            &engine,
+            &mut *planner,
+            &started.question,
+            &settings,
+            &mut |_| {},
+        )?;
+        println!(
+            "\nlive re-plan ({}):",
+            planner_name(
+                planner.kind(),
+                &live.trace.as_ref().map(|t| t.path.display().to_string())
+            )
+        );
+        let recorded: Vec<Vec<String>> = report.rounds.iter().map(|r| r.keywords.clone()).collect();
+        for i in 0..recorded.len().max(live.rounds.len()) {
+            println!(
+                "  round {}: recorded [{}] | live [{}]",
+                i + 1,
+                recorded.get(i).map(|k| k.join(", ")).unwrap_or_default(),
+                live.rounds
+                    .get(i)
+                    .map(|r| r.keywords.join(", "))
+                    .unwrap_or_default()
+            );
+        }
+        let recorded_status = file.events().find_map(|e| match &e.body {
+            EventBody::RunFinished(f) => Some(format!("{:?}", f.status)),
+            _ => None,
+        });
+        println!(
+            "  status: recorded {} | live {:?}",
+            recorded_status.unwrap_or_default(),
+            live.status
+        );
+    }
+    Ok(ExitCode::from(if report.reproduced { 0 } else { 1 }))
+}
+
+fn planner_name(kind: &str, trace: &Option<String>) -> String {
+    match trace {
+        Some(path) => format!("{kind} planner, trace {path}"),
+        None => format!("{kind} planner"),
+    }
+}
+
+fn replay_text(r: &ReplayReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "replay of run {}: {}",
+        r.run_id,
+        terminal_safe(&r.question)
+    );
+    let _ = writeln!(
+        out,
+        "recorded on {} for tenant {} roles [{}]",
+        r.today,
+        r.access.tenant,
+        r.access.roles.join(", ")
+    );
+    for round in &r.rounds {
+        let verdict = match round.verdict {
+            RoundVerdict::Identical => "identical",
+            RoundVerdict::Reordered => "reordered",
+            RoundVerdict::Differs => "differs",
+        };
+        let _ = writeln!(
+            out,
+            "round {} [{}]: {verdict} ({} hits then, {} now)",
+            round.round,
+            terminal_safe(&round.keywords.join(", ")),
+            round.recorded.len(),
+            round.current.len()
+        );
+        if let Some(e) = &round.error {
+            let _ = writeln!(out, "    error: {e}");
+        }
+        for id in &round.missing {
+            let _ = writeln!(out, "    missing  {id}");
+        }
+        for id in &round.new {
+            let _ = writeln!(out, "    new      {id}");
+        }
+        for d in &round.drift {
+            let _ = writeln!(
+                out,
+                "    {:<8} {} {}",
+                d.state,
+                d.chunk_id,
+                terminal_safe(&d.title_path)
+            );
+        }
+    }
+    for d in &r.cited_drift {
+        let _ = writeln!(
+            out,
+            "cited chunk {} {}: {}",
+            d.chunk_id,
+            d.state,
+            terminal_safe(&d.title_path)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if r.reproduced {
+            "result: reproduced"
+        } else {
+            "result: differs from the recorded run"
+        }
+    );
+    out
+}
+
+pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    let key = config::trace_key();
+    let (integrity, file) = check_integrity(&args.trace, key.as_deref())
+        .with_context(|| format!("reading {}", args.trace.display()))?;
+    let format = if args.json {
+        AuditFormat::Json
+    } else {
+        args.format
+    };
+    let Some(file) = file else {
+        integrity_or_exit(&integrity);
+        return Ok(ExitCode::from(3));
+    };
+    let engine = if integrity.verdict == Verdict::IntegrityFailure {
+        None
+    } else {
+        Some(open_ready_engine(global)?)
+    };
+    let mut report = audit(&file, integrity, engine.as_ref());
+    let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
+    ragtrail::trace::audit::restrict_to(&mut report, &auditor, engine.as_ref());
+    match format {
+        AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        AuditFormat::Text => print!("{}", audit_text(&report)),
+        AuditFormat::Markdown => print!("{}", audit_markdown(&report)),
+    }
+    Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// The audit for people.
+pub fn audit_text(r: &AuditReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "audit of run {}", r.run_id);
+    let _ = writeln!(out, "question: {}", terminal_safe(&r.question));
+    let _ = writeln!(
+        out,
+        "planner: {}   date: {}   status: {} ({})",
+        r.planner, r.today, r.status, r.reason
+    );
+    let _ = writeln!(out, "integrity: {}", r.integrity.status);
+    for p in &r.integrity.problems {
+        let _ = writeln!(out, "  {p}");
+    }
+    if let Some(a) = &r.answer {
+        let _ = writeln!(out, "answer:\n  {}", terminal_safe(a).replace('\n', "\n  "));
+    }
+    for (i, c) in r.citations.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "[{}] {}  {}",
+            i + 1,
+            c.chunk_id,
+            terminal_safe(&c.title_path)
+        );
+        let _ = writeln!(out, "    source: {}", terminal_safe(&c.source_uri));
+        let _ = writeln!(
+            out,
+            "    quote: “{}” ({})",
+            terminal_safe(&c.quote),
+            quote_state(c.quote_verified)
+        );
+        for s in &c.surfaced {
+            let _ = writeln!(
+                out,
+                "    surfaced in round {} [{}] at rank {}, score {:.4} (bm25 rank {}, vector rank {})",
+                s.round,
+                terminal_safe(&s.keywords.join(", ")),
+                s.rank,
+                s.score,
+                s.bm25_rank.as_deref().unwrap_or("-"),
+                s.vector_rank.as_deref().unwrap_or("-")
+            );
+        }
+        let _ = writeln!(out, "    in the store now: {}", c.store_state);
+    }
+    for f in &r.findings {
+        let _ = writeln!(out, "finding: {f}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let _ = writeln!(
+        out,
+        "result: {}",
+        match r.exit_code() {
+            0 => "clean",
+            1 => "findings",
+            _ => "integrity failure",
+        }
+    );
+    out
+}
+
+fn quote_state(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "verified in the chunk",
+        Some(false) => "NOT in the chunk",
+        None => "cannot be checked",
+    }
+}
+
+fn md(s: &str) -> String {
+    terminal_safe(s).replace('|', "\\|").replace('\n', " ")
+}
+
+/// The audit as Markdown, for a ticket.
+pub fn audit_markdown(r: &AuditReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## Audit of run `{}`\n", r.run_id);
+    let _ = writeln!(out, "- **Question:** {}", md(&r.question));
+    let _ = writeln!(out, "- **Status:** {} ({})", r.status, r.reason);
+    let _ = writeln!(out, "- **Planner / date:** {} / {}", r.planner, r.today);
+    let _ = writeln!(out, "- **Integrity:** {}", r.integrity.status);
+    for p in &r.integrity.problems {
+        let _ = writeln!(out, "  - {}", md(p));
+    }
+    if let Some(a) = &r.answer {
+        let _ = writeln!(
+            out,
+            "\n### Answer\n\n> {}",
+            terminal_safe(a).replace('\n', "\n> ")
+        );
+    }
+    if !r.citations.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### Evidence\n\n| # | chunk | titlePath | source | quote | surfaced (round: rank) | store |\n|---|---|---|---|---|---|---|"
+        );
+        for (i, c) in r.citations.iter().enumerate() {
+            let surfaced: Vec<String> = c
+                .surfaced
+                .iter()
+                .map(|s| format!("{}: {}", s.round, s.rank))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} | “{}” ({}) | {} | {} |",
+                i + 1,
+                c.chunk_id,
+                md(&c.title_path),
+                md(&c.source_uri),
+                md(&c.quote),
+                quote_state(c.quote_verified),
+                surfaced.join(", "),
+                c.store_state
+            );
+        }
+    }
+    if !r.rounds.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### Rounds\n\n| round | keywords | hits | cited | sufficient |\n|---|---|---|---|---|"
+        );
+        for round in &r.rounds {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                round.round,
+                md(&round.keywords.join(", ")),
+                round.hits,
+                round.cited,
+                round.sufficient
+            );
+        }
+    }
+    if !r.findings.is_empty() || !r.notes.is_empty() {
+        let _ = writeln!(out, "\n### Findings");
+        for f in &r.findings {
+            let _ = writeln!(out, "- **finding:** {}", md(f));
+        }
+        for n in &r.notes {
+            let _ = writeln!(out, "- note: {}", md(n));
+        }
+    }
+    out
+}
+
+pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<ExitCode> {
+    let dir = &global.trace_dir;
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.extension().is_some_and(|e| e == "jsonl")
+                    && p.file_name()
+                        .is_some_and(|n| n != ragtrail::trace::LEDGER_FILE_NAME)
+            })
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!(
+                "No traces in {} yet: run `ragtrail ask \"…\"`.",
+                dir.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    files.sort();
+    files.reverse();
+    let access = config::access_context(global.tenant.as_deref(), &global.roles);
+    for path in files.into_iter().take(args.limit) {
+        let Ok(file) = read_trace(&path) else {
+            println!("{}  (unreadable)", path.display());
+            continue;
+        };
+        let Some(started) = run_started(&file) else {
+            continue;
+        };
+        // Runs of another tenant, or made with roles this operator lacks, are not listed.
+        if started.access.tenant != access.tenant
+            || !started
+                .access
+                .roles
+                .iter()
+                .all(|r| access.roles.contains(r))
+        {
+            continue;
+        }
+        let (status, rounds) = file
+            .events()
+            .find_map(|e| match &e.body {
+                EventBody::RunFinished(f) => Some((format!("{:?}", f.status), f.rounds)),
+                _ => None,
+            })
+            .unwrap_or_else(|| ("Incomplete".to_string(), 0));
+        let answer = file.events().filter_map(|e| match &e.body {
+            EventBody::Answer(a) => Some(a.text.clone()),
+            _ => None,
+        });
+        let answer = answer.last().unwrap_or_default();
+        let time = file
+            .lines
+            .first()
+            .map(|l| l.event.ts.format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_default();
+        println!(
+            "{time}  {status:<20} {rounds} rounds  {}\n    {}\n    {}",
+            terminal_safe(ragtrail::text::truncate_chars(&started.question, 60)),
+            terminal_safe(ragtrail::text::truncate_chars(
+                &answer.replace('\n', " "),
+                80
+            )),
+            path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,110 @@
+//! Helpers shared by the integration tests: small knowledge folders written to temp dirs, the
+//! scripted chat server, the PostgreSQL test database.
+
+pub mod chat_server;
+pub mod pg;
+
+use std::path::{Path, PathBuf};
+
+use ragtrail::access::AccessContext;
+use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings};
+use ragtrail::engine::{Engine, IngestOptions, IngestSummary};
+use ragtrail::search::{SearchHit, SearchRequest};
+use ragtrail::trace::RunStatus;
+
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+    pub fn knowledge(&self) -> PathBuf {
+        self.dir.path().join("knowledge")
+    }
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.knowledge().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    pub fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.knowledge().join(rel)).expect("remove");
+    }
+    /// Default agent options and access, the fixed date 2026-11-30, traces under `traces/`.
+    pub fn run_settings(&self) -> RunSettings {
+        let mut s = RunSettings::new(
+            AgentRagOptions::default(),
+            AccessContext::default(),
+            "2026-11-30",
+        );
+        s.trace = Some(TraceSettings {
+            dir: self.dir.path().join("traces"),
+            key: None,
+        });
+        s
+    }
+    /// Runs the agent on `question` with [`run_settings`](Self::run_settings), no progress
+    /// callback; panics if the run fails.
+    pub fn ask(&self, engine: &Engine, planner: &mut dyn Planner, question: &str) -> AgentOutcome {
+        agent::run(engine, planner, question, &self.run_settings(), &mut |_| {}).expect("run")
+    }
+    pub fn engine(&self) -> Engine {
+        Engine::open(&self.data()).expect("open engine")
+    }
+    pub fn ingest(&self, engine: &mut Engine) -> IngestSummary {
+        engine
+            .ingest(&self.knowledge(), &IngestOptions::default(), &mut |_| {})
+            .expect("ingest")
+    }
+}
+
+pub fn search(engine: &Engine, keywords: &[&str], k: usize) -> Vec<SearchHit> {
+    search_as(engine, keywords, k, AccessContext::default())
+}
+
+pub fn search_as(
+    engine: &Engine,
+    keywords: &[&str],
+    k: usize,
+    access: AccessContext,
+) -> Vec<SearchHit> {
+    let req = SearchRequest::new(keywords.iter().map(|s| s.to_string()).collect(), k, access);
+    engine.search_docs(&req).expect("search").hits
+}
+
+/// The workspace root: the sample `knowledge/` and `eval/` live there.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `crates/cli/tests`: fixtures and snapshots.
+pub fn tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+pub const TRAVEL: &str = "---\ntitle: 差旅报销制度\ntenant: default\nroles: []\nversion: \"2026-03\"\nupdated: 2026-03-01\nstatus: active\n---\n\n## 交通费\n\n### 火车票\n\n高铁票须提供铁路电子客票报销凭证，截图不予报销。\n\n### 飞机票\n\n机票须提供电子行程单。\n\n## 住宿费\n\n住宿发票抬头须为公司全称，并注明纳税人识别号。\n\n| 城市 | 标准 |\n| --- | --- |\n| 一线城市 | 600元 |\n| 其他城市 | 400元 |\n";
+
+pub const LEAVE_EN: &str = "---\ntitle: Leave Policy\ntenant: default\nversion: \"2026\"\n---\n\n## Annual leave\n\nEmployees earn 10 days of annual leave per year of service, up to 20 days.\n\n## Sick leave\n\nA doctor's note is required for sick leave longer than two days.\n";
+
+/// What the user is told by a run that gave up for want of evidence (`no_relevant_hits`, from
+/// either planner); panics, showing the answer, if the run ended any other way.
+pub fn no_evidence_message(outcome: AgentOutcome) -> String {
+    assert_eq!(
+        outcome.status,
+        RunStatus::InsufficientEvidence,
+        "{:?}",
+        outcome.answer
+    );
+    assert!(
+        outcome.reason.starts_with("no_relevant_hits"),
+        "{}",
+        outcome.reason
+    );
+    outcome.message.expect("message")
+}

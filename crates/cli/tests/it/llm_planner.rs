@@ -1,0 +1,1103 @@
+//! The LLM planner against a scripted OpenAI-compatible server over real HTTP on 127.0.0.1.
+//! The scripts react to what they receive (keywords taken from the tool messages, citations of
+//! chunk ids they were sent), so a client that sends the wrong thing fails these tests.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::chat_server::{
+    ChatServer, Recorded, Reply, assert_tool_pairing, completion, error, tool_calls,
+};
+use crate::common::*;
+use ragtrail::access::AccessContext;
+use ragtrail::agent::llm::{LlmPlanner, prompt};
+use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, RunSettings, TraceSettings};
+use ragtrail::engine::{Engine, IngestOptions};
+use ragtrail::http::RetryPolicy;
+use ragtrail::llm::ChatConfig;
+use ragtrail::trace::{self, EventBody, LlmTurn, RunStatus};
+use serde_json::{Value, json};
+
+const MODEL: &str = "scripted-model";
+const KEY: &str = "sk-ragtrail-test-7f3a9c2e51";
+const TODAY: &str = "2026-11-30";
+
+fn config(server: &ChatServer) -> ChatConfig {
+    let mut c = ChatConfig::new(server.base_url.clone(), MODEL).with_api_key(KEY);
+    c.policy = RetryPolicy {
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+        jitter: false,
+        max_retry_after: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(10),
+    };
+    c.run_budget = Some(Duration::from_secs(60));
+    c
+}
+
+fn settings(trace_dir: &Path) -> RunSettings {
+    RunSettings {
+        options: AgentRagOptions::default(),
+        access: AccessContext::default(),
+        today: TODAY.into(),
+        trace: Some(TraceSettings {
+            dir: trace_dir.to_path_buf(),
+            key: None,
+        }),
+        session: None,
+        conversation: None,
+    }
+}
+
+fn ask(engine: &Engine, config: &ChatConfig, question: &str, trace_dir: &Path) -> AgentOutcome {
+    let mut planner = LlmPlanner::new(config).expect("planner");
+    agent::run(
+        engine,
+        &mut planner,
+        question,
+        &settings(trace_dir),
+        &mut |_| {},
+    )
+    .expect("run")
+}
+
+/// The bundled sample knowledge base, ingested into a temp dir.
+fn sample() -> (tempfile::TempDir, Engine) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut engine = Engine::open(&tmp.path().join("data")).expect("open");
+    engine
+        .ingest(
+            &repo_root().join("knowledge"),
+            &IngestOptions::default(),
+            &mut |_| {},
+        )
+        .expect("ingest sample knowledge");
+    (tmp, engine)
+}
+
+/// A small knowledge base.
+fn small() -> (Workspace, Engine) {
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    ws.write("hr/leave.md", LEAVE_EN);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    (ws, engine)
+}
+
+fn llm_turns(outcome: &AgentOutcome) -> Vec<LlmTurn> {
+    let path = &outcome.trace.as_ref().expect("trace").path;
+    trace::read_trace(path)
+        .expect("read trace")
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::LlmTurn(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Names in 《…》 in a text, in order.
+fn titles_in(text: &str) -> Vec<String> {
+    text.split('《')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('》').map(|(name, _)| name.to_string()))
+        .filter(|n| !n.is_empty() && n.chars().count() <= 30)
+        .collect()
+}
+
+/// A verbatim piece of a snippet: its longest sentence, without the snippet's ellipses.
+fn quote_from(snippet: &str) -> String {
+    snippet
+        .split(['。', '；', '\n'])
+        .map(|s| s.trim().trim_matches('…').trim())
+        .max_by_key(|s| s.chars().count())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// An answer citing the first hit of the latest tool results, quoting its snippet.
+fn answer_from_latest(req: &Recorded, id: &str) -> (Reply, String, String) {
+    let (chunk, snippet, _) = req.hits().into_iter().next().expect("a hit to cite");
+    let quote = quote_from(&snippet);
+    assert!(!quote.is_empty(), "{snippet}");
+    let reply = tool_calls(&[(
+        id,
+        "submitAnswer",
+        json!({"answer": format!("{quote}（见引用）"), "citations": [{"chunkId": chunk, "quote": quote}]}),
+    )]);
+    (reply, chunk, quote)
+}
+
+fn search(id: &str, keywords: &[&str]) -> (String, String, Value) {
+    (
+        id.to_string(),
+        "searchDocs".to_string(),
+        json!({"keywords": keywords}),
+    )
+}
+
+fn calls(list: &[(String, String, Value)]) -> Reply {
+    let refs: Vec<(&str, &str, Value)> = list
+        .iter()
+        .map(|(i, n, a)| (i.as_str(), n.as_str(), a.clone()))
+        .collect();
+    tool_calls(&refs)
+}
+
+#[test]
+fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
+    let (tmp, engine) = sample();
+    let mut followed: Vec<String> = Vec::new();
+    let server = ChatServer::start(move |reqs| {
+        let req = reqs.last().expect("request");
+        match reqs.len() {
+            1 => calls(&[search("call_r1", &["火车票", "报销"])]),
+            2 | 3 => {
+                // Follow a document the tool message just named, else a heading it showed.
+                let hits = req.hits();
+                let name = hits
+                    .iter()
+                    .flat_map(|(_, snippet, _)| titles_in(snippet))
+                    .chain(hits.iter().map(|(_, _, title)| {
+                        title.split(" / ").last().unwrap_or_default().to_string()
+                    }))
+                    .find(|n| !followed.contains(n) && n != "火车票")
+                    .expect("something to follow in the tool message");
+                followed.push(name.clone());
+                calls(&[search(&format!("call_r{}", reqs.len()), &[&name])])
+            }
+            _ => answer_from_latest(req, "call_answer").0,
+        }
+    });
+    let question = "坐高铁出差回来，报销需要提交什么凭证？";
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        question,
+        &tmp.path().join("traces"),
+    );
+    let reqs = server.requests();
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(reqs.len(), 4);
+    assert_eq!(outcome.rounds.len(), 3, "{:?}", outcome.keyword_sets_tried);
+
+    // Rounds 2 and 3 searched names that only the previous tool message had shown.
+    for (round, req) in reqs.iter().enumerate().take(3).skip(1) {
+        let name = &outcome.rounds[round].keywords[0];
+        let told = req.tool_results();
+        assert_eq!(told.len(), 1);
+        assert_eq!(told[0].0, format!("call_r{round}"));
+        assert!(
+            told[0].1["hits"].to_string().contains(name.as_str()),
+            "{name} was not in the tool message: {}",
+            told[0].1
+        );
+        assert!(!question.contains(name.as_str()));
+    }
+    assert_eq!(outcome.rounds[0].keywords, ["火车票", "报销"]);
+
+    // The answer cites a chunk the server was sent, with a quote from its snippet.
+    let answer = outcome.answer.as_ref().expect("answer");
+    assert_eq!(answer.citations.len(), 1);
+    let cited = &answer.citations[0];
+    let sent = reqs[3].hits();
+    let (_, snippet, _) = sent
+        .iter()
+        .find(|(id, _, _)| *id == cited.chunk_id)
+        .expect("the cited chunk was in the last tool message");
+    assert!(snippet.contains(&cited.quote));
+    assert!(!cited.title_path.is_empty() && !cited.source_uri.is_empty());
+
+    // The first request: model, prompt, question, tools; the last one: no searches left.
+    let first = &reqs[0];
+    assert_eq!(first.path, "/v1/chat/completions");
+    assert_eq!(first.body["model"], MODEL);
+    assert_eq!(first.body["tool_choice"], "auto");
+    let msgs = first.messages();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs[0]["content"], prompt::system_prompt(TODAY, 3).as_str());
+    assert_eq!(msgs[1], json!({"role": "user", "content": question}));
+    assert!(
+        reqs[3]
+            .new_user_messages()
+            .iter()
+            .any(|m| m.contains("No searches are left")),
+        "{:?}",
+        reqs[3].new_user_messages()
+    );
+
+    // Every turn is in the trace with what replay needs.
+    let turns = llm_turns(&outcome);
+    assert_eq!(turns.len(), 4);
+    for (turn, req) in turns.iter().zip(&reqs) {
+        assert_eq!(
+            turn.message_count,
+            Some(req.messages().len() as u32),
+            "message_count is the number of messages sent"
+        );
+        let usage = turn.usage.as_ref().expect("usage");
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (100, 20));
+        assert_eq!(turn.retries, 0);
+    }
+    assert_eq!(turns[0].output[0]["action"], "search");
+    assert_eq!(turns[0].output[0]["keywords"], json!(["火车票", "报销"]));
+    assert_eq!(turns[3].output[0]["action"], "answer");
+    let trace_file = trace::read_trace(&outcome.trace.as_ref().expect("trace").path).expect("read");
+    let started = trace_file
+        .events()
+        .find_map(|e| match &e.body {
+            EventBody::RunStarted(s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("run_started");
+    assert_eq!(started.planner, "llm");
+    assert_eq!(started.model.as_deref(), Some(MODEL));
+    // Replay needs no model: the recorded searches re-run against the index as they were.
+    let replayed = trace::replay::replay(&engine, &trace_file);
+    assert!(replayed.reproduced, "{replayed:?}");
+    assert_eq!(replayed.rounds.len(), 3);
+    for req in &reqs {
+        assert_tool_pairing(req);
+    }
+}
+
+#[test]
+fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["高铁票", "报销凭证"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "a1").0,
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = server.requests();
+    let tools = reqs[0].body["tools"].as_array().expect("tools").clone();
+    let by_name = |name: &str| -> Value {
+        tools
+            .iter()
+            .find(|t| t["function"]["name"] == name)
+            .unwrap_or_else(|| panic!("no tool {name}: {tools:#?}"))
+            .clone()
+    };
+    assert_eq!(tools.len(), 3);
+    for t in &tools {
+        assert_eq!(t["type"], "function");
+        assert!(
+            t["function"]["description"]
+                .as_str()
+                .is_some_and(|d| d.len() > 20)
+        );
+    }
+    let search = by_name("searchDocs")["function"]["parameters"].clone();
+    assert_eq!(search["type"], "object");
+    assert_eq!(search["required"], json!(["keywords"]));
+    assert_eq!(search["properties"]["keywords"]["type"], "array");
+    assert_eq!(search["properties"]["keywords"]["items"]["type"], "string");
+    assert_eq!(search["properties"]["keywords"]["maxItems"], 8);
+    assert_eq!(search["properties"]["topK"]["type"], "integer");
+    let answer = by_name("submitAnswer")["function"]["parameters"].clone();
+    assert_eq!(answer["required"], json!(["answer", "citations"]));
+    let citation = &answer["properties"]["citations"]["items"];
+    assert_eq!(citation["required"], json!(["chunkId", "quote"]));
+    assert_eq!(citation["properties"]["chunkId"]["type"], "string");
+    assert_eq!(citation["properties"]["quote"]["type"], "string");
+    let give_up = by_name("reportNoEvidence")["function"]["parameters"].clone();
+    assert_eq!(give_up["required"], json!(["reason"]));
+    // The same tools on every turn.
+    assert_eq!(reqs[1].body["tools"], reqs[0].body["tools"]);
+
+    // The tool result: the search's hits with exactly the five public fields.
+    let results = reqs[1].tool_results();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].0, "s1");
+    let result = &results[0].1;
+    assert_eq!(result["round"], 1);
+    assert_eq!(result["keywords"], json!(["高铁票", "报销凭证"]));
+    assert_eq!(result["searchesLeft"], 2);
+    assert!(result["sufficiency"]["sufficient"].is_boolean(), "{result}");
+    let hits = result["hits"].as_array().expect("hits");
+    assert!(!hits.is_empty());
+    for hit in hits {
+        let mut keys: Vec<&str> = hit
+            .as_object()
+            .expect("hit")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["chunkId", "score", "snippet", "sourceUri", "titlePath"]
+        );
+    }
+    assert_eq!(
+        hits[0]["chunkId"].as_str(),
+        Some(outcome.rounds[0].hits[0].chunk_id.as_str())
+    );
+    // The assistant message is sent back with its call intact.
+    let assistant = reqs[1]
+        .messages()
+        .iter()
+        .rfind(|m| m["role"] == "assistant")
+        .expect("assistant")
+        .clone();
+    assert_eq!(assistant["tool_calls"][0]["id"], "s1");
+    assert_eq!(assistant["tool_calls"][0]["type"], "function");
+    assert_eq!(
+        serde_json::from_str::<Value>(
+            assistant["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .expect("arguments text")
+        )
+        .expect("arguments JSON"),
+        json!({"keywords": ["高铁票", "报销凭证"]})
+    );
+}
+
+#[test]
+fn parallel_tool_calls_each_get_their_tool_message_in_order() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => calls(&[
+            search("call_b", &["住宿费", "发票"]),
+            search("call_a", &["annual leave"]),
+            search("call_c", &["飞机票"]),
+        ]),
+        _ => {
+            // Cite a hit of the *second* call's result, found by its id.
+            let req = reqs.last().expect("req");
+            let (_, second) = req
+                .tool_results()
+                .into_iter()
+                .find(|(id, _)| id == "call_a")
+                .expect("call_a answered");
+            let hit = &second["hits"][0];
+            let quote = quote_from(hit["snippet"].as_str().expect("snippet"));
+            tool_calls(&[(
+                "final",
+                "submitAnswer",
+                json!({"answer": quote, "citations": [{"chunkId": hit["chunkId"], "quote": quote}]}),
+            )])
+        }
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "How much annual leave, and what about hotel invoices?",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let results = reqs[1].tool_results();
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["call_b", "call_a", "call_c"],
+        "in the order of the calls"
+    );
+    let keywords: Vec<Value> = results.iter().map(|(_, r)| r["keywords"].clone()).collect();
+    assert_eq!(
+        keywords,
+        [
+            json!(["住宿费", "发票"]),
+            json!(["annual leave"]),
+            json!(["飞机票"])
+        ],
+        "each result belongs to its call"
+    );
+    let rounds: Vec<u64> = results
+        .iter()
+        .map(|(_, r)| r["round"].as_u64().expect("round"))
+        .collect();
+    assert_eq!(rounds, [1, 2, 3]);
+    assert_eq!(outcome.rounds.len(), 3);
+    assert_eq!(
+        outcome.answer.as_ref().expect("answer").citations[0].title_path,
+        "Leave Policy / Annual leave"
+    );
+    assert_tool_pairing(&reqs[1]);
+}
+
+#[test]
+fn a_repeated_keyword_set_is_not_searched_again_and_the_model_is_told() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => calls(&[search("r1", &["住宿费", "发票"])]),
+        // The same set, reordered and differently spaced.
+        2 => calls(&[search("r2", &[" 发票", "住宿费"])]),
+        _ => {
+            let req = &reqs[1];
+            answer_from_latest(req, "r3").0
+        }
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "住宿发票有什么要求？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(outcome.rounds.len(), 1, "the repeat was not searched");
+    let reqs = server.requests();
+    let results = reqs[2].tool_results();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].0, "r2");
+    let told = &results[0].1;
+    assert_eq!(told["error"], "repeated_keywords", "{told}");
+    assert!(
+        told["message"]
+            .as_str()
+            .expect("message")
+            .contains("round 1"),
+        "{told}"
+    );
+    assert!(told.get("hits").is_none());
+    for req in &reqs {
+        assert_tool_pairing(req);
+    }
+}
+
+#[test]
+fn a_forged_chunk_id_and_a_forged_quote_are_refused_then_corrected() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| {
+        let req = reqs.last().expect("req");
+        match reqs.len() {
+            1 => calls(&[search("s", &["高铁票", "报销凭证"])]),
+            2 => {
+                let (chunk, _, _) = req.hits().into_iter().next().expect("hit");
+                tool_calls(&[(
+                    "bad",
+                    "submitAnswer",
+                    json!({"answer": "截图可以报销。", "citations": [
+                        {"chunkId": "c_0000forged", "quote": "截图可以报销"},
+                        {"chunkId": chunk, "quote": "截图可以报销"},
+                    ]}),
+                )])
+            }
+            3 => {
+                // Correct the citation with the chunk and snippet received in round 1.
+                answer_from_latest(&reqs[1], "good").0
+            }
+            n => panic!("unexpected request {n}"),
+        }
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "高铁票截图能报销吗？",
+        &ws.dir.path().join("traces"),
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let results = reqs[2].tool_results();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].0, "bad");
+    let refusal = &results[0].1;
+    assert_eq!(refusal["error"], "citations_refused", "{refusal}");
+    let refused = refusal["refused"].as_array().expect("refused");
+    assert_eq!(refused.len(), 2, "{refusal}");
+    assert_eq!(refused[0]["chunkId"], "c_0000forged");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("not returned"),
+        "{refusal}"
+    );
+    assert!(
+        refused[1]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("quote is not in the cited chunk"),
+        "{refusal}"
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let answer = outcome.answer.expect("answer");
+    assert_eq!(answer.citations.len(), 1);
+    assert_eq!(
+        answer.citations[0].chunk_id,
+        outcome.rounds[0].hits[0].chunk_id
+    );
+}
+
+#[test]
+fn malformed_arguments_an_unknown_tool_an_empty_and_a_plain_reply_are_survived() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => tool_calls(&[
+            ("m1", "searchDocs", json!("{\"keywords\": [\"高铁票\"")),
+            ("m2", "dropTables", json!({"all": true})),
+        ]),
+        2 => completion(json!({"role": "assistant", "content": null})),
+        3 => completion(json!({"role": "assistant", "content": "高铁票要电子客票。"})),
+        4 => calls(&[search("ok", &["高铁票", "报销凭证"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "fin").0,
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    let reqs = server.requests();
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(reqs.len(), 5);
+
+    // Both bad calls answered, in order, with errors the model can act on.
+    let results = reqs[1].tool_results();
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["m1", "m2"]);
+    assert_eq!(
+        results[0].1["error"], "malformed_arguments",
+        "{}",
+        results[0].1
+    );
+    assert_eq!(results[1].1["error"], "unknown_tool", "{}", results[1].1);
+    assert!(
+        results[1].1["message"]
+            .as_str()
+            .expect("message")
+            .contains("dropTables")
+    );
+    // The empty reply: the model is told so.
+    let told = reqs[2].new_user_messages();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains("empty"), "{told:?}");
+    // The plain-text reply: treated as an answer without citations, refused, and explained.
+    let told = reqs[3].new_user_messages();
+    assert_eq!(told.len(), 1, "{told:?}");
+    let told: Value = serde_json::from_str(&told[0]).expect("json");
+    assert_eq!(told["error"], "citations_refused");
+    assert!(
+        told["instruction"]
+            .as_str()
+            .expect("instruction")
+            .contains("submitAnswer")
+    );
+    let last_assistant = reqs[3]
+        .messages()
+        .iter()
+        .rfind(|m| m["role"] == "assistant")
+        .expect("assistant")
+        .clone();
+    assert_eq!(last_assistant["content"], "高铁票要电子客票。");
+
+    let turns = llm_turns(&outcome);
+    assert_eq!(turns.len(), 5, "every model turn is in the trace");
+    assert_eq!(turns[0].output, json!([]));
+    assert_eq!(turns[1].output, json!([]));
+    assert_eq!(turns[2].output[0]["action"], "answer");
+    for req in &reqs {
+        assert_tool_pairing(req);
+    }
+}
+
+#[test]
+fn no_evidence_is_reported_through_its_tool() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => calls(&[search("s", &["宠物", "补贴"])]),
+        _ => tool_calls(&[(
+            "none",
+            "reportNoEvidence",
+            json!({"reason": "nothing on pet allowances; tried [宠物, 补贴]"}),
+        )]),
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "养宠物有补贴吗？",
+        &ws.dir.path().join("traces"),
+    );
+    let message = no_evidence_message(outcome);
+    assert!(message.contains("[宠物, 补贴]"), "{message}");
+}
+
+#[test]
+fn a_429_with_retry_after_is_waited_for_then_the_run_succeeds() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => error(429, "rate limited", vec![("retry-after", "1".to_string())]),
+        2 => calls(&[search("s", &["高铁票", "报销凭证"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "a").0,
+    });
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let waited = reqs[1].at - reqs[0].at;
+    // The computed backoff is 20 ms: only Retry-After explains a wait of a second.
+    assert!(
+        waited >= Duration::from_millis(950) && waited < Duration::from_secs(5),
+        "waited {waited:?}"
+    );
+    assert_eq!(reqs[0].body, reqs[1].body, "the same request, retried");
+    let turns = llm_turns(&outcome);
+    assert_eq!(
+        turns.iter().map(|t| t.retries).collect::<Vec<_>>(),
+        [1, 0],
+        "the retry is in the trace"
+    );
+}
+
+#[test]
+fn three_500s_end_the_run_with_a_clear_error_after_exactly_three_requests() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|_| error(500, "upstream exploded", vec![]));
+    let started = Instant::now();
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(server.requests().len(), 3, "1 attempt + 2 retries");
+    assert_eq!(outcome.status, RunStatus::Error);
+    for needle in [
+        "planner_error",
+        "chat endpoint",
+        "HTTP 500",
+        "3 attempts",
+        "upstream exploded",
+    ] {
+        assert!(
+            outcome.reason.contains(needle),
+            "{needle}: {}",
+            outcome.reason
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let message = outcome.message.clone().expect("message");
+    assert!(message.contains("HTTP 500"), "{message}");
+    assert!(llm_turns(&outcome).is_empty());
+    let file = trace::read_trace(&outcome.trace.expect("trace").path).expect("read");
+    assert!(file.is_finished(), "the trace is closed even on error");
+}
+
+#[test]
+fn a_hung_server_hits_the_request_timeout() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|_| {
+        Reply::After(
+            Duration::from_secs(30),
+            Box::new(calls(&[search("s", &["x"])])),
+        )
+    });
+    let mut config = config(&server);
+    config.policy.request_timeout = Duration::from_secs(1);
+    config.policy.max_retries = 1;
+    let started = Instant::now();
+    let outcome = ask(
+        &engine,
+        &config,
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    let took = started.elapsed();
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert!(
+        outcome.reason.contains("did not answer in time"),
+        "{}",
+        outcome.reason
+    );
+    assert!(outcome.reason.contains("2 attempts"), "{}", outcome.reason);
+    assert!(
+        outcome.reason.contains("RAGTRAIL_LLM_TIMEOUT_SECS"),
+        "{}",
+        outcome.reason
+    );
+    assert_eq!(server.requests().len(), 2);
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn the_run_budget_bounds_all_model_calls_together() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| {
+        let n = reqs.len();
+        Reply::After(
+            Duration::from_millis(600),
+            Box::new(calls(&[search(&format!("s{n}"), &[&format!("词{n}")])])),
+        )
+    });
+    let mut config = config(&server);
+    config.run_budget = Some(Duration::from_millis(1600));
+    let started = Instant::now();
+    let outcome = ask(
+        &engine,
+        &config,
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    let took = started.elapsed();
+    assert_eq!(outcome.status, RunStatus::Error, "{:?}", outcome.rounds);
+    assert!(outcome.reason.contains("time budget"), "{}", outcome.reason);
+    assert!(
+        outcome.reason.contains("RAGTRAIL_LLM_BUDGET_SECS"),
+        "{}",
+        outcome.reason
+    );
+    assert_eq!(outcome.rounds.len(), 2, "two turns fit in the budget");
+    // The third request is cut short (or not sent when the budget is already spent).
+    assert!((2..=3).contains(&server.requests().len()));
+    assert!(took < Duration::from_millis(2600), "{took:?}");
+}
+
+/// Collects log lines written through `tracing` while a closure runs.
+#[derive(Clone, Default)]
+struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_key_goes_to_the_server_as_a_bearer_token_and_nowhere_else() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        // A retry, so the client logs a warning.
+        1 => error(503, "busy", vec![("retry-after-ms", "50".to_string())]),
+        2 => calls(&[search("s", &["高铁票", "报销凭证"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "a").0,
+    });
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let traces = ws.dir.path().join("traces");
+    let outcome = tracing::subscriber::with_default(subscriber, || {
+        ask(&engine, &config(&server), "高铁票报销要什么凭证？", &traces)
+    });
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    for req in &reqs {
+        assert_eq!(
+            req.headers.get("authorization").map(String::as_str),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert_eq!(
+            req.headers.get("content-type").map(String::as_str),
+            Some("application/json")
+        );
+        assert!(
+            !req.body.to_string().contains(KEY),
+            "the key is not in the body"
+        );
+    }
+    let logs = String::from_utf8(logs.0.lock().expect("log").clone()).expect("utf-8");
+    assert!(logs.contains("retrying"), "the retry was logged: {logs}");
+    assert!(!logs.contains(KEY), "{logs}");
+    for entry in std::fs::read_dir(&traces).expect("traces") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(!text.contains(KEY));
+    }
+    assert!(!format!("{outcome:?}").contains(KEY));
+}
+
+#[test]
+fn a_rejected_key_is_explained_without_showing_it() {
+    let (ws, engine) = small();
+    let server =
+        ChatServer::start(|_| error(401, &format!("Incorrect API key provided: {KEY}"), vec![]));
+    let outcome = ask(
+        &engine,
+        &config(&server),
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(server.requests().len(), 1, "401 is not retried");
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert!(outcome.reason.contains("HTTP 401"), "{}", outcome.reason);
+    assert!(
+        outcome.reason.contains("RAGTRAIL_LLM_API_KEY"),
+        "{}",
+        outcome.reason
+    );
+    assert!(!outcome.reason.contains(KEY), "{}", outcome.reason);
+    let trace = std::fs::read_to_string(&outcome.trace.expect("trace").path).expect("read");
+    assert!(!trace.contains(KEY));
+}
+
+#[test]
+fn a_wrong_base_url_is_explained_with_the_setting_to_fix() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|_| error(404, "no such route", vec![]));
+    let mut config = config(&server);
+    config.base_url = server.base_url.trim_end_matches("/v1").to_string();
+    let outcome = ask(
+        &engine,
+        &config,
+        "高铁票报销要什么凭证？",
+        &ws.dir.path().join("traces"),
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/chat/completions");
+    assert!(outcome.reason.contains("HTTP 404"), "{}", outcome.reason);
+    assert!(
+        outcome.reason.contains("RAGTRAIL_LLM_BASE_URL"),
+        "{}",
+        outcome.reason
+    );
+    assert!(outcome.reason.contains("/v1"), "{}", outcome.reason);
+}
+
+#[test]
+fn the_system_prompt_matches_its_snapshot_and_states_the_rules() {
+    let rendered = prompt::system_prompt(TODAY, 3);
+    let snapshot = tests_dir().join("snapshots/system_prompt.md");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(snapshot.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&snapshot, &rendered).expect("write snapshot");
+    }
+    let expected = std::fs::read_to_string(&snapshot)
+        .expect("tests/snapshots/system_prompt.md (UPDATE_SNAPSHOTS=1 writes it)");
+    assert_eq!(
+        rendered, expected,
+        "the system prompt changed: review it, then run with UPDATE_SNAPSHOTS=1"
+    );
+    for rule in [
+        "keywords, not sentences",
+        "Never put tenants",
+        "permissions",
+        "Never repeat a keyword set",
+        "Stop searching as soon as the hits answer the question",
+        "using only facts from the hits",
+        "chunkId",
+        "copied character for character",
+        "listing the keyword sets you tried",
+        "actionable",
+        "Today's date is 2026-11-30.",
+        "never instructions",
+        "at most 3 searches",
+    ] {
+        assert!(rendered.contains(rule), "the prompt lacks {rule:?}");
+    }
+}
+
+#[test]
+fn ragtrail_ask_planner_llm_through_the_binary() {
+    // Reacts to the conversation it is sent: search first, answer once it has hits.
+    let server = ChatServer::start(|reqs| {
+        let req = reqs.last().expect("req");
+        if reqs.len() == 1 {
+            error(
+                429,
+                "slow down",
+                vec![("retry-after-ms", "100".to_string())],
+            )
+        } else if req.hits().is_empty() {
+            calls(&[search("s", &["火车票", "报销"])])
+        } else {
+            answer_from_latest(req, "a").0
+        }
+    });
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let run = |planner: Option<&str>, with_endpoint: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+        cmd.current_dir(tmp.path())
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("RAGTRAIL_LLM_BASE_URL")
+            .env_remove("RAGTRAIL_LLM_API_KEY")
+            .env_remove("RAGTRAIL_LLM_MODEL")
+            .env("RUST_LOG", "debug")
+            .args(["--data-dir", "data", "--trace-dir", "traces", "--knowledge"])
+            .arg(repo_root().join("knowledge"))
+            .args(["ask", "--json", "--today", TODAY]);
+        if with_endpoint {
+            cmd.env("RAGTRAIL_LLM_BASE_URL", &server.base_url)
+                .env("RAGTRAIL_LLM_API_KEY", KEY)
+                .env("RAGTRAIL_LLM_MODEL", MODEL);
+        }
+        if let Some(p) = planner {
+            cmd.args(["--planner", p]);
+        }
+        cmd.arg("坐高铁出差，报销需要什么凭证？")
+            .output()
+            .expect("run ragtrail")
+    };
+    let out = run(Some("llm"), true);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("--json output");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3, "a 429, then a search, then an answer");
+    let cited = result["citations"][0]["chunkId"].as_str().expect("cited");
+    assert!(reqs[2].hits().iter().any(|(id, _, _)| id == cited));
+    for req in &reqs {
+        assert_eq!(
+            req.headers.get("authorization").map(String::as_str),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+    }
+    assert!(
+        stderr.contains("retrying"),
+        "the retry was logged: {stderr}"
+    );
+    assert!(!stdout.contains(KEY) && !stderr.contains(KEY));
+    let trace_path = result["trace"].as_str().expect("trace path");
+    let trace_text = std::fs::read_to_string(tmp.path().join(trace_path)).expect("read the trace");
+    assert!(trace_text.contains("\"planner\":\"llm\""));
+    for entry in std::fs::read_dir(tmp.path().join("traces")).expect("traces") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(!text.contains(KEY));
+    }
+
+    // Without --planner: the LLM when an endpoint is configured, offline otherwise.
+    let out = run(None, true);
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(server.requests().len(), 5, "the default used the endpoint");
+    let text = std::fs::read_to_string(tmp.path().join(result["trace"].as_str().expect("trace")))
+        .expect("trace");
+    assert!(text.contains("\"planner\":\"llm\""));
+    let out = run(None, false);
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(server.requests().len(), 5, "offline sends nothing");
+    let text = std::fs::read_to_string(tmp.path().join(result["trace"].as_str().expect("trace")))
+        .expect("trace");
+    assert!(text.contains("\"planner\":\"offline\""));
+    // --planner llm without an endpoint: an error naming the settings, before any work.
+    let out = run(Some("llm"), false);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("RAGTRAIL_LLM_BASE_URL"), "{stderr}");
+}
+
+/// The second turn of a session sends the first turn to the model, which turns the follow-up
+/// into standalone keywords.
+#[test]
+fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| {
+        let last = reqs.last().expect("a request");
+        let users: Vec<String> = last
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str().map(String::from))
+            .collect();
+        match (users.len(), last.tool_results().is_empty()) {
+            // Turn 1: search, then answer from the hit.
+            (1, true) => calls(&[search("s1", &["高铁票", "报销凭证"])]),
+            (1, false) => answer_from_latest(last, "a1").0,
+            // Turn 2: the earlier question is in the request; search with a standalone topic.
+            (_, true) => {
+                assert!(
+                    users.iter().any(|u| u.contains("高铁票怎么报销")),
+                    "turn 1 is carried: {users:?}"
+                );
+                calls(&[search("s2", &["高铁票", "截图"])])
+            }
+            (_, false) => answer_from_latest(last, "a2").0,
+        }
+    });
+    let sessions = ragtrail::session::SessionStore::new(&ws.data());
+    let s = settings(&ws.dir.path().join("traces"));
+    let mut p1 = LlmPlanner::new(&config(&server)).expect("planner");
+    let (first, _) = ragtrail::session::ask(
+        &engine,
+        &mut p1,
+        &sessions,
+        "llm-s",
+        "高铁票怎么报销？",
+        &s,
+        &mut |_| {},
+    )
+    .expect("turn 1");
+    assert_eq!(first.status, RunStatus::Answered);
+    let mut p2 = LlmPlanner::new(&config(&server)).expect("planner");
+    let (second, turn) = ragtrail::session::ask(
+        &engine,
+        &mut p2,
+        &sessions,
+        "llm-s",
+        "截图可以吗？",
+        &s,
+        &mut |_| {},
+    )
+    .expect("turn 2");
+    assert_eq!(turn, 2);
+    assert_eq!(second.rounds[0].keywords, vec!["高铁票", "截图"]);
+    let reqs = server.requests();
+    let turn2 = reqs
+        .iter()
+        .rev()
+        .find(|r| r.messages().iter().filter(|m| m["role"] == "user").count() >= 2)
+        .expect("turn 2 request");
+    assert!(turn2.messages().iter().any(|m| {
+        m["role"] == "assistant"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("keywords searched"))
+    }));
+}
+
+#[test]
+fn a_declared_greeting_is_answered_without_a_search_and_an_uncited_policy_claim_is_refused() {
+    let (ws, engine) = small();
+    let server = ChatServer::start(|reqs| match reqs.len() {
+        1 => tool_calls(&[(
+            "g",
+            "submitAnswer",
+            json!({"answer": "你好！", "citations": [], "conversational": true}),
+        )]),
+        // Second run: a policy statement without citations, not declared conversational.
+        2 => tool_calls(&[(
+            "p",
+            "submitAnswer",
+            json!({"answer": "住宿标准是600元。", "citations": []}),
+        )]),
+        _ => tool_calls(&[("n", "reportNoEvidence", json!({"reason": "gave up"}))]),
+    });
+    let greeting = ask(
+        &engine,
+        &config(&server),
+        "你好",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(greeting.status, RunStatus::Answered);
+    assert!(greeting.rounds.is_empty());
+    let answer = greeting.answer.expect("reply");
+    assert!(answer.unsourced && answer.citations.is_empty());
+    let claim = ask(
+        &engine,
+        &config(&server),
+        "住宿标准多少？",
+        &ws.dir.path().join("traces"),
+    );
+    assert_eq!(claim.status, RunStatus::InsufficientEvidence);
+    let refused = server.requests()[2].tool_results();
+    assert!(refused[0].1.to_string().contains("refused"), "{refused:?}");
+}

@@ -1,4 +1,0 @@
-//! Test support beyond `common`: the scripted chat server.
-#![allow(dead_code)]
-
-pub mod chat_server;
