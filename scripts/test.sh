@@ -20,6 +20,8 @@ echo "== model for the local-embedder tests: $RAGTRAIL_TEST_MODEL_DIR"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== layers: no engine module imports one above it (scripts/check-layers.py)"
+python3 scripts/check-layers.py
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
@@ -41,3 +43,5 @@ echo "== cargo test"
 cargo test --workspace --all-targets --locked
 # --all-targets leaves the documentation examples out; they are tests too.
 cargo test --workspace --doc --locked
+echo "== the engine alone, without its optional parts (no PostgreSQL, no in-process model)"
+cargo test -p ragtrail --no-default-features --lib --locked

@@ -36,7 +36,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     let sessions = SessionStore::new(&global.data_dir);
     let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true);
     let mut id = args.session.clone().unwrap_or_else(SessionStore::new_id);
-    let resumed = sessions.load_or_new(&id)?.turns.len();
+    let resumed = sessions.load_or_new(&id)?.conversation.turns.len();
     let mut out = std::io::stdout();
     writeln!(
         out,

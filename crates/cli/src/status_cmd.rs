@@ -95,7 +95,7 @@ fn describe(info: &EmbedderInfo) -> String {
         embed::hashing::KIND => {
             " — lexical, not semantic: texts are close when they share character n-grams, not when they mean the same"
         }
-        embed::local::KIND | embed::http::KIND => " — semantic",
+        embed::LOCAL_KIND | embed::http::KIND => " — semantic",
         _ => "",
     };
     format!("{} {} ({} dims){nature}", info.kind, info.model, info.dims)

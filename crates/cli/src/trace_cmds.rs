@@ -10,8 +10,9 @@ use clap::{Args, ValueEnum};
 use super::{GlobalArgs, open_ready_engine, output::terminal_safe};
 use crate::config;
 use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
-use ragtrail::trace::audit::{AuditReport, audit};
-use ragtrail::trace::replay::{ReplayReport, RoundVerdict, replay, run_started};
+use ragtrail::review::audit::{AuditReport, audit};
+use ragtrail::review::replay::{ReplayReport, RoundVerdict, replay};
+use ragtrail::trace::run_started;
 use ragtrail::trace::{EventBody, Integrity, Verdict, check_integrity, read_trace};
 
 #[derive(Debug, Args)]
@@ -233,7 +234,7 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
     };
     let mut report = audit(&file, integrity, engine.as_ref());
     let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
-    ragtrail::trace::audit::restrict_to(&mut report, &auditor, engine.as_ref());
+    ragtrail::review::audit::restrict_to(&mut report, &auditor, engine.as_ref());
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),

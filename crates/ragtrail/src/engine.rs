@@ -2,6 +2,7 @@
 //! derived from it. Ingest updates both; a crash between the two is noticed and repaired on open.
 //! With `DATABASE_URL`, PostgreSQL is the system of record instead (see `engine/postgres.rs`).
 
+#[cfg(feature = "postgres")]
 mod postgres;
 
 use std::collections::{HashMap, HashSet};
@@ -11,9 +12,12 @@ use std::sync::Arc;
 use crate::embed::{EmbedError, Embedder, HashingEmbedder};
 use crate::index::{Bm25Index, IndexError};
 use crate::knowledge::{self, Chunk, Document, KnowledgeError, ScanOptions, SkippedFile};
-use crate::search::{self, SearchError, SearchRequest, SearchResponse, SearchSettings};
+use crate::search::fusion::FusedHit;
+use crate::search::{
+    self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings,
+};
 use crate::store::vectors::VectorIndex;
-use crate::store::{ChunkStore, StoreError};
+use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreError, VectorLeg};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -29,6 +33,7 @@ pub enum EngineError {
     Embed(#[from] EmbedError),
     #[error("embedding produced {found} dimensions, the embedder declares {declared}")]
     Dimensions { found: usize, declared: usize },
+    #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] crate::store::postgres::PgError),
 }
@@ -73,8 +78,16 @@ pub struct Engine {
     embedder: Arc<dyn Embedder>,
     /// Fusion, candidate window, boosts and thresholds of `searchDocs`.
     pub settings: SearchSettings,
-    /// Set when PostgreSQL is the system of record; `store` then holds its chunk records.
-    pg: Option<postgres::PgBackend>,
+    backend: Backend,
+}
+
+/// Where the system of record lives.
+enum Backend {
+    /// The embedded store under the data directory: `Engine::store` is it.
+    Embedded,
+    /// PostgreSQL; `Engine::store` holds its chunk records, at the BM25 index's version.
+    #[cfg(feature = "postgres")]
+    Postgres(Box<postgres::PgBackend>),
 }
 
 impl Engine {
@@ -96,7 +109,7 @@ impl Engine {
             index,
             embedder,
             settings,
-            pg: None,
+            backend: Backend::Embedded,
         };
         let indexed = engine.index.committed_generation()?;
         if indexed.unwrap_or(0) != engine.store.generation() {
@@ -134,7 +147,8 @@ impl Engine {
     /// Rebuilds the BM25 index from the store's current generation (from PostgreSQL when it
     /// is the system of record).
     pub fn reindex(&mut self, progress: &mut dyn FnMut(IngestProgress)) -> Result<(), EngineError> {
-        if self.pg.is_some() {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(_) = self.backend {
             return self.pg_reindex(progress);
         }
         let mut update = self.index.update()?;
@@ -154,7 +168,8 @@ impl Engine {
         options: &IngestOptions,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<IngestSummary, EngineError> {
-        if self.pg.is_some() {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(_) = self.backend {
             return self.pg_ingest(root, options, progress);
         }
         if !options.rebuild && !self.store.chunks().is_empty() {
@@ -320,16 +335,46 @@ impl Engine {
 
     /// `searchDocs`: the hits for `keywords`, at most `top_k`, under the request's access context.
     pub fn search_docs(&self, req: &SearchRequest) -> Result<SearchResponse, EngineError> {
-        if let Some(pg) = &self.pg {
-            return self.pg_search_docs(pg, req);
-        }
-        Ok(search::search_docs(
+        let fusion = req.fusion.unwrap_or(self.settings.fusion);
+        let leg = self.vector_leg(fusion)?;
+        Ok(search::search_docs_with(
             &self.store,
+            leg.as_ref(),
             &self.index,
             self.embedder.as_ref(),
             &self.settings,
             req,
         )?)
+    }
+
+    /// The fused ranking alone, `depth` long, for evaluations and benchmarks: the same legs and
+    /// fusion as [`Engine::search_docs`], without its top-k cap, snippets, weak-hit filter or
+    /// sufficiency decision (see [`search::search_ranked`]).
+    pub fn search_ranked(&self, req: &RankedRequest<'_>) -> Result<Vec<FusedHit>, EngineError> {
+        let leg = self.vector_leg(req.fusion)?;
+        Ok(search::search_ranked(
+            &self.store,
+            leg.as_ref(),
+            &self.index,
+            self.embedder.as_ref(),
+            &self.settings,
+            req,
+        )?)
+    }
+
+    /// The vector leg of this engine's backend, for a search fused with `fusion`.
+    fn vector_leg(
+        &self,
+        fusion: search::fusion::Fusion,
+    ) -> Result<Box<dyn VectorLeg + '_>, EngineError> {
+        match &self.backend {
+            Backend::Embedded => {
+                let _ = fusion;
+                Ok(Box::new(EmbeddedVectorLeg::new(&self.store)))
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => self.pg_vector_leg(pg, fusion),
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod http;
 pub mod index;
 pub mod knowledge;
 pub mod llm;
+pub mod review;
 pub mod search;
 pub mod seeded;
 pub mod session;

@@ -1,71 +1,23 @@
-//! Conversations: the last turns of a session (question, answer, cited chunks, keywords) and a
-//! cache of searches already run in it, kept in the data directory so a session survives a
-//! restart.
+//! Conversations kept in the data directory, so a session survives a restart: each session's
+//! memory (the agent's [`Conversation`]: last turns, search cache) as one JSON file, and
+//! [`ask`], which runs one turn of a session through the agent and saves it.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::search::SearchResponse;
-use crate::search::sufficiency::Sufficiency;
-use crate::search::{LegStats, SearchHit};
+pub use crate::agent::conversation::{
+    CachedSearch, Conversation, MAX_CACHED, MAX_TURNS, PriorTurn,
+};
 
-/// Turns kept per session (older ones are dropped).
-pub const MAX_TURNS: usize = 8;
-/// Cached searches kept per session.
-pub const MAX_CACHED: usize = 64;
-
-/// One earlier turn, as the planner of a later turn sees it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct PriorTurn {
-    pub turn: u32,
-    pub question: String,
-    /// The grounded answer, or the insufficient-evidence message.
-    pub answer: String,
-    pub cited: Vec<String>,
-    /// Keyword sets searched in that turn, in order.
-    pub keywords: Vec<Vec<String>>,
-    pub trace: Option<String>,
-}
-
-/// A search served again when the same keyword set is asked under the same access context and
-/// index version.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CachedSearch {
-    pub key: String,
-    pub turn: u32,
-    pub round: u32,
-    pub hits: Vec<SearchHit>,
-    pub content_hashes: Vec<String>,
-    pub sufficiency: Sufficiency,
-    pub fusion: String,
-    pub legs: std::collections::BTreeMap<String, LegStats>,
-}
-
-impl CachedSearch {
-    pub fn new(key: String, turn: u32, round: u32, resp: &SearchResponse) -> Self {
-        Self {
-            key,
-            turn,
-            round,
-            hits: resp.hits.clone(),
-            content_hashes: resp.content_hashes.clone(),
-            sufficiency: resp.sufficiency.clone(),
-            fusion: resp.fusion.to_string(),
-            legs: resp.legs.clone(),
-        }
-    }
-}
-
-/// A conversation.
+/// A conversation, as kept on disk: its id and its memory (the file's keys are `id`, `turns`,
+/// `cache`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Session {
     pub id: String,
-    pub turns: Vec<PriorTurn>,
-    pub cache: Vec<CachedSearch>,
+    #[serde(flatten)]
+    pub conversation: Conversation,
 }
 
 impl Session {
@@ -73,32 +25,6 @@ impl Session {
         Self {
             id: id.into(),
             ..Self::default()
-        }
-    }
-
-    /// Number the next turn gets (1-based).
-    pub fn next_turn(&self) -> u32 {
-        self.turns.last().map(|t| t.turn + 1).unwrap_or(1)
-    }
-
-    pub fn push_turn(&mut self, turn: PriorTurn) {
-        self.turns.push(turn);
-        if self.turns.len() > MAX_TURNS {
-            let excess = self.turns.len() - MAX_TURNS;
-            self.turns.drain(..excess);
-        }
-    }
-
-    pub fn cached(&self, key: &str) -> Option<&CachedSearch> {
-        self.cache.iter().find(|c| c.key == key)
-    }
-
-    pub fn remember(&mut self, entry: CachedSearch) {
-        self.cache.retain(|c| c.key != entry.key);
-        self.cache.push(entry);
-        if self.cache.len() > MAX_CACHED {
-            let excess = self.cache.len() - MAX_CACHED;
-            self.cache.drain(..excess);
         }
     }
 }
@@ -188,10 +114,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SessionStore::new(dir.path());
         let mut s = store.load_or_new("abc").expect("new");
-        assert!(s.turns.is_empty());
+        assert!(s.conversation.turns.is_empty());
         for i in 0..10 {
-            let turn = s.next_turn();
-            s.push_turn(PriorTurn {
+            let turn = s.conversation.next_turn();
+            s.conversation.push_turn(PriorTurn {
                 turn,
                 question: format!("q{i}"),
                 ..PriorTurn::default()
@@ -199,8 +125,8 @@ mod tests {
         }
         store.save(&s).expect("save");
         let back = store.load_or_new("abc").expect("load");
-        assert_eq!(back.turns.len(), MAX_TURNS);
-        assert_eq!(back.turns.last().map(|t| t.turn), Some(10));
+        assert_eq!(back.conversation.turns.len(), MAX_TURNS);
+        assert_eq!(back.conversation.turns.last().map(|t| t.turn), Some(10));
         assert!(matches!(
             store.load_or_new("../etc/passwd"),
             Err(SessionError::BadId(_))
@@ -229,18 +155,20 @@ pub fn ask(
     base: &crate::agent::RunSettings,
     on_event: &mut dyn FnMut(crate::agent::AgentEvent<'_>),
 ) -> Result<(crate::agent::AgentOutcome, u32), TurnError> {
-    let session = sessions.load_or_new(id)?;
-    let turn = session.next_turn();
-    let shared = std::sync::Arc::new(std::sync::Mutex::new(session));
+    let mut session = sessions.load_or_new(id)?;
+    let turn = session.conversation.next_turn();
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(std::mem::take(
+        &mut session.conversation,
+    )));
     let mut settings = base.clone();
     settings.session = Some((id.to_string(), turn));
     settings.conversation = Some(shared.clone());
     let outcome = crate::agent::run(engine, planner, question, &settings, on_event)?;
-    let mut session = match shared.lock() {
-        Ok(s) => s.clone(),
+    session.conversation = match shared.lock() {
+        Ok(c) => c.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
     };
-    session.push_turn(PriorTurn {
+    session.conversation.push_turn(PriorTurn {
         turn,
         question: question.to_string(),
         answer: outcome

@@ -338,6 +338,40 @@ pub fn is_stop_term(term: &str) -> bool {
     ZH.contains(&term) || EN.contains(&term)
 }
 
+/// Sentence spans (byte ranges) of `s`, split after 。！？；, newlines and `. ` style ends.
+pub fn sentence_spans(s: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    let bytes = s.as_bytes();
+    for (i, c) in s.char_indices() {
+        let end = i + c.len_utf8();
+        let is_end = matches!(c, '。' | '！' | '？' | '；' | '\n')
+            || (matches!(c, '.' | '!' | '?' | ';')
+                && bytes.get(end).is_none_or(|b| b.is_ascii_whitespace()));
+        if is_end {
+            if s[start..end].trim().chars().count() > 0 {
+                spans.push((start, end));
+            }
+            start = end;
+        }
+    }
+    if start < s.len() && !s[start..].trim().is_empty() {
+        spans.push((start, s.len()));
+    }
+    spans
+}
+
+/// Whether `quote` occurs in `text`, ignoring differences in whitespace and a trailing `…`
+/// (how a citation's quote is checked against its chunk, by the agent and by the audit).
+pub fn quote_in_text(quote: &str, text: &str) -> bool {
+    let q = squash_whitespace(quote.trim().trim_end_matches('…').trim_start_matches('…'));
+    !q.is_empty() && squash_whitespace(text).contains(&q)
+}
+
+fn squash_whitespace(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

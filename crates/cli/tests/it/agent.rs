@@ -504,7 +504,7 @@ fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
     for c in &answer.citations {
         let chunk = engine.store().get(&c.chunk_id).expect("cited chunk exists");
         assert!(
-            agent::quote_in_text(&c.quote, &chunk.text),
+            ragtrail::text::quote_in_text(&c.quote, &chunk.text),
             "quote {:?} not in {}",
             c.quote,
             c.chunk_id

@@ -78,7 +78,7 @@ fn a_follow_up_without_its_topic_cites_the_topic_section() {
     );
     // The trace of turn 2 is linked to the session.
     let file = trace::read_trace(&second.trace.expect("trace").path).expect("read");
-    let started = trace::replay::run_started(&file).expect("run_started");
+    let started = trace::run_started(&file).expect("run_started");
     assert_eq!(
         (started.session_id.as_deref(), started.turn),
         (Some("t1"), Some(2))

@@ -383,7 +383,7 @@ fn search_ranked_goes_past_the_search_docs_cap_in_the_same_order() {
     use ragtrail::access::AccessContext;
     use ragtrail::eval::retrieval::BeirDoc;
     use ragtrail::search::fusion::Fusion;
-    use ragtrail::search::{self, MAX_TOP_K, RankedRequest, SearchRequest};
+    use ragtrail::search::{MAX_TOP_K, RankedRequest, SearchRequest};
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut engine = Engine::open(tmp.path()).expect("engine");
@@ -407,19 +407,14 @@ fn search_ranked_goes_past_the_search_docs_cap_in_the_same_order() {
     let keywords = vec!["glacier".to_string()];
     let access = AccessContext::default();
     let ranked = |fusion: Fusion, depth: usize| {
-        search::search_ranked(
-            engine.store(),
-            engine.index(),
-            engine.embedder(),
-            &engine.settings,
-            &RankedRequest {
+        engine
+            .search_ranked(&RankedRequest {
                 keywords: &keywords,
                 access: &access,
                 fusion,
                 depth,
-            },
-        )
-        .expect("ranked")
+            })
+            .expect("ranked")
     };
     let deep = ranked(Fusion::Bm25Only, 70);
     assert_eq!(deep.len(), 70);

@@ -9,8 +9,8 @@ use ragtrail::access::AccessContext;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::engine::Engine;
-use ragtrail::trace::audit::audit;
-use ragtrail::trace::replay::replay;
+use ragtrail::review::audit::audit;
+use ragtrail::review::replay::replay;
 use ragtrail::trace::{Verdict, check_integrity, event_hash};
 use serde_json::Value;
 

@@ -4,19 +4,10 @@
 use std::collections::HashMap;
 
 use super::planner::{ProposedCitation, RefusalReason};
+use crate::text::quote_in_text;
 
 /// Longest quote accepted, in characters: a quote is a short extract, not the whole chunk.
 pub const MAX_QUOTE_CHARS: usize = 300;
-
-fn squash(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Whether `quote` occurs in `text`, ignoring differences in whitespace and a trailing `…`.
-pub fn quote_in_text(quote: &str, text: &str) -> bool {
-    let q = squash(quote.trim().trim_end_matches('…').trim_start_matches('…'));
-    !q.is_empty() && squash(text).contains(&q)
-}
 
 /// Checks every citation against the chunks returned in this run (id → full text).
 pub fn check(

@@ -3,6 +3,7 @@
 //! limit is reached. Every step goes to the trace.
 
 mod citations;
+pub mod conversation;
 mod keywords;
 pub mod llm;
 pub mod offline;
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub use citations::{MAX_QUOTE_CHARS, quote_in_text};
+pub use citations::MAX_QUOTE_CHARS;
 pub use keywords::{
     KeywordError, MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
 };
@@ -28,11 +29,11 @@ use crate::access::AccessContext;
 use crate::engine::Engine;
 use crate::search::sufficiency::Sufficiency;
 use crate::search::{SearchHit, SearchRequest, SearchResponse};
-use crate::session::{CachedSearch, PriorTurn, Session};
 use crate::trace::{
     AnswerEvent, Citation, EventBody, FinishedTrace, LlmTurn, RefusedCitation, RunStarted,
     RunStatus, SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
 };
+use conversation::{CachedSearch, Conversation, PriorTurn};
 
 /// Longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 2000;
@@ -56,7 +57,7 @@ pub struct RunSettings {
     /// Conversation this run belongs to, and its turn number.
     pub session: Option<(String, u32)>,
     /// The conversation's earlier turns and search cache (read, and the cache extended).
-    pub conversation: Option<Arc<Mutex<Session>>>,
+    pub conversation: Option<Arc<Mutex<Conversation>>>,
 }
 
 impl RunSettings {

@@ -93,7 +93,7 @@ pub struct PlannerStep {
 pub struct PlannerContext<'a> {
     pub question: &'a str,
     /// Earlier turns of the conversation, oldest first (empty outside a conversation).
-    pub history: &'a [crate::session::PriorTurn],
+    pub history: &'a [super::conversation::PriorTurn],
     /// Today's date (YYYY-MM-DD): policies with deadlines need it.
     pub today: &'a str,
     pub searches_done: u32,

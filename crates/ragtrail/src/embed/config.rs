@@ -7,6 +7,7 @@ use super::http::{
     DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, DEFAULT_MAX_INPUT_CHARS, HttpEmbedder,
     HttpEmbedderConfig,
 };
+#[cfg(feature = "local-embed")]
 use super::local::{LocalEmbedder, LocalOptions};
 use super::{EmbedError, Embedder, HashingEmbedder};
 use crate::http::RetryPolicy;
@@ -107,6 +108,7 @@ impl EmbedConfig {
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     match config.resolved_choice() {
         EmbedderChoice::Auto | EmbedderChoice::Hashing => Ok(Arc::new(HashingEmbedder::default())),
+        #[cfg(feature = "local-embed")]
         EmbedderChoice::Local => {
             let dir = config
                 .model_dir
@@ -123,6 +125,10 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
             }
             Ok(Arc::new(LocalEmbedder::load(dir, options)?))
         }
+        #[cfg(not(feature = "local-embed"))]
+        EmbedderChoice::Local => Err(EmbedError::Config(
+            "this build of ragtrail has no local embedder (the `local-embed` feature is off): serve the model behind an OpenAI-compatible endpoint (RAGTRAIL_EMBED_BASE_URL) instead".into(),
+        )),
         EmbedderChoice::Http => {
             let base_url = set(&config.base_url).ok_or_else(|| {
                 EmbedError::Config(
@@ -185,7 +191,10 @@ mod tests {
             choice: EmbedderChoice::Local,
             ..EmbedConfig::default()
         });
+        #[cfg(feature = "local-embed")]
         assert!(e.to_string().contains("RAGTRAIL_EMBED_MODEL_DIR"), "{e}");
+        #[cfg(not(feature = "local-embed"))]
+        assert!(e.to_string().contains("`local-embed` feature"), "{e}");
         let e = error_of(EmbedConfig {
             choice: EmbedderChoice::Http,
             ..EmbedConfig::default()
@@ -196,11 +205,14 @@ mod tests {
             ..EmbedConfig::default()
         });
         assert!(e.to_string().contains("RAGTRAIL_EMBED_MODEL"), "{e}");
-        let e = error_of(EmbedConfig {
-            model_dir: Some(PathBuf::from("/nonexistent/model")),
-            ..EmbedConfig::default()
-        });
-        assert!(e.to_string().contains("/nonexistent/model"), "{e}");
+        #[cfg(feature = "local-embed")]
+        {
+            let e = error_of(EmbedConfig {
+                model_dir: Some(PathBuf::from("/nonexistent/model")),
+                ..EmbedConfig::default()
+            });
+            assert!(e.to_string().contains("/nonexistent/model"), "{e}");
+        }
         assert_eq!(
             "HTTP".parse::<EmbedderChoice>().expect("parse"),
             EmbedderChoice::Http

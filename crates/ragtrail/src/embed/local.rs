@@ -32,7 +32,7 @@ use super::bert::{Bert, BertConfig, Scratch};
 use super::{EmbedError, Embedder, EmbedderInfo};
 
 /// Embedder family reported in [`EmbedderInfo::kind`].
-pub const KIND: &str = "local";
+pub const KIND: &str = super::LOCAL_KIND;
 /// Default inputs per forward pass.
 pub const DEFAULT_BATCH_SIZE: usize = 32;
 /// Token cap when the folder does not say (`sentence_bert_config.json`).

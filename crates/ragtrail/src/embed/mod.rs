@@ -6,20 +6,27 @@
 //! same thing with different words ("年假" vs "带薪休假" share little). Treat it as a fuzzy,
 //! tokenizer-free complement to BM25, and swap in a semantic model when one is available.
 //!
-//! Semantic embedders: [`local::LocalEmbedder`] runs a sentence-transformers folder in-process
-//! (candle, CPU); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
+//! Semantic embedders: `local::LocalEmbedder` runs a sentence-transformers folder in-process
+//! (candle, CPU; the `local-embed` feature); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
 //! [`from_config`] picks one from the configuration (see `docs/embeddings.md`).
 
+#[cfg(feature = "local-embed")]
 pub mod bert;
 mod config;
 pub mod hashing;
 pub mod http;
+#[cfg(feature = "local-embed")]
 pub mod local;
 
 pub use config::{EmbedConfig, EmbedderChoice, from_config};
 pub use hashing::HashingEmbedder;
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
+#[cfg(feature = "local-embed")]
 pub use local::{LocalEmbedder, LocalOptions};
+
+/// The kind recorded by the in-process model embedder (`local::LocalEmbedder`), known even to
+/// a build without it, so an index it built is recognised as semantic.
+pub const LOCAL_KIND: &str = "local";
 
 use serde::{Deserialize, Serialize};
 

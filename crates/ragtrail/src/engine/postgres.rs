@@ -11,20 +11,37 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, embedding_text};
-use crate::access::AccessContext;
+use super::{
+    Backend, Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, embedding_text,
+};
 use crate::embed::Embedder;
 use crate::index::Bm25Index;
 use crate::knowledge::{self, Chunk, Document};
 use crate::search::fusion::Fusion;
-use crate::search::{self, SearchError, SearchRequest, SearchResponse, SearchSettings, VectorLeg};
-use crate::store::postgres::{PgSettings, PgStore, RunCounts, Snapshot, Space};
-use crate::store::{ChunkStore, StoreManifest};
+use crate::search::{self, SearchError, SearchSettings};
+use crate::store::postgres::{PgSettings, PgStore, PgVectorLeg, RunCounts, Snapshot, Space};
+use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreManifest, VectorLeg};
 
 /// The BM25 index of a Postgres-backed engine, beside (not instead of) the embedded one's.
 const INDEX_DIR: &str = "pg-index";
 /// Documents are embedded in groups of about this many chunks, then written one by one.
 const GROUP_CHUNKS: usize = 256;
+
+impl Backend {
+    fn pg(&self) -> Option<&PgBackend> {
+        match self {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Embedded => None,
+        }
+    }
+
+    fn pg_mut(&mut self) -> Option<&mut PgBackend> {
+        match self {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Embedded => None,
+        }
+    }
+}
 
 pub(super) struct PgBackend {
     store: PgStore,
@@ -57,34 +74,6 @@ fn parse_payload(p: &str) -> Option<(String, u64)> {
     Some((kb?, version?))
 }
 
-struct PgVectorLeg<'a> {
-    store: &'a PgStore,
-    space: &'a Space,
-    /// The data version of the BM25 index and the in-memory chunks.
-    expected: u64,
-}
-
-impl VectorLeg for PgVectorLeg<'_> {
-    fn search(
-        &self,
-        query: &[f32],
-        k: usize,
-        access: &AccessContext,
-        include_superseded: bool,
-    ) -> Result<Vec<(String, f32)>, SearchError> {
-        let found = self
-            .store
-            .vector_search(self.space, query, k, access, include_superseded)?;
-        if found.data_version != self.expected {
-            return Err(SearchError::StaleIndex {
-                index: self.expected,
-                database: found.data_version,
-            });
-        }
-        Ok(found.hits)
-    }
-}
-
 impl Engine {
     /// Opens an engine whose system of record is PostgreSQL at `url` (settings from the
     /// `RAGTRAIL_PG_*` environment; `hnsw.ef_search` by embedder unless set, see
@@ -115,11 +104,11 @@ impl Engine {
             index,
             embedder,
             settings,
-            pg: Some(PgBackend {
+            backend: Backend::Postgres(Box::new(PgBackend {
                 store,
                 space: None,
                 last_run: None,
-            }),
+            })),
         };
         engine.catch_up(&mut |_| {})?;
         Ok(engine)
@@ -127,7 +116,7 @@ impl Engine {
 
     /// The PostgreSQL store, when it is the system of record.
     pub fn postgres(&self) -> Option<&PgStore> {
-        self.pg.as_ref().map(|pg| &pg.store)
+        self.backend.pg().map(|pg| &pg.store)
     }
 
     /// Brings the in-memory chunk records and the BM25 index up to the database's current
@@ -137,7 +126,7 @@ impl Engine {
         &mut self,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<bool, EngineError> {
-        let Some(pg) = &self.pg else {
+        let Some(pg) = self.backend.pg() else {
             return Ok(false);
         };
         let snapshot = pg.store.snapshot()?;
@@ -173,7 +162,7 @@ impl Engine {
             documents: snapshot.documents,
         };
         self.store = ChunkStore::in_memory(manifest, snapshot.chunks);
-        if let Some(pg) = &mut self.pg {
+        if let Some(pg) = self.backend.pg_mut() {
             pg.space = snapshot.space;
             pg.last_run = snapshot.last_run;
         }
@@ -185,7 +174,7 @@ impl Engine {
         &self,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<(), EngineError> {
-        let Some(pg) = &self.pg else {
+        let Some(pg) = self.backend.pg() else {
             return Ok(());
         };
         let mut update = self.index.update()?;
@@ -207,7 +196,7 @@ impl Engine {
         &mut self,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<(), EngineError> {
-        let Some(pg) = &self.pg else {
+        let Some(pg) = self.backend.pg() else {
             return Ok(());
         };
         let snapshot = pg.store.snapshot()?;
@@ -215,19 +204,15 @@ impl Engine {
         self.rebuild_pg_index(progress)
     }
 
-    pub(super) fn pg_search_docs(
-        &self,
-        pg: &PgBackend,
-        req: &SearchRequest,
-    ) -> Result<SearchResponse, EngineError> {
+    /// The vector leg over pgvector, with the version check that keeps both legs on the same
+    /// chunks: carried by the vector query, or asked for when no vector query will run.
+    pub(super) fn pg_vector_leg<'a>(
+        &'a self,
+        pg: &'a PgBackend,
+        fusion: Fusion,
+    ) -> Result<Box<dyn VectorLeg + 'a>, EngineError> {
         let expected = self.store.generation();
-        let fusion = req.fusion.unwrap_or(self.settings.fusion);
-        let leg = pg.space.as_ref().map(|space| PgVectorLeg {
-            store: &pg.store,
-            space,
-            expected,
-        });
-        if leg.is_none() || matches!(fusion, Fusion::Bm25Only) {
+        if pg.space.is_none() || matches!(fusion, Fusion::Bm25Only) {
             // No vector query to carry the version check: ask for it.
             let database = pg.store.data_version()?;
             if database != expected {
@@ -238,14 +223,15 @@ impl Engine {
                 .into());
             }
         }
-        Ok(search::search_docs_with(
-            &self.store,
-            leg.as_ref().map(|l| l as &dyn VectorLeg),
-            &self.index,
-            self.embedder.as_ref(),
-            &self.settings,
-            req,
-        )?)
+        Ok(match &pg.space {
+            Some(space) => Box::new(PgVectorLeg {
+                store: &pg.store,
+                space,
+                expected,
+            }),
+            // No embedding space yet: the in-memory records carry no vectors either.
+            None => Box::new(EmbeddedVectorLeg::new(&self.store)),
+        })
     }
 
     /// Ingest into PostgreSQL: one transaction per changed document (its row, chunks and
@@ -262,7 +248,7 @@ impl Engine {
         self.pg_repair_if_stale(progress)?;
         let info = self.embedder.info();
         let (space, active, start_version) = {
-            let Some(pg) = &self.pg else {
+            let Some(pg) = self.backend.pg() else {
                 return Err(EngineError::Postgres(
                     crate::store::postgres::PgError::Invalid("no database".to_string()),
                 ));
@@ -285,7 +271,7 @@ impl Engine {
             unchanged: plan.unchanged,
             ..IngestSummary::default()
         };
-        let pg = match &self.pg {
+        let pg = match self.backend.pg() {
             Some(pg) => pg,
             None => return Ok(summary),
         };
@@ -423,7 +409,7 @@ impl Engine {
         &mut self,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<(), EngineError> {
-        let Some(pg) = &self.pg else {
+        let Some(pg) = self.backend.pg() else {
             return Ok(());
         };
         let database = pg.store.data_version()?;

@@ -8,7 +8,7 @@
 //! Each query's text is passed to the engine as its keywords ([`query_keywords`]: one keyword
 //! when short), which the BM25 leg analyses into terms and the vector leg embeds as is. The ranking scored is the engine's own order (ties as
 //! `searchDocs` breaks them), `depth` long, without `searchDocs`' top-k cap, snippets or
-//! weak-hit filter: see [`crate::search::search_ranked`].
+//! weak-hit filter: see [`Engine::search_ranked`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -418,7 +418,7 @@ pub fn default_modes() -> Vec<Fusion> {
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timing {
-    /// The ranking alone ([`search::search_ranked`], `depth` long): the legs and the fusion.
+    /// The ranking alone ([`Engine::search_ranked`], `depth` long): the legs and the fusion.
     pub ranked_qps: f64,
     /// The full `searchDocs` call, top 10: legs, fusion, snippets, sufficiency.
     pub search_docs_qps: f64,
@@ -518,21 +518,15 @@ pub fn rank(
 ) -> Result<Vec<String>, EvalError> {
     let keywords = query_keywords(query);
     let access = AccessContext::default();
-    let hits = match search::search_ranked(
-        engine.store(),
-        engine.index(),
-        engine.embedder(),
-        &engine.settings,
-        &RankedRequest {
-            keywords: &keywords,
-            access: &access,
-            fusion,
-            depth,
-        },
-    ) {
+    let hits = match engine.search_ranked(&RankedRequest {
+        keywords: &keywords,
+        access: &access,
+        fusion,
+        depth,
+    }) {
         Ok(h) => h,
         // A query made only of punctuation or stop words ranks nothing.
-        Err(SearchError::NoKeywords) => Vec::new(),
+        Err(EngineError::Search(SearchError::NoKeywords)) => Vec::new(),
         Err(e) => return Err(e.into()),
     };
     Ok(hits
@@ -643,17 +637,11 @@ fn time_mode(
                     fusion,
                     depth,
                 };
-                match search::search_ranked(
-                    engine.store(),
-                    engine.index(),
-                    engine.embedder(),
-                    &engine.settings,
-                    &req,
-                ) {
+                match engine.search_ranked(&req) {
                     Ok(hits) => {
                         std::hint::black_box(hits);
                     }
-                    Err(SearchError::NoKeywords) => {}
+                    Err(EngineError::Search(SearchError::NoKeywords)) => {}
                     Err(e) => return Err(e.into()),
                 }
             }

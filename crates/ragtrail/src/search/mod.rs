@@ -5,7 +5,9 @@
 pub mod fusion;
 pub mod snippet;
 pub mod sufficiency;
-pub mod terms;
+
+#[cfg(test)]
+mod cached_terms_tests;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -15,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::access::AccessContext;
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{Bm25Index, Bm25Query, IndexError};
-use crate::store::ChunkStore;
+use crate::store::{ChunkStore, EmbeddedVectorLeg, VectorLeg, VectorLegError};
 use fusion::{FusedHit, Fusion, LegHit, fuse};
 use snippet::{DEFAULT_SNIPPET_CHARS, snippet_by};
 use sufficiency::{Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
@@ -175,6 +177,7 @@ pub enum SearchError {
         "the index was embedded with {stored} but the configured embedder is {configured}; run `ragtrail ingest --rebuild` to re-embed, or configure the original embedder"
     )]
     EmbedderMismatch { stored: String, configured: String },
+    #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] crate::store::postgres::PgError),
     #[error(
@@ -183,20 +186,22 @@ pub enum SearchError {
     StaleIndex { index: u64, database: u64 },
 }
 
-/// A vector leg that runs outside the in-memory store (pgvector): the `k` chunks nearest to
-/// `query` that `access` may see, as (chunk id, cosine similarity), best first.
-pub trait VectorLeg: Sync {
-    fn search(
-        &self,
-        query: &[f32],
-        k: usize,
-        access: &AccessContext,
-        include_superseded: bool,
-    ) -> Result<Vec<(String, f32)>, SearchError>;
+impl SearchError {
+    /// A vector leg's failure, as `searchDocs` reports it (`model`: the embedder's).
+    fn from_leg(e: VectorLegError, model: String) -> Self {
+        match e {
+            VectorLegError::Scan(message) => EmbedError::Failed { model, message }.into(),
+            #[cfg(feature = "postgres")]
+            VectorLegError::Postgres(e) => SearchError::Postgres(e),
+            VectorLegError::Stale { index, database } => {
+                SearchError::StaleIndex { index, database }
+            }
+        }
+    }
 }
 
-/// `searchDocs` over one store and its BM25 index: both legs side by side, fused, with
-/// snippets, per-leg ranks in the metadata, and the sufficiency decision.
+/// `searchDocs` over one embedded store and its BM25 index: both legs side by side, fused,
+/// with snippets, per-leg ranks in the metadata, and the sufficiency decision.
 pub fn search_docs(
     store: &ChunkStore,
     index: &Bm25Index,
@@ -204,7 +209,14 @@ pub fn search_docs(
     settings: &SearchSettings,
     req: &SearchRequest,
 ) -> Result<SearchResponse, SearchError> {
-    search_docs_with(store, None, index, embedder, settings, req)
+    search_docs_with(
+        store,
+        &EmbeddedVectorLeg::new(store),
+        index,
+        embedder,
+        settings,
+        req,
+    )
 }
 
 /// The keywords trimmed, blank ones dropped; none left is an error.
@@ -220,11 +232,11 @@ fn trimmed_keywords(keywords: &[String]) -> Result<Vec<String>, SearchError> {
     Ok(kept)
 }
 
-/// [`search_docs`] with the vector leg answered by `vector_leg` instead of the store's own
-/// vectors (the chunk records still come from `store`).
+/// [`search_docs`] with the vector leg answered by `vector_leg` (the embedded store's own
+/// vectors, or pgvector); the chunk records come from `store`.
 pub fn search_docs_with(
     store: &ChunkStore,
-    vector_leg: Option<&dyn VectorLeg>,
+    vector_leg: &dyn VectorLeg,
     index: &Bm25Index,
     embedder: &dyn Embedder,
     settings: &SearchSettings,
@@ -367,8 +379,8 @@ struct LegsQuery<'a> {
     include_superseded: bool,
     fusion: Fusion,
     candidates: usize,
-    /// Answers the vector leg instead of the store's own vectors (PostgreSQL).
-    vector_leg: Option<&'a dyn VectorLeg>,
+    /// The store's own vectors, or pgvector.
+    vector_leg: &'a dyn VectorLeg,
 }
 
 /// The hits and stats of each leg the fusion needs (an unused leg is empty).
@@ -394,8 +406,7 @@ fn run_legs(
     let keywords = q.keywords;
     let candidates = q.candidates;
     let use_bm25 = !matches!(q.fusion, Fusion::VectorOnly);
-    let use_vector = !matches!(q.fusion, Fusion::Bm25Only)
-        && (q.vector_leg.is_some() || !store.vectors().is_empty());
+    let use_vector = !matches!(q.fusion, Fusion::Bm25Only) && q.vector_leg.has_vectors();
     if use_vector {
         check_embedder(store, embedder)?;
     }
@@ -438,26 +449,14 @@ fn run_legs(
             .embed(&[query_text.as_str()])?
             .pop()
             .unwrap_or_default();
-        let hits: Vec<LegHit> = if let Some(leg) = q.vector_leg {
-            leg.search(&query, candidates, q.access, q.include_superseded)?
-                .into_iter()
-                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
-                .map(|(id, score)| LegHit::new(id, score))
-                .collect()
-        } else {
-            let visible = store.visibility(q.access, q.include_superseded);
-            let rows = store
-                .vectors()
-                .search(&query, candidates, |i| visible.allows(i))
-                .map_err(|e| EmbedError::Failed {
-                    model: embedder.info().model,
-                    message: e.to_string(),
-                })?;
-            rows.iter()
-                .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
-                .map(|&(row, score)| LegHit::new(store.chunks()[row].id.clone(), score))
-                .collect()
-        };
+        let hits: Vec<LegHit> = q
+            .vector_leg
+            .search(&query, candidates, q.access, q.include_superseded)
+            .map_err(|e| SearchError::from_leg(e, embedder.info().model))?
+            .into_iter()
+            .filter(|(_, score)| *score > MIN_VECTOR_SCORE)
+            .map(|(id, score)| LegHit::new(id, score))
+            .collect();
         let stats = LegStats {
             count: hits.len() as u32,
             latency_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -466,7 +465,10 @@ fn run_legs(
     };
     // On a small embedded store both legs take tens of microseconds, less than waking a pool
     // thread: one after the other is faster there (BENCHMARKS.md, "legs in sequence").
-    let small_store = q.vector_leg.is_none() && store.chunks().len() < SEQUENTIAL_LEGS_BELOW;
+    let small_store = q
+        .vector_leg
+        .in_memory_rows()
+        .is_some_and(|rows| rows < SEQUENTIAL_LEGS_BELOW);
     let (bm25, vector) = if use_bm25 && use_vector && !small_store {
         // The BM25 leg runs on the calling thread and only the vector leg goes to the pool:
         // `rayon::join` from outside the pool would hand both to pool threads and block the
@@ -504,6 +506,7 @@ pub struct RankedRequest<'a> {
 /// decision. Each leg filters by `access` before ranking, as in `searchDocs`.
 pub fn search_ranked(
     store: &ChunkStore,
+    vector_leg: &dyn VectorLeg,
     index: &Bm25Index,
     embedder: &dyn Embedder,
     settings: &SearchSettings,
@@ -521,7 +524,7 @@ pub fn search_ranked(
             include_superseded: false,
             fusion: req.fusion,
             candidates: settings.candidates.max(req.depth),
-            vector_leg: None,
+            vector_leg,
         },
     )?;
     // One leg alone needs no fusion: its hits in its order, as `fuse` would give them (first
@@ -615,7 +618,7 @@ mod tests {
         let hashing = crate::embed::hashing::KIND;
         assert_eq!(default_fusion_for(hashing), DEFAULT_FUSION);
         assert_eq!(DEFAULT_FUSION, Fusion::MinMax { bm25_weight: 0.3 });
-        for semantic in [crate::embed::local::KIND, crate::embed::http::KIND, "other"] {
+        for semantic in [crate::embed::LOCAL_KIND, crate::embed::http::KIND, "other"] {
             assert_eq!(
                 default_fusion_for(semantic),
                 Fusion::MinMax { bm25_weight: 0.5 },
@@ -623,7 +626,7 @@ mod tests {
             );
         }
         assert_eq!(SearchSettings::for_embedder(hashing).fusion, DEFAULT_FUSION);
-        let semantic = SearchSettings::for_embedder(crate::embed::local::KIND);
+        let semantic = SearchSettings::for_embedder(crate::embed::LOCAL_KIND);
         assert_eq!(semantic.fusion, DEFAULT_SEMANTIC_FUSION);
         assert_eq!(semantic.candidates, DEFAULT_CANDIDATES);
     }

@@ -2,33 +2,10 @@
 
 use std::collections::HashSet;
 
-use crate::text::{self, char_len, truncate_chars};
+use crate::text::{self, char_len, sentence_spans, truncate_chars};
 
 /// Default snippet length cap, in characters.
 pub const DEFAULT_SNIPPET_CHARS: usize = 240;
-
-/// Sentence spans (byte ranges) of `s`, split after 。！？；, newlines and `. ` style ends.
-pub(crate) fn sentence_spans(s: &str) -> Vec<(usize, usize)> {
-    let mut spans = Vec::new();
-    let mut start = 0;
-    let bytes = s.as_bytes();
-    for (i, c) in s.char_indices() {
-        let end = i + c.len_utf8();
-        let is_end = matches!(c, '。' | '！' | '？' | '；' | '\n')
-            || (matches!(c, '.' | '!' | '?' | ';')
-                && bytes.get(end).is_none_or(|b| b.is_ascii_whitespace()));
-        if is_end {
-            if s[start..end].trim().chars().count() > 0 {
-                spans.push((start, end));
-            }
-            start = end;
-        }
-    }
-    if start < s.len() && !s[start..].trim().is_empty() {
-        spans.push((start, s.len()));
-    }
-    spans
-}
 
 /// Collapses runs of whitespace into one space so a snippet reads as one line.
 fn one_line(s: &str) -> String {
@@ -57,7 +34,7 @@ pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> S
 }
 
 /// [`snippet`] with each sentence's count of distinct keyword terms given by `score(i, span)`
-/// (sentence `i` of [`sentence_spans`]), so a caller holding the sentences' analysed terms
+/// (sentence `i` of [`text::sentence_spans`]), so a caller holding the sentences' analysed terms
 /// need not analyse them again.
 pub fn snippet_by(
     chunk_text: &str,

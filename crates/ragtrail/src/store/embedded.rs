@@ -8,12 +8,12 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
+use super::terms::ChunkTerms;
 use super::vectors::VectorIndex;
 use crate::access::AccessContext;
 use crate::embed::EmbedderInfo;
 use crate::index::chunk_id_to_u64;
 use crate::knowledge::{Chunk, DocStatus, Document};
-use crate::search::terms::ChunkTerms;
 
 const FORMAT: u32 = 1;
 const CURRENT: &str = "CURRENT";

@@ -1,14 +1,20 @@
-//! The chunk store: the system of record for documents, chunks and (later) their vectors.
+//! The chunk store: the system of record for documents, chunks and their vectors, and each
+//! chunk's analysed terms (cached per generation).
 //!
 //! The embedded store keeps each state as a *generation*: a folder `gen-N/` holding the manifest
 //! and the chunks, made current by atomically replacing the `CURRENT` file. A crash while a new
 //! generation is written leaves the previous one current and readable.
 
 mod embedded;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+mod terms;
+pub mod vector_leg;
 pub mod vectors;
 
 pub use embedded::{ChunkStore, StoreManifest, Visibility};
+pub use terms::ChunkTerms;
+pub use vector_leg::{EmbeddedVectorLeg, VectorLeg, VectorLegError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -14,7 +14,7 @@ use super::canonical::{ZERO_HASH, is_hash};
 use super::error::TraceError;
 use super::events::{TRACE_VERSION, ts_millis};
 use super::reader::{check_version, split_lines};
-use super::writer::{now_millis, open_private, seal};
+use super::seal::{now_millis, open_private, seal};
 
 /// File name of the ledger inside the trace directory.
 pub const LEDGER_FILE_NAME: &str = "ledger.jsonl";

@@ -7,14 +7,13 @@
 //! [`TraceWriter::finish`] also catches a trace that was cut short or rewritten whole.
 //! `trace-format.md` describes the format for users.
 
-pub mod audit;
 mod canonical;
 mod error;
 mod events;
 mod integrity;
 mod ledger;
 mod reader;
-pub mod replay;
+mod seal;
 mod verify;
 mod writer;
 
@@ -30,7 +29,7 @@ pub use events::{
 };
 pub use integrity::{Integrity, check_integrity};
 pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
-pub use reader::{RawLine, TraceFile, read_trace};
+pub use reader::{RawLine, TraceFile, read_trace, run_started};
 pub use verify::{
     ChainProblem, ChainReport, ChainStatus, LedgerCheck, NOT_IN_LEDGER_NOTE, ProblemKind, Verdict,
     assess, check_ledger, verify_chain, verify_ledger,

@@ -6,7 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::TraceError;
-use super::events::{EventBody, TRACE_VERSION, TraceEvent};
+use super::events::{EventBody, RunStarted, TRACE_VERSION, TraceEvent};
 
 /// One line of a trace: its raw parsed value, which verification hashes, and the typed event.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,5 +149,13 @@ fn parse_line(line_no: usize, value: Value) -> Result<RawLine, TraceError> {
         line_no,
         value,
         event,
+    })
+}
+
+/// The recorded question and settings of a trace.
+pub fn run_started(file: &TraceFile) -> Option<&RunStarted> {
+    file.events().find_map(|e| match &e.body {
+        EventBody::RunStarted(r) => Some(r),
+        _ => None,
     })
 }

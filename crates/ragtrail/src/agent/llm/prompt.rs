@@ -31,7 +31,7 @@ pub const USE_SUBMIT_ANSWER: &str = "Your last reply was plain text, not a tool 
 pub const HISTORY_TURNS: usize = 4;
 
 /// How an earlier turn's answer is shown to the model: the answer and the keywords it searched.
-pub fn earlier_answer(turn: &crate::session::PriorTurn) -> String {
+pub fn earlier_answer(turn: &crate::agent::conversation::PriorTurn) -> String {
     let keywords: Vec<String> = turn
         .keywords
         .iter()

@@ -14,10 +14,12 @@
 //! BM25 index records the version it reflects (see `docs/scale-out.md`).
 
 mod error;
+mod leg;
 mod settings;
 mod url;
 
 pub use error::{PgError, redact_database_url};
+pub use leg::PgVectorLeg;
 pub use settings::{
     DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, IterativeScan,
     PgSettings, VectorSearchMode,

@@ -4,11 +4,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::events::{EventBody, RunStatus};
-use super::integrity::Integrity;
-use super::reader::TraceFile;
-use super::replay::run_started;
 use crate::engine::Engine;
+use crate::trace::{EventBody, Integrity, RunStatus, TraceFile, run_started};
 
 /// Where a cited chunk was returned.
 #[derive(Debug, Clone, Serialize)]
@@ -143,7 +140,7 @@ pub fn restrict_to(
     }
 }
 
-/// Audits a trace that was read (`integrity` from [`super::check_integrity`]). With an engine,
+/// Audits a trace that was read (`integrity` from [`crate::trace::check_integrity`]). With an engine,
 /// each cited chunk is compared with the current store.
 pub fn audit(file: &TraceFile, integrity: Integrity, engine: Option<&Engine>) -> AuditReport {
     let started = run_started(file);
@@ -223,9 +220,9 @@ pub fn audit(file: &TraceFile, integrity: Integrity, engine: Option<&Engine>) ->
             };
             let quote_verified = match (store_state, current, rec) {
                 ("unchanged", Some(chunk), _) => {
-                    Some(crate::agent::quote_in_text(&c.quote, &chunk.text))
+                    Some(crate::text::quote_in_text(&c.quote, &chunk.text))
                 }
-                (_, _, Some((_, snippet))) if crate::agent::quote_in_text(&c.quote, snippet) => {
+                (_, _, Some((_, snippet))) if crate::text::quote_in_text(&c.quote, snippet) => {
                     Some(true)
                 }
                 _ => None,

@@ -5,11 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::events::{EventBody, RunStarted, SearchRound};
-use super::reader::TraceFile;
 use crate::access::AccessContext;
 use crate::engine::Engine;
 use crate::search::SearchRequest;
+use crate::trace::{EventBody, SearchRound, TraceFile, run_started};
 
 /// How a recorded hit list compares with today's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -63,14 +62,6 @@ pub struct ReplayReport {
     /// Cited chunks whose content changed or that are gone.
     pub cited_drift: Vec<Drift>,
     pub reproduced: bool,
-}
-
-/// The recorded question and settings of a trace.
-pub fn run_started(file: &TraceFile) -> Option<&RunStarted> {
-    file.events().find_map(|e| match &e.body {
-        EventBody::RunStarted(r) => Some(r),
-        _ => None,
-    })
 }
 
 fn drift_of(
