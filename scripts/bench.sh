@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
 data=${1:-../shared/data}
+# `cargo bench` runs the benchmark from its package's folder: hand it absolute paths.
+[ -d "$data" ] && data=$(cd "$data" && pwd)
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -m); $(date -u +%F)"
-folders=(knowledge)
+folders=("$PWD/knowledge")
 for d in laws-zh handbook-en; do
   [ -d "$data/$d" ] && folders+=("$data/$d")
 done
