@@ -5,11 +5,10 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::chat_server::{ChatServer, tool_calls};
+use crate::common::chat_server::{ScriptedLlm, tool_calls};
 use crate::common::*;
 use ragtrail::access::AccessContext;
 use ragtrail::agent;
-use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::engine::Engine;
 use ragtrail::http::RetryPolicy;
@@ -43,6 +42,16 @@ fn workspace() -> (Workspace, Engine) {
     let mut engine = ws.engine();
     ws.ingest(&mut engine);
     (ws, engine)
+}
+
+/// The planner's config for a scripted server at `base_url`.
+fn config(base_url: &str) -> ChatConfig {
+    let mut config = ChatConfig::new(base_url, "scripted").with_api_key("sk-adversarial-key-123");
+    config.policy = RetryPolicy {
+        request_timeout: Duration::from_secs(10),
+        ..RetryPolicy::default()
+    };
+    config
 }
 
 fn leaked(text: &str) -> bool {
@@ -189,7 +198,7 @@ fn replay_cannot_be_widened_by_editing_the_trace() {
 #[test]
 fn a_model_asking_for_another_tenant_or_citing_what_it_was_not_shown_gets_nothing() {
     let (ws, engine) = workspace();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => tool_calls(&[(
             "s1",
             "searchDocs",
@@ -203,14 +212,7 @@ fn a_model_asking_for_another_tenant_or_citing_what_it_was_not_shown_gets_nothin
         )]),
         _ => tool_calls(&[("n", "reportNoEvidence", json!({"reason": "stop"}))]),
     });
-    let mut config =
-        ChatConfig::new(server.base_url.clone(), "scripted").with_api_key("sk-adversarial-key-123");
-    config.policy = RetryPolicy {
-        request_timeout: Duration::from_secs(10),
-        ..RetryPolicy::default()
-    };
-    let mut planner = LlmPlanner::new(&config).expect("planner");
-    let outcome = ws.ask(&engine, &mut planner, "高铁票怎么报销？");
+    let outcome = server.ask(&ws, &engine, "高铁票怎么报销？");
     assert_ne!(
         outcome.status,
         ragtrail::trace::RunStatus::Answered,

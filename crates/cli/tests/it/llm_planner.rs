@@ -2,16 +2,14 @@
 //! The scripts react to what they receive (keywords taken from the tool messages, citations of
 //! chunk ids they were sent), so a client that sends the wrong thing fails these tests.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::chat_server::{
-    ChatServer, Recorded, Reply, assert_tool_pairing, completion, error, tool_calls,
+    ChatServer, Recorded, Reply, ScriptedLlm, assert_tool_pairing, completion, error, tool_calls,
 };
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::agent::llm::{LlmPlanner, prompt};
-use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, RunSettings, TraceSettings};
+use ragtrail::agent::AgentOutcome;
+use ragtrail::agent::llm::prompt;
 use ragtrail::engine::{Engine, IngestOptions};
 use ragtrail::http::RetryPolicy;
 use ragtrail::llm::ChatConfig;
@@ -22,8 +20,9 @@ const MODEL: &str = "scripted-model";
 const KEY: &str = "sk-ragtrail-test-7f3a9c2e51";
 const TODAY: &str = "2026-11-30";
 
-fn config(server: &ChatServer) -> ChatConfig {
-    let mut c = ChatConfig::new(server.base_url.clone(), MODEL).with_api_key(KEY);
+/// The planner's config for a scripted server at `base_url`: fast retries, a one-minute budget.
+fn config(base_url: &str) -> ChatConfig {
+    let mut c = ChatConfig::new(base_url, MODEL).with_api_key(KEY);
     c.policy = RetryPolicy {
         max_retries: 2,
         initial_backoff: Duration::from_millis(20),
@@ -37,36 +36,10 @@ fn config(server: &ChatServer) -> ChatConfig {
     c
 }
 
-fn settings(trace_dir: &Path) -> RunSettings {
-    RunSettings {
-        options: AgentRagOptions::default(),
-        access: AccessContext::default(),
-        today: TODAY.into(),
-        trace: Some(TraceSettings {
-            dir: trace_dir.to_path_buf(),
-            key: None,
-        }),
-        session: None,
-        conversation: None,
-    }
-}
-
-fn ask(engine: &Engine, config: &ChatConfig, question: &str, trace_dir: &Path) -> AgentOutcome {
-    let mut planner = LlmPlanner::new(config).expect("planner");
-    agent::run(
-        engine,
-        &mut planner,
-        question,
-        &settings(trace_dir),
-        &mut |_| {},
-    )
-    .expect("run")
-}
-
 /// The bundled sample knowledge base, ingested into a temp dir.
-fn sample() -> (tempfile::TempDir, Engine) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let mut engine = Engine::open(&tmp.path().join("data")).expect("open");
+fn sample() -> (Workspace, Engine) {
+    let ws = Workspace::new();
+    let mut engine = ws.engine();
     engine
         .ingest(
             &repo_root().join("knowledge"),
@@ -74,7 +47,7 @@ fn sample() -> (tempfile::TempDir, Engine) {
             &mut |_| {},
         )
         .expect("ingest sample knowledge");
-    (tmp, engine)
+    (ws, engine)
 }
 
 /// A small knowledge base.
@@ -149,9 +122,9 @@ fn calls(list: &[(String, String, Value)]) -> Reply {
 
 #[test]
 fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
-    let (tmp, engine) = sample();
+    let (ws, engine) = sample();
     let mut followed: Vec<String> = Vec::new();
-    let server = ChatServer::start(move |reqs| {
+    let server = ScriptedLlm::start(config, move |reqs| {
         let req = reqs.last().expect("request");
         match reqs.len() {
             1 => calls(&[search("call_r1", &["火车票", "报销"])]),
@@ -173,12 +146,7 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
         }
     });
     let question = "坐高铁出差回来，报销需要提交什么凭证？";
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        question,
-        &tmp.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, question);
     let reqs = server.requests();
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     assert_eq!(reqs.len(), 4);
@@ -268,16 +236,11 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
 #[test]
 fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => calls(&[search("s1", &["高铁票", "报销凭证"])]),
         _ => answer_from_latest(reqs.last().expect("req"), "a1").0,
     });
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     let reqs = server.requests();
     let tools = reqs[0].body["tools"].as_array().expect("tools").clone();
@@ -366,7 +329,7 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
 #[test]
 fn parallel_tool_calls_each_get_their_tool_message_in_order() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => calls(&[
             search("call_b", &["住宿费", "发票"]),
             search("call_a", &["annual leave"]),
@@ -389,11 +352,10 @@ fn parallel_tool_calls_each_get_their_tool_message_in_order() {
             )])
         }
     });
-    let outcome = ask(
+    let outcome = server.ask(
+        &ws,
         &engine,
-        &config(&server),
         "How much annual leave, and what about hotel invoices?",
-        &ws.dir.path().join("traces"),
     );
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     let reqs = server.requests();
@@ -431,7 +393,7 @@ fn parallel_tool_calls_each_get_their_tool_message_in_order() {
 #[test]
 fn a_repeated_keyword_set_is_not_searched_again_and_the_model_is_told() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => calls(&[search("r1", &["住宿费", "发票"])]),
         // The same set, reordered and differently spaced.
         2 => calls(&[search("r2", &[" 发票", "住宿费"])]),
@@ -440,12 +402,7 @@ fn a_repeated_keyword_set_is_not_searched_again_and_the_model_is_told() {
             answer_from_latest(req, "r3").0
         }
     });
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "住宿发票有什么要求？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "住宿发票有什么要求？");
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     assert_eq!(outcome.rounds.len(), 1, "the repeat was not searched");
     let reqs = server.requests();
@@ -470,7 +427,7 @@ fn a_repeated_keyword_set_is_not_searched_again_and_the_model_is_told() {
 #[test]
 fn a_forged_chunk_id_and_a_forged_quote_are_refused_then_corrected() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| {
+    let server = ScriptedLlm::start(config, |reqs| {
         let req = reqs.last().expect("req");
         match reqs.len() {
             1 => calls(&[search("s", &["高铁票", "报销凭证"])]),
@@ -492,12 +449,7 @@ fn a_forged_chunk_id_and_a_forged_quote_are_refused_then_corrected() {
             n => panic!("unexpected request {n}"),
         }
     });
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "高铁票截图能报销吗？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票截图能报销吗？");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
     let results = reqs[2].tool_results();
@@ -534,7 +486,7 @@ fn a_forged_chunk_id_and_a_forged_quote_are_refused_then_corrected() {
 #[test]
 fn malformed_arguments_an_unknown_tool_an_empty_and_a_plain_reply_are_survived() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => tool_calls(&[
             ("m1", "searchDocs", json!("{\"keywords\": [\"高铁票\"")),
             ("m2", "dropTables", json!({"all": true})),
@@ -544,12 +496,7 @@ fn malformed_arguments_an_unknown_tool_an_empty_and_a_plain_reply_are_survived()
         4 => calls(&[search("ok", &["高铁票", "报销凭证"])]),
         _ => answer_from_latest(reqs.last().expect("req"), "fin").0,
     });
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     let reqs = server.requests();
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     assert_eq!(reqs.len(), 5);
@@ -606,7 +553,7 @@ fn malformed_arguments_an_unknown_tool_an_empty_and_a_plain_reply_are_survived()
 #[test]
 fn no_evidence_is_reported_through_its_tool() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => calls(&[search("s", &["宠物", "补贴"])]),
         _ => tool_calls(&[(
             "none",
@@ -614,12 +561,7 @@ fn no_evidence_is_reported_through_its_tool() {
             json!({"reason": "nothing on pet allowances; tried [宠物, 补贴]"}),
         )]),
     });
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "养宠物有补贴吗？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "养宠物有补贴吗？");
     let message = no_evidence_message(outcome);
     assert!(message.contains("[宠物, 补贴]"), "{message}");
 }
@@ -627,17 +569,12 @@ fn no_evidence_is_reported_through_its_tool() {
 #[test]
 fn a_429_with_retry_after_is_waited_for_then_the_run_succeeds() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => error(429, "rate limited", vec![("retry-after", "1".to_string())]),
         2 => calls(&[search("s", &["高铁票", "报销凭证"])]),
         _ => answer_from_latest(reqs.last().expect("req"), "a").0,
     });
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
@@ -659,14 +596,9 @@ fn a_429_with_retry_after_is_waited_for_then_the_run_succeeds() {
 #[test]
 fn three_500s_end_the_run_with_a_clear_error_after_exactly_three_requests() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|_| error(500, "upstream exploded", vec![]));
+    let server = ScriptedLlm::start(config, |_| error(500, "upstream exploded", vec![]));
     let started = Instant::now();
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     assert_eq!(server.requests().len(), 3, "1 attempt + 2 retries");
     assert_eq!(outcome.status, RunStatus::Error);
     for needle in [
@@ -693,22 +625,16 @@ fn three_500s_end_the_run_with_a_clear_error_after_exactly_three_requests() {
 #[test]
 fn a_hung_server_hits_the_request_timeout() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|_| {
+    let mut server = ScriptedLlm::start(config, |_| {
         Reply::After(
             Duration::from_secs(30),
             Box::new(calls(&[search("s", &["x"])])),
         )
     });
-    let mut config = config(&server);
-    config.policy.request_timeout = Duration::from_secs(1);
-    config.policy.max_retries = 1;
+    server.config.policy.request_timeout = Duration::from_secs(1);
+    server.config.policy.max_retries = 1;
     let started = Instant::now();
-    let outcome = ask(
-        &engine,
-        &config,
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     let took = started.elapsed();
     assert_eq!(outcome.status, RunStatus::Error);
     assert!(
@@ -732,22 +658,16 @@ fn a_hung_server_hits_the_request_timeout() {
 #[test]
 fn the_run_budget_bounds_all_model_calls_together() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| {
+    let mut server = ScriptedLlm::start(config, |reqs| {
         let n = reqs.len();
         Reply::After(
             Duration::from_millis(600),
             Box::new(calls(&[search(&format!("s{n}"), &[&format!("词{n}")])])),
         )
     });
-    let mut config = config(&server);
-    config.run_budget = Some(Duration::from_millis(1600));
+    server.config.run_budget = Some(Duration::from_millis(1600));
     let started = Instant::now();
-    let outcome = ask(
-        &engine,
-        &config,
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     let took = started.elapsed();
     assert_eq!(outcome.status, RunStatus::Error, "{:?}", outcome.rounds);
     assert!(outcome.reason.contains("time budget"), "{}", outcome.reason);
@@ -779,7 +699,7 @@ impl std::io::Write for LogBuffer {
 #[test]
 fn the_key_goes_to_the_server_as_a_bearer_token_and_nowhere_else() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         // A retry, so the client logs a warning.
         1 => error(503, "busy", vec![("retry-after-ms", "50".to_string())]),
         2 => calls(&[search("s", &["高铁票", "报销凭证"])]),
@@ -794,7 +714,7 @@ fn the_key_goes_to_the_server_as_a_bearer_token_and_nowhere_else() {
         .finish();
     let traces = ws.dir.path().join("traces");
     let outcome = tracing::subscriber::with_default(subscriber, || {
-        ask(&engine, &config(&server), "高铁票报销要什么凭证？", &traces)
+        server.ask(&ws, &engine, "高铁票报销要什么凭证？")
     });
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     let reqs = server.requests();
@@ -826,14 +746,10 @@ fn the_key_goes_to_the_server_as_a_bearer_token_and_nowhere_else() {
 #[test]
 fn a_rejected_key_is_explained_without_showing_it() {
     let (ws, engine) = small();
-    let server =
-        ChatServer::start(|_| error(401, &format!("Incorrect API key provided: {KEY}"), vec![]));
-    let outcome = ask(
-        &engine,
-        &config(&server),
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let server = ScriptedLlm::start(config, |_| {
+        error(401, &format!("Incorrect API key provided: {KEY}"), vec![])
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     assert_eq!(server.requests().len(), 1, "401 is not retried");
     assert_eq!(outcome.status, RunStatus::Error);
     assert!(outcome.reason.contains("HTTP 401"), "{}", outcome.reason);
@@ -850,15 +766,9 @@ fn a_rejected_key_is_explained_without_showing_it() {
 #[test]
 fn a_wrong_base_url_is_explained_with_the_setting_to_fix() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|_| error(404, "no such route", vec![]));
-    let mut config = config(&server);
-    config.base_url = server.base_url.trim_end_matches("/v1").to_string();
-    let outcome = ask(
-        &engine,
-        &config,
-        "高铁票报销要什么凭证？",
-        &ws.dir.path().join("traces"),
-    );
+    let mut server = ScriptedLlm::start(config, |_| error(404, "no such route", vec![]));
+    server.config.base_url = server.base_url.trim_end_matches("/v1").to_string();
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].path, "/chat/completions");
@@ -1000,7 +910,7 @@ fn ragtrail_ask_planner_llm_through_the_binary() {
 #[test]
 fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| {
+    let server = ScriptedLlm::start(config, |reqs| {
         let last = reqs.last().expect("a request");
         let users: Vec<String> = last
             .messages()
@@ -1024,8 +934,8 @@ fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
         }
     });
     let sessions = ragtrail::session::SessionStore::new(&ws.data());
-    let s = settings(&ws.dir.path().join("traces"));
-    let mut p1 = LlmPlanner::new(&config(&server)).expect("planner");
+    let s = ws.run_settings();
+    let mut p1 = server.planner();
     let (first, _) = ragtrail::session::ask(
         &engine,
         &mut p1,
@@ -1037,7 +947,7 @@ fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
     )
     .expect("turn 1");
     assert_eq!(first.status, RunStatus::Answered);
-    let mut p2 = LlmPlanner::new(&config(&server)).expect("planner");
+    let mut p2 = server.planner();
     let (second, turn) = ragtrail::session::ask(
         &engine,
         &mut p2,
@@ -1067,7 +977,7 @@ fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
 #[test]
 fn a_declared_greeting_is_answered_without_a_search_and_an_uncited_policy_claim_is_refused() {
     let (ws, engine) = small();
-    let server = ChatServer::start(|reqs| match reqs.len() {
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
         1 => tool_calls(&[(
             "g",
             "submitAnswer",
@@ -1081,22 +991,12 @@ fn a_declared_greeting_is_answered_without_a_search_and_an_uncited_policy_claim_
         )]),
         _ => tool_calls(&[("n", "reportNoEvidence", json!({"reason": "gave up"}))]),
     });
-    let greeting = ask(
-        &engine,
-        &config(&server),
-        "你好",
-        &ws.dir.path().join("traces"),
-    );
+    let greeting = server.ask(&ws, &engine, "你好");
     assert_eq!(greeting.status, RunStatus::Answered);
     assert!(greeting.rounds.is_empty());
     let answer = greeting.answer.expect("reply");
     assert!(answer.unsourced && answer.citations.is_empty());
-    let claim = ask(
-        &engine,
-        &config(&server),
-        "住宿标准多少？",
-        &ws.dir.path().join("traces"),
-    );
+    let claim = server.ask(&ws, &engine, "住宿标准多少？");
     assert_eq!(claim.status, RunStatus::InsufficientEvidence);
     let refused = server.requests()[2].tool_results();
     assert!(refused[0].1.to_string().contains("refused"), "{refused:?}");

@@ -1,9 +1,11 @@
 //! A scripted OpenAI-compatible chat server over real HTTP on 127.0.0.1, for the LLM planner
 //! tests. It runs axum on its own thread with its own runtime, records every request (path,
 //! headers, JSON body, arrival time) and lets a script decide each reply from everything it has
-//! received so far, so a test fails when the client sends the wrong thing.
+//! received so far, so a test fails when the client sends the wrong thing. [`ScriptedLlm`] pairs
+//! it with the config an LLM planner uses to reach it and runs the agent through that planner.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,7 +15,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use ragtrail::agent::AgentOutcome;
+use ragtrail::agent::llm::LlmPlanner;
+use ragtrail::engine::Engine;
+use ragtrail::llm::ChatConfig;
 use serde_json::{Value, json};
+
+use super::Workspace;
 
 /// One request as the server received it.
 #[derive(Debug, Clone)]
@@ -164,6 +172,46 @@ impl Drop for ChatServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A scripted [`ChatServer`] and the [`ChatConfig`] an LLM planner uses to reach it: start it
+/// with a script, ask questions through it, then read what the server received (it derefs to
+/// its server, for `requests()` and `base_url`).
+pub struct ScriptedLlm {
+    pub server: ChatServer,
+    /// Built from the server's base URL at start; a test may change it before asking.
+    pub config: ChatConfig,
+}
+
+impl ScriptedLlm {
+    /// Starts a server whose replies come from `script` (see [`ChatServer::start`]); `config`
+    /// builds the planner's config from the server's base URL, `http://127.0.0.1:PORT/v1`.
+    pub fn start(
+        config: impl FnOnce(&str) -> ChatConfig,
+        script: impl FnMut(&[Recorded]) -> Reply + Send + 'static,
+    ) -> Self {
+        let server = ChatServer::start(script);
+        let config = config(&server.base_url);
+        Self { server, config }
+    }
+
+    /// A new LLM planner on [`config`](Self::config).
+    pub fn planner(&self) -> LlmPlanner {
+        LlmPlanner::new(&self.config).expect("planner")
+    }
+
+    /// Runs the agent on `question` over `engine` with a new planner, as [`Workspace::ask`] does
+    /// (the date 2026-11-30, traces under the workspace's `traces/`).
+    pub fn ask(&self, ws: &Workspace, engine: &Engine, question: &str) -> AgentOutcome {
+        ws.ask(engine, &mut self.planner(), question)
+    }
+}
+
+impl Deref for ScriptedLlm {
+    type Target = ChatServer;
+    fn deref(&self) -> &ChatServer {
+        &self.server
     }
 }
 
