@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::{GlobalArgs, open_ready_engine, output};
+use super::{GlobalArgs, open_current_engine, output};
 use crate::config;
 use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
@@ -146,7 +146,7 @@ pub fn run_settings(
 
 pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     let mut planner = choose_planner(args.planner, &args.llm)?;
-    let engine = open_ready_engine(global)?;
+    let engine = open_current_engine(global)?;
     let settings = run_settings(
         global,
         args.max_rounds,

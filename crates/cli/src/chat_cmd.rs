@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{GlobalArgs, ask_cmd, open_ready_engine, output::terminal_safe};
+use super::{GlobalArgs, ask_cmd, open_current_engine, output::terminal_safe};
 use ragtrail::agent::{AgentEvent, AgentOutcome};
 use ragtrail::session::{self, SessionStore};
 
@@ -32,7 +32,7 @@ const HELP: &str = "Ask a question, or:\n  /sources  the sources of the last ans
 pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     // Checks the chat configuration before anything else (a wrong URL fails here, not mid-chat).
     drop(ask_cmd::choose_planner(args.planner, &args.llm)?);
-    let engine = open_ready_engine(global)?;
+    let engine = open_current_engine(global)?;
     let sessions = SessionStore::new(&global.data_dir);
     let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true);
     let mut id = args.session.clone().unwrap_or_else(SessionStore::new_id);

@@ -70,6 +70,17 @@ pub struct GlobalArgs {
         value_name = "URL"
     )]
     pub database_url: Option<String>,
+    /// Re-ingest the knowledge folder first when its files changed since the last ingest
+    /// (`ask`, `search`, `chat`); without it they only say so.
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_AUTO_INGEST",
+        action = clap::ArgAction::SetTrue,
+        // The variable is on unless it says 0, false, no or off.
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    pub auto_ingest: bool,
     #[command(flatten)]
     pub embed: EmbedArgs,
 }
@@ -284,6 +295,32 @@ pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
         );
         let summary = run_ingest(&mut engine, &global.knowledge, &IngestOptions::default())?;
         eprintln!("{}", output::ingest_summary_line(&summary));
+    }
+    Ok(engine)
+}
+
+/// [`open_ready_engine`] for a command that answers from the index (`ask`, `search`, `chat`):
+/// knowledge files edited, added or removed since the last ingest are re-ingested first with
+/// `--auto-ingest`, and otherwise named on stderr with the command that brings the index up
+/// to date, so nobody is answered from an old text without knowing it.
+pub(crate) fn open_current_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    let mut engine = open_ready_engine(global)?;
+    let Some(changes) = engine.knowledge_changes().filter(|c| !c.is_empty()) else {
+        return Ok(engine);
+    };
+    if global.auto_ingest && !changes.root_missing {
+        eprintln!(
+            "{}; re-ingesting first (--auto-ingest).",
+            output::knowledge_changes_line(&changes)
+        );
+        let summary = run_ingest(&mut engine, &changes.root, &IngestOptions::default())?;
+        eprintln!("{}", output::ingest_summary_line(&summary));
+    } else {
+        eprintln!(
+            "note: {}; answers come from the text as it was then. {}",
+            output::knowledge_changes_line(&changes),
+            output::knowledge_refresh_hint(&changes, &global.data_dir)
+        );
     }
     Ok(engine)
 }

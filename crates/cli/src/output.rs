@@ -1,6 +1,7 @@
 //! Formatting for people: tables, summaries, terminal-safe text.
 
 use ragtrail::engine::IngestSummary;
+use ragtrail::knowledge::KnowledgeChanges;
 use ragtrail::search::SearchHit;
 
 /// Replaces control characters (ANSI escapes, carriage returns) so document text cannot drive
@@ -30,6 +31,52 @@ pub fn ingest_summary_line(s: &IngestSummary) -> String {
         } else {
             format!("; {} files skipped", s.skipped.len())
         }
+    )
+}
+
+/// What changed in the knowledge folder since the last ingest, in one line: "the knowledge
+/// folder knowledge changed since the last ingest: 1 edited, 2 added (a.md, b.md, c.md)".
+pub fn knowledge_changes_line(c: &KnowledgeChanges) -> String {
+    let root = c.root.display();
+    if c.root_missing {
+        return format!("the knowledge folder {root} indexed last is gone");
+    }
+    let mut counts = Vec::new();
+    for (n, what) in [
+        (c.changed.len(), "edited"),
+        (c.added.len(), "added"),
+        (c.removed.len(), "removed"),
+    ] {
+        if n > 0 {
+            counts.push(format!("{n} {what}"));
+        }
+    }
+    let (names, more) = c.sample(3);
+    let more = if more > 0 {
+        format!(", {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "the knowledge folder {root} changed since the last ingest: {} ({}{more})",
+        counts.join(", "),
+        names.join(", ")
+    )
+}
+
+/// The command that brings the index up to date with the folder it was built from.
+pub fn knowledge_refresh_hint(c: &KnowledgeChanges, data_dir: &std::path::Path) -> String {
+    if c.root_missing {
+        return "Ingest the folder that holds the documents now: `ragtrail ingest DIR`.".into();
+    }
+    let data_dir = if data_dir == std::path::Path::new(crate::config::DEFAULT_DATA_DIR) {
+        String::new()
+    } else {
+        format!(" --data-dir {}", data_dir.display())
+    };
+    format!(
+        "Run `ragtrail{data_dir} ingest {}` (or pass --auto-ingest).",
+        c.root.display()
     )
 }
 

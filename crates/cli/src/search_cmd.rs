@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use super::{GlobalArgs, open_ready_engine, output};
+use super::{GlobalArgs, open_current_engine, output};
 use crate::config;
 use ragtrail::search::SearchRequest;
 use ragtrail::search::fusion::Fusion;
@@ -32,7 +32,7 @@ pub struct SearchArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
-    let engine = open_ready_engine(global)?;
+    let engine = open_current_engine(global)?;
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
     let mut req = SearchRequest::new(args.keywords.clone(), args.top_k, access);
     req.include_superseded = args.include_superseded;

@@ -7,7 +7,9 @@ use clap::Args;
 use serde::Serialize;
 
 use super::GlobalArgs;
+use crate::output::{knowledge_changes_line, knowledge_refresh_hint};
 use ragtrail::embed::{self, EmbedderInfo};
+use ragtrail::knowledge::KnowledgeChanges;
 use ragtrail::store::ChunkStore;
 
 #[derive(Debug, Args)]
@@ -36,6 +38,8 @@ struct Status {
     configured_embedder_error: Option<String>,
     /// Whether searching now would work (`None`: nothing to compare).
     embedder_matches: Option<bool>,
+    /// Knowledge files edited, added or removed since the last ingest (`None`: not tracked).
+    knowledge_changes: Option<KnowledgeChanges>,
 }
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
@@ -81,6 +85,9 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         configured_embedder,
         configured_embedder_error,
         embedder_matches,
+        knowledge_changes: ingested
+            .then(|| ragtrail::engine::knowledge_changes_in(&global.data_dir))
+            .flatten(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
@@ -136,6 +143,18 @@ fn render(s: &Status) -> String {
         if let Some(root) = &s.knowledge_root {
             line("knowledge from", root.clone());
         }
+        line(
+            "knowledge files",
+            match &s.knowledge_changes {
+                None => "not tracked (changes are noticed after the next `ragtrail ingest`)".into(),
+                Some(c) if c.is_empty() => "unchanged since the last ingest".into(),
+                Some(c) => format!(
+                    "{}. {}",
+                    knowledge_changes_line(c),
+                    knowledge_refresh_hint(c, std::path::Path::new(&s.data_dir))
+                ),
+            },
+        );
         line(
             "index embedder",
             s.index_embedder

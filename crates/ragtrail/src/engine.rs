@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use crate::embed::{EmbedError, Embedder, HashingEmbedder};
 use crate::index::{Bm25Index, IndexError};
-use crate::knowledge::{self, Chunk, Document, KnowledgeError, ScanOptions, SkippedFile};
+use crate::knowledge::{
+    self, Chunk, Document, FolderStamps, KnowledgeChanges, KnowledgeError, ScanOptions, SkippedFile,
+};
 use crate::search::fusion::FusedHit;
 use crate::search::{
     self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings,
@@ -36,6 +38,14 @@ pub enum EngineError {
     #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] crate::store::postgres::PgError),
+}
+
+/// The file under the data directory holding the knowledge folder's stamps at the last ingest.
+const STAMPS_FILE: &str = "knowledge-stamps.json";
+
+/// [`Engine::knowledge_changes`] of the embedded store in `data_dir`, without opening it.
+pub fn knowledge_changes_in(data_dir: &Path) -> Option<KnowledgeChanges> {
+    FolderStamps::load(&data_dir.join(STAMPS_FILE)).map(|s| s.changes())
 }
 
 /// What an ingest changed.
@@ -175,6 +185,8 @@ impl Engine {
         if !options.rebuild && !self.store.chunks().is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
+        // Stamped before reading: a file edited during the scan then looks changed next time.
+        let stamps = FolderStamps::of(root);
         let scan = knowledge::scan(root, &options.scan)?;
         let old_docs: HashMap<&str, &Document> = self
             .store
@@ -222,6 +234,7 @@ impl Engine {
         if nothing_changed {
             summary.chunks = self.store.chunks().len();
             summary.generation = self.store.generation();
+            self.save_stamps(stamps);
             return Ok(summary);
         }
         // The new generation: unchanged documents keep their stored chunks.
@@ -280,7 +293,34 @@ impl Engine {
         self.store = next;
         summary.chunks = self.store.chunks().len();
         summary.generation = self.store.generation();
+        self.save_stamps(stamps);
         Ok(summary)
+    }
+
+    fn stamps_path(&self) -> PathBuf {
+        self.data_dir.join(STAMPS_FILE)
+    }
+
+    /// Records the folder's stamps after a successful ingest. A failure costs only the stale
+    /// check (reported as "not tracked"), never the ingest.
+    fn save_stamps(&self, stamps: Result<FolderStamps, KnowledgeError>) {
+        let saved = stamps.and_then(|s| s.save(&self.stamps_path()));
+        if let Err(e) = saved {
+            tracing::warn!("could not record the knowledge folder's file stamps: {e}");
+            let _ = std::fs::remove_file(self.stamps_path());
+        }
+    }
+
+    /// What changed in the knowledge folder since the last ingest (files edited, added or
+    /// removed, judged by size and modification time without reading them), or `None` when
+    /// nothing was recorded: no ingest by this version yet, content that came from elsewhere
+    /// ([`Engine::replace_all`]), or PostgreSQL, which other processes may ingest into.
+    pub fn knowledge_changes(&self) -> Option<KnowledgeChanges> {
+        match self.backend {
+            Backend::Embedded => knowledge_changes_in(&self.data_dir),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
+        }
     }
 
     /// Vectors for `chunks`, reusing the stored vector of any chunk whose content hash is
@@ -477,6 +517,8 @@ impl Engine {
         update.commit(next.generation())?;
         next.make_current()?;
         self.store = next;
+        // The content no longer comes from a knowledge folder: nothing to compare it with.
+        let _ = std::fs::remove_file(self.stamps_path());
         Ok(IngestSummary {
             added,
             chunks: self.store.chunks().len(),

@@ -2,28 +2,10 @@
 //! tells how to rebuild.
 
 use crate::common;
+use crate::common::cli::{ragtrail, text};
 
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn ragtrail(cwd: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
-    cmd.current_dir(cwd).args(args);
-    // Only what each test passes: nothing from the caller's environment.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("RAGTRAIL_") {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd.output().expect("run ragtrail")
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
+use std::process::Command;
 
 fn model_dir() -> String {
     std::env::var("RAGTRAIL_TEST_MODEL_DIR").unwrap_or_else(|_| {

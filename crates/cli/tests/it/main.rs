@@ -16,3 +16,4 @@ mod llm_planner;
 mod local_model;
 mod postgres;
 mod replay_audit;
+mod stale_knowledge;

@@ -4,10 +4,12 @@
 mod chunker;
 mod front_matter;
 mod scan;
+mod stamps;
 
 pub use chunker::{ChunkLimits, chunk_document};
 pub use front_matter::{FrontMatter, split_front_matter};
 pub use scan::{ScanOptions, ScanReport, SkippedFile, scan};
+pub use stamps::{FileStamp, FolderStamps, KnowledgeChanges};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

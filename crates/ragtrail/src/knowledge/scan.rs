@@ -58,30 +58,8 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeE
     if !root.is_dir() {
         return Err(KnowledgeError::NotADir { path: display });
     }
-    let mut files: Vec<(PathBuf, bool)> = Vec::new();
     let mut report = ScanReport::default();
-    let walker = walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
-    for entry in walker {
-        match entry {
-            Ok(e) if e.file_type().is_file() => {
-                if let Some(markdown) = is_knowledge_file(e.path()) {
-                    files.push((e.into_path(), markdown));
-                }
-            }
-            Ok(_) => {}
-            Err(err) => report.skipped.push(SkippedFile {
-                path: err
-                    .path()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| display.clone()),
-                reason: format!("unreadable: {err}"),
-            }),
-        }
-    }
+    let files = knowledge_files(root, &mut report.skipped);
     if files.is_empty() && report.skipped.is_empty() {
         return Err(KnowledgeError::EmptyDir { path: display });
     }
@@ -110,7 +88,37 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeE
     Ok(report)
 }
 
-fn relative_source(root: &Path, path: &Path) -> String {
+/// The knowledge files under `root` (path, whether Markdown), in path order; entries that could
+/// not be read go to `skipped`. Dot folders and dot files are left out.
+pub(super) fn knowledge_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<(PathBuf, bool)> {
+    let display = root.display().to_string();
+    let mut files: Vec<(PathBuf, bool)> = Vec::new();
+    let walker = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+    for entry in walker {
+        match entry {
+            Ok(e) if e.file_type().is_file() => {
+                if let Some(markdown) = is_knowledge_file(e.path()) {
+                    files.push((e.into_path(), markdown));
+                }
+            }
+            Ok(_) => {}
+            Err(err) => skipped.push(SkippedFile {
+                path: err
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| display.clone()),
+                reason: format!("unreadable: {err}"),
+            }),
+        }
+    }
+    files
+}
+
+pub(super) fn relative_source(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
     rel.components()
         .map(|c| c.as_os_str().to_string_lossy())

@@ -1,0 +1,31 @@
+//! Running the `ragtrail` binary as a user would, with nothing from the caller's environment.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `ragtrail ARGS` in `cwd` with every `RAGTRAIL_*` variable of the caller removed.
+pub fn ragtrail(cwd: &Path, args: &[&str]) -> Output {
+    ragtrail_with_env(cwd, args, &[])
+}
+
+/// [`ragtrail`] with `env` set.
+pub fn ragtrail_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+    cmd.current_dir(cwd).args(args);
+    // Only what each test passes: nothing from the caller's environment.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("RAGTRAIL_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("run ragtrail")
+}
+
+/// (stdout, stderr) as text.
+pub fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
