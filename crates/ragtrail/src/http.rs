@@ -1,5 +1,5 @@
-//! The HTTP policy shared by every OpenAI-compatible endpoint ragtrail talks to (embeddings now,
-//! chat later): timeouts, retries with capped exponential backoff and jitter, `Retry-After`, and
+//! The HTTP policy shared by every OpenAI-compatible endpoint ragtrail talks to (embeddings and
+//! chat): timeouts, retries with capped exponential backoff and jitter, `Retry-After`, and
 //! errors that say which setting to fix.
 //!
 //! Blocking on purpose: the engine is synchronous, so clients use `reqwest::blocking` and never

@@ -1,9 +1,11 @@
 //! Fusing the BM25 leg and the vector leg of hybrid search into one ranking.
 //!
 //! BM25 scores and cosine similarities live on unrelated scales, so they cannot simply be
-//! added. [`Fusion::Rrf`] (reciprocal rank fusion) ignores scores and uses ranks only: robust,
-//! parameter-light, the default. [`Fusion::MinMax`] rescales each leg's scores to `[0, 1]` and
-//! takes a weighted sum: it keeps score gaps, at the price of sensitivity to outliers. The
+//! added. [`Fusion::Rrf`] (reciprocal rank fusion) ignores scores and uses ranks only: robust
+//! and parameter-light (it is what `Fusion::default()` and a bare `rrf` mean). [`Fusion::MinMax`]
+//! rescales each leg's scores to `[0, 1]` and takes a weighted sum: it keeps score gaps, at the
+//! price of sensitivity to outliers; it is the engine's default (`search::default_fusion_for`,
+//! measured in BENCHMARKS.md). The
 //! single-leg modes exist for ablations and debugging, and still report the other leg's rank.
 //!
 //! Every fused hit keeps the rank and raw score it had in each leg, so a trace can explain why
