@@ -5,12 +5,14 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::{GlobalArgs, open_current_engine, output};
+use super::output::{self, Lang};
+use super::{GlobalArgs, open_current_engine};
 use crate::config;
 use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{
-    self, AgentEvent, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings,
+    self, AgentEvent, AgentOutcome, AgentRagOptions, Planner, RoundRecord, RunSettings,
+    TraceSettings,
 };
 use ragtrail::llm::{self, LlmFlags};
 use ragtrail::session::{self, SessionStore};
@@ -156,29 +158,13 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         !args.no_trace,
     );
     let json = args.json;
+    let lang = Lang::of(&args.question);
     let mut show = |event: AgentEvent<'_>| {
         if json {
             return;
         }
         match event {
-            AgentEvent::Round(r) => {
-                println!(
-                    "round {}: [{}] — {}",
-                    r.round,
-                    output::terminal_safe(&r.keywords.join(", ")),
-                    output::terminal_safe(&r.reason)
-                );
-                for hit in r.hits.iter().take(3) {
-                    println!(
-                        "    {:.4}  {}",
-                        hit.score,
-                        output::terminal_safe(&hit.title_path)
-                    );
-                }
-                if r.hits.is_empty() {
-                    println!("    (no hits)");
-                }
-            }
+            AgentEvent::Round(r) => print!("{}", round_text(r, lang)),
             AgentEvent::Repeated { keywords } => {
                 println!("skipped: [{}] was already searched", keywords.join(", "))
             }
@@ -219,7 +205,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
     } else {
-        print!("{}", outcome_text(&outcome));
+        print!("{}", outcome_text(&outcome, lang));
     }
     Ok(ExitCode::from(match outcome.status {
         RunStatus::Answered => 0,
@@ -254,19 +240,65 @@ pub fn outcome_json(o: &AgentOutcome) -> serde_json::Value {
     })
 }
 
-fn outcome_text(o: &AgentOutcome) -> String {
+/// Hits listed per round before "… and N more": every hit a default run (top 5) can cite.
+const HITS_SHOWN: usize = 10;
+
+/// One search round as it happens: its keywords, why, and its hits numbered as the answer's
+/// sources refer to them ("round 1 #4").
+fn round_text(r: &RoundRecord, lang: Lang) -> String {
+    let mut out = format!(
+        "{} [{}] — {}\n",
+        match lang {
+            Lang::Zh => format!("第 {} 轮：", r.round),
+            Lang::En => format!("round {}:", r.round),
+        },
+        output::terminal_safe(&r.keywords.join(", ")),
+        output::terminal_safe(&r.reason)
+    );
+    for (i, hit) in r.hits.iter().take(HITS_SHOWN).enumerate() {
+        out.push_str(&format!(
+            "    #{:<2} {:.4}  {}\n",
+            i + 1,
+            hit.score,
+            output::terminal_safe(&hit.title_path)
+        ));
+    }
+    if r.hits.len() > HITS_SHOWN {
+        let more = r.hits.len() - HITS_SHOWN;
+        out.push_str(&match lang {
+            Lang::Zh => format!("    …… 另有 {more} 条（--json 可见全部）\n"),
+            Lang::En => format!("    … and {more} more (--json shows all)\n"),
+        });
+    }
+    if r.hits.is_empty() {
+        out.push_str(lang.pick("    (no hits)\n", "    （无结果）\n"));
+    }
+    out
+}
+
+fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
     let mut out = String::from("\n");
     match &o.answer {
         Some(answer) if answer.unsourced => {
             out.push_str(&output::terminal_safe(&answer.text));
-            out.push_str("\n(conversational reply: unsourced, nothing was searched)\n");
+            out.push_str(lang.pick(
+                "\n(conversational reply: unsourced, nothing was searched)\n",
+                "\n（寒暄回复：没有检索，也没有出处）\n",
+            ));
         }
         Some(answer) => {
             out.push_str(&output::terminal_safe(&answer.text));
-            out.push_str("\n\nSources:\n");
+            out.push_str(lang.pick("\n\nSources:\n", "\n\n来源：\n"));
             for (i, c) in answer.citations.iter().enumerate() {
+                let seen = match output::first_seen(&o.rounds, &c.chunk_id) {
+                    Some((round, n)) => match lang {
+                        Lang::Zh => format!("  第 {round} 轮 #{n}"),
+                        Lang::En => format!("  round {round} #{n}"),
+                    },
+                    None => String::new(),
+                };
                 out.push_str(&format!(
-                    "  [{}] {}\n      {}  ({})\n      “{}”\n",
+                    "  [{}] {}{seen}\n      {}  ({})\n      “{}”\n",
                     i + 1,
                     output::terminal_safe(&c.title_path),
                     output::terminal_safe(&c.source_uri),

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{GlobalArgs, ask_cmd, open_current_engine, output::terminal_safe};
+use super::output::{Lang, terminal_safe};
+use super::{GlobalArgs, ask_cmd, open_current_engine};
 use ragtrail::agent::{AgentEvent, AgentOutcome};
 use ragtrail::session::{self, SessionStore};
 
@@ -90,9 +91,14 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
             cmd if cmd.starts_with('/') => writeln!(out, "Unknown command {cmd}. {HELP}")?,
             question => {
                 let mut planner = ask_cmd::choose_planner(args.planner, &args.llm)?;
+                let lang = Lang::of(question);
                 let mut show = |e: AgentEvent<'_>| {
                     if let AgentEvent::Round(r) = e {
-                        println!("  searching [{}]", terminal_safe(&r.keywords.join(", ")));
+                        println!(
+                            "  {} [{}]",
+                            lang.pick("searching", "检索"),
+                            terminal_safe(&r.keywords.join(", "))
+                        );
                     }
                 };
                 match session::ask(
@@ -111,10 +117,22 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                             .map(|a| a.text.clone())
                             .or_else(|| outcome.message.clone())
                             .unwrap_or_default();
-                        writeln!(out, "[{turn}] {}", terminal_safe(&text))?;
+                        // The turn is named in words: "[2]" would read as the second source.
+                        let turn = match lang {
+                            Lang::Zh => format!("第 {turn} 问"),
+                            Lang::En => format!("turn {turn}"),
+                        };
+                        writeln!(out, "{turn} › {}", terminal_safe(&text))?;
                         if let Some(a) = &outcome.answer {
                             if a.unsourced {
-                                writeln!(out, "    (conversational reply: unsourced)")?;
+                                writeln!(
+                                    out,
+                                    "    {}",
+                                    lang.pick(
+                                        "(conversational reply: unsourced)",
+                                        "（寒暄回复：没有出处）"
+                                    )
+                                )?;
                             } else {
                                 for (i, c) in a.citations.iter().enumerate() {
                                     writeln!(

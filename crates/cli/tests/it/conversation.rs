@@ -200,10 +200,12 @@ fn chat_resumes_a_session_after_a_restart() {
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let first = run("病假怎么请？\n/quit\n");
-    assert!(first.contains("[1] "), "{first}");
+    // The turn is named in the question's language, never as "[1]", which reads as a source.
+    assert!(first.contains("第 1 问 › "), "{first}");
+    assert!(!first.lines().any(|l| l.starts_with("[1]")), "{first}");
     let second = run("/help\n需要提供什么证明？\n/sources\n");
     assert!(second.contains("resumed, 1 earlier turns"), "{second}");
-    assert!(second.contains("[2] "), "{second}");
+    assert!(second.contains("第 2 问 › "), "{second}");
     assert!(second.contains("/sources"), "help lists commands: {second}");
     assert!(second.contains("病假管理规定"), "{second}");
 }

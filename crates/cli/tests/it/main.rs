@@ -5,6 +5,7 @@ mod common;
 
 mod adversarial;
 mod agent;
+mod ask_display;
 mod cli_embedder;
 mod conversation;
 mod eval_agent;
