@@ -199,14 +199,17 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Re-run a recorded run's searches against the current index and show what changed.
     ///
-    /// The recorded keywords, topK, fusion, date and access context are reused; no model is
-    /// called. Exit status: 0 reproduced, 1 differs, 3 invalid or tampered trace.
+    /// The recorded keywords, topK, fusion and date are reused; no model is called. It runs under
+    /// your access context (--tenant, --role), which must be the run's: a trace recorded for
+    /// another tenant or other roles is refused. Exit status: 0 reproduced, 1 differs, 3 invalid
+    /// or tampered trace, or refused.
     Replay(trace_cmds::ReplayArgs),
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///
     /// Verifies the hash chain and the ledger first, then for each citation: where it surfaced,
-    /// whether its quote is in the chunk, whether the chunk is unchanged today. Never calls a
-    /// model. Exit status: 0 clean, 1 findings, 3 integrity failure.
+    /// whether its quote is in the chunk, whether the chunk is unchanged today (as your --tenant
+    /// and --role see it). A run of another access context shows its integrity only. Never
+    /// calls a model. Exit status: 0 clean, 1 findings, 3 integrity failure.
     Audit(trace_cmds::AuditArgs),
     /// List recent runs, newest first.
     Traces(trace_cmds::TracesArgs),

@@ -76,8 +76,11 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     for p in &integrity.problems {
         eprintln!("warning: {p}");
     }
+    // Under the caller's access, checked before the index is even opened.
+    let caller = config::access_context(global.tenant.as_deref(), &global.roles);
+    ragtrail::review::check_access(&file, &caller)?;
     let engine = open_ready_engine(global)?;
-    let report = replay(&engine, &file);
+    let report = replay(&engine, &file, &caller)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -89,7 +92,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
             serde_json::from_value(started.options.clone()).unwrap_or_default();
         let settings = RunSettings {
             options,
-            access: started.access.clone(),
+            access: caller.clone(),
             today: started.today.clone(),
             trace: Some(TraceSettings {
                 dir: global.trace_dir.clone(),
@@ -227,14 +230,16 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
         integrity_or_exit(&integrity);
         return Ok(ExitCode::from(3));
     };
-    let engine = if integrity.verdict == Verdict::IntegrityFailure {
+    let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
+    // Another context's run is shown without its evidence: no need for the store then.
+    let engine = if integrity.verdict == Verdict::IntegrityFailure
+        || ragtrail::review::check_access(&file, &auditor).is_err()
+    {
         None
     } else {
         Some(open_ready_engine(global)?)
     };
-    let mut report = audit(&file, integrity, engine.as_ref());
-    let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
-    ragtrail::review::audit::restrict_to(&mut report, &auditor, engine.as_ref());
+    let report = audit(&file, integrity, engine.as_ref(), &auditor);
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),

@@ -1,0 +1,277 @@
+//! Issue 21, "close the leaks": each finding of the adversarial probe reproduced with the real
+//! binary on real files and a real tantivy index: two tenants (acme, globex) and a
+//! role-restricted acme document, each with a word found nowhere else.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::cli::{ragtrail, text};
+use crate::common::*;
+use ragtrail::access::AccessContext;
+use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
+use ragtrail::engine::Engine;
+use ragtrail::trace::{canonical_json, event_hash};
+use serde_json::Value;
+
+const ACME_WORD: &str = "ACMEWORD";
+const GLOBEX_WORD: &str = "GLOBEXWORD";
+const HR_WORD: &str = "HRWORD";
+
+const ACME_DOC: &str = "---\ntitle: Acme travel\ntenant: acme\n---\n\n## Hotel\n\nHotel expenses are reimbursed up to 600 per night ACMEWORD.\n";
+const GLOBEX_DOC: &str = "---\ntitle: Globex travel\ntenant: globex\n---\n\n## Hotel\n\nHotel expenses are reimbursed up to 900 per night GLOBEXWORD.\n";
+const HR_DOC: &str = "---\ntitle: Acme HR\ntenant: acme\nroles: [hr]\n---\n\n## Review\n\nHotel expenses above the limit are reviewed by HR HRWORD.\n";
+
+/// The knowledge folder ingested into `data/`.
+fn two_tenants() -> (Workspace, Engine) {
+    let ws = Workspace::new();
+    ws.write("acme/travel.md", ACME_DOC);
+    ws.write("globex/travel.md", GLOBEX_DOC);
+    ws.write("acme/hr.md", HR_DOC);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    (ws, engine)
+}
+
+fn traces_dir(ws: &Workspace) -> PathBuf {
+    ws.dir.path().join("traces")
+}
+
+/// One offline run of `question` as `access`; the trace's path.
+fn run_as(ws: &Workspace, engine: &Engine, access: AccessContext, question: &str) -> PathBuf {
+    let settings = RunSettings {
+        options: AgentRagOptions::default(),
+        access,
+        today: "2026-11-30".into(),
+        trace: Some(TraceSettings {
+            dir: traces_dir(ws),
+            key: None,
+        }),
+        session: None,
+        conversation: None,
+    };
+    let outcome = agent::run(
+        engine,
+        &mut OfflinePlanner::new(),
+        question,
+        &settings,
+        &mut |_| {},
+    )
+    .expect("run");
+    assert!(outcome.answer.is_some(), "{:?}", outcome.message);
+    outcome.trace.expect("trace").path
+}
+
+fn acme() -> AccessContext {
+    AccessContext::new("acme", Vec::<String>::new())
+}
+
+fn globex() -> AccessContext {
+    AccessContext::new("globex", Vec::<String>::new())
+}
+
+/// The chunk of `source` (id, content hash).
+fn chunk_of(engine: &Engine, source: &str) -> (String, String) {
+    let c = engine
+        .store()
+        .chunks()
+        .iter()
+        .find(|c| c.source == source)
+        .expect("chunk");
+    (c.id.clone(), c.content_hash.clone())
+}
+
+/// `ragtrail --data-dir data --trace-dir traces ARGS` in the workspace.
+fn bin(ws: &Workspace, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec!["--data-dir", "data", "--trace-dir", "traces"];
+    all.extend_from_slice(args);
+    let out = ragtrail(ws.dir.path(), &all);
+    let (stdout, stderr) = text(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+fn trace_files(ws: &Workspace) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(traces_dir(ws))
+        .expect("traces")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n != "ledger.jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Rewrites a trace as someone with write access to the trace folder can (traces are unkeyed
+/// by default): `edit` changes each line, the chain is recomputed, and the ledger entry of the
+/// run and the ledger's own chain are recomputed to match.
+fn forge(path: &Path, original: &[Value], mut edit: impl FnMut(&mut Value)) {
+    let mut prev = ragtrail::trace::ZERO_HASH.to_string();
+    let mut out = String::new();
+    for line in original {
+        let mut v = line.clone();
+        edit(&mut v);
+        v["prevHash"] = Value::String(prev.clone());
+        let h = event_hash(&v, None);
+        v["hash"] = Value::String(h.clone());
+        prev = h;
+        out.push_str(&canonical_json(&v));
+        out.push('\n');
+    }
+    std::fs::write(path, out).expect("write trace");
+    let run_id = original[0]["runId"].clone();
+    let ledger = path.parent().expect("dir").join("ledger.jsonl");
+    let mut prev = ragtrail::trace::ZERO_HASH.to_string();
+    let mut out = String::new();
+    for line in std::fs::read_to_string(&ledger).expect("ledger").lines() {
+        let mut v: Value = serde_json::from_str(line).expect("json");
+        if v["runId"] == run_id {
+            v["finalHash"] = Value::String(
+                std::fs::read_to_string(path)
+                    .expect("read")
+                    .lines()
+                    .last()
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                    .and_then(|l| l["hash"].as_str().map(String::from))
+                    .expect("final hash"),
+            );
+        }
+        v["prevHash"] = Value::String(prev.clone());
+        let h = event_hash(&v, None);
+        v["hash"] = Value::String(h.clone());
+        prev = h;
+        out.push_str(&canonical_json(&v));
+        out.push('\n');
+    }
+    std::fs::write(ledger, out).expect("write ledger");
+}
+
+fn read_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("read")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+#[test]
+fn replay_and_audit_of_another_tenants_trace_are_refused_and_reveal_nothing() {
+    let (ws, engine) = two_tenants();
+    let path = run_as(&ws, &engine, globex(), "hotel expenses GLOBEXWORD");
+    let path_s = path.to_str().expect("utf8");
+    let (globex_id, globex_hash) = chunk_of(&engine, "globex/travel.md");
+    assert!(
+        std::fs::read_to_string(&path)
+            .expect("read")
+            .contains(&globex_id)
+    );
+    let before = trace_files(&ws).len();
+    // The owner replays it: reproduced.
+    let (code, stdout, _) = bin(&ws, &["--tenant", "globex", "replay", path_s]);
+    assert_eq!(code, Some(0), "{stdout}");
+    for args in [
+        vec!["--tenant", "acme", "replay", path_s],
+        vec!["--tenant", "acme", "replay", "--json", path_s],
+        vec!["--tenant", "acme", "replay", "--live", path_s],
+        vec!["--tenant", "globex", "--role", "hr", "replay", path_s],
+    ] {
+        let (code, stdout, stderr) = bin(&ws, &args);
+        assert_eq!(code, Some(3), "{args:?}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("recorded for tenant globex") && stderr.contains("--tenant"),
+            "{args:?}: the refusal says why and what to do: {stderr}"
+        );
+        for secret in [GLOBEX_WORD, &globex_id, &globex_hash] {
+            assert!(
+                !stdout.contains(secret),
+                "{args:?} printed {secret}: {stdout}"
+            );
+        }
+    }
+    assert_eq!(trace_files(&ws).len(), before, "--live wrote no new trace");
+    // Audit by another tenant: integrity only, nothing of the evidence, no store lookup.
+    let (code, stdout, stderr) = bin(&ws, &["--tenant", "acme", "audit", "--json", path_s]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["integrity"]["status"], "clean");
+    for secret in [GLOBEX_WORD, "900", &globex_id, &globex_hash] {
+        assert!(!stdout.contains(secret), "audit printed {secret}: {stdout}");
+    }
+    assert!(stdout.contains("withheld"), "{stdout}");
+}
+
+/// A trace forged under the caller's own tenant whose rounds name another tenant (filters,
+/// keywords) and whose hit and citation name another tenant's chunk.
+fn forge_pointing_at(path: &Path, original: &[Value], chunk_id: &str) {
+    forge(path, original, |v| match v["type"].as_str() {
+        Some("search") => {
+            v["keywords"] = serde_json::json!([GLOBEX_WORD]);
+            v["filters"]["tenant"] = Value::String("globex".into());
+            v["hits"][0]["chunkId"] = Value::String(chunk_id.into());
+        }
+        Some("answer") => {
+            v["citations"][0]["chunkId"] = Value::String(chunk_id.into());
+        }
+        _ => {}
+    });
+}
+
+#[test]
+fn a_forged_trace_naming_another_tenants_chunk_reads_exactly_like_one_naming_no_chunk() {
+    let (ws, engine) = two_tenants();
+    let path = run_as(
+        &ws,
+        &engine,
+        acme(),
+        &format!("hotel expenses reimbursed {ACME_WORD}"),
+    );
+    let path_s = path.to_str().expect("utf8");
+    let original = read_lines(&path);
+    let (globex_id, globex_hash) = chunk_of(&engine, "globex/travel.md");
+    let (hr_id, hr_hash) = chunk_of(&engine, "acme/hr.md");
+    let never = "c_0123456789abcdef";
+    let outputs = |id: &str| {
+        forge_pointing_at(&path, &original, id);
+        let mut outs = Vec::new();
+        for args in [
+            vec!["--tenant", "acme", "replay", "--json", path_s],
+            vec!["--tenant", "acme", "replay", path_s],
+            vec!["--tenant", "acme", "audit", "--json", path_s],
+            vec!["--tenant", "acme", "audit", path_s],
+        ] {
+            let (code, stdout, stderr) = bin(&ws, &args);
+            outs.push(format!("{args:?} exit {code:?}\n{stdout}{stderr}").replace(id, "<ID>"));
+        }
+        outs
+    };
+    let none = outputs(never);
+    let replayed: Value =
+        serde_json::from_str(none[0].split_once('\n').expect("lines").1).expect("json");
+    assert_eq!(
+        replayed["rounds"][0]["drift"][0]["state"], "gone",
+        "{none:?}"
+    );
+    for (id, hash) in [(&globex_id, &globex_hash), (&hr_id, &hr_hash)] {
+        let seen = outputs(id);
+        for (a, b) in none.iter().zip(&seen) {
+            assert_eq!(
+                a, b,
+                "a chunk outside the caller's access must read as one that never existed"
+            );
+        }
+        for out in &seen {
+            // (The keywords are the forger's own text; the documents' text and hashes are not.)
+            for secret in [HR_WORD, hash.as_str(), "900"] {
+                assert!(!out.contains(secret), "printed {secret}: {out}");
+            }
+        }
+    }
+    // The round recorded under globex is not re-run under it, so nothing of globex comes back.
+    for out in &none {
+        assert!(!out.contains(&globex_id) && !out.contains("900"), "{out}");
+    }
+    assert!(
+        replayed["rounds"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("tenant globex")),
+        "{replayed}"
+    );
+}
