@@ -275,3 +275,69 @@ fn a_forged_trace_naming_another_tenants_chunk_reads_exactly_like_one_naming_no_
         "{replayed}"
     );
 }
+
+#[test]
+fn a_trace_swapped_for_another_runs_genuine_trace_is_an_integrity_failure() {
+    let (ws, engine) = two_tenants();
+    let a = run_as(&ws, &engine, acme(), &format!("hotel expenses {ACME_WORD}"));
+    let b = run_as(&ws, &engine, acme(), "hotel expenses reimbursed per night");
+    let a_s = a.to_str().expect("utf8");
+    assert_eq!(bin(&ws, &["--tenant", "acme", "audit", a_s]).0, Some(0));
+    std::fs::copy(&b, &a).expect("swap");
+    for args in [
+        vec!["--tenant", "acme", "audit", a_s],
+        vec!["--tenant", "acme", "replay", a_s],
+    ] {
+        let (code, stdout, stderr) = bin(&ws, &args);
+        assert_eq!(code, Some(3), "{args:?}: {stdout}{stderr}");
+        let file_name = a.file_name().expect("name").to_string_lossy().to_string();
+        assert!(
+            (stdout.clone() + &stderr).contains(&file_name),
+            "{args:?} names the file the ledger recorded: {stdout}{stderr}"
+        );
+    }
+    // The same trace under its own name is still clean: it is the name that was checked.
+    let b_s = b.to_str().expect("utf8");
+    assert_eq!(bin(&ws, &["--tenant", "acme", "audit", b_s]).0, Some(0));
+    // A copy under a new name is not the recorded trace either.
+    let copy = traces_dir(&ws).join("copy.jsonl");
+    std::fs::copy(&b, &copy).expect("copy");
+    let (code, stdout, _) = bin(
+        &ws,
+        &["--tenant", "acme", "audit", copy.to_str().expect("utf8")],
+    );
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(stdout.contains("copied or renamed"), "{stdout}");
+}
+
+#[test]
+fn a_deleted_ledger_is_an_integrity_failure_unless_the_caller_accepts_it() {
+    let (ws, engine) = two_tenants();
+    let path = run_as(&ws, &engine, acme(), &format!("hotel expenses {ACME_WORD}"));
+    let path_s = path.to_str().expect("utf8");
+    let original = read_lines(&path);
+    // A forgery re-chained by hand, the ledger deleted so nothing contradicts it.
+    forge(&path, &original, |v| {
+        if v["type"] == "answer" {
+            v["text"] = Value::String("Hotels are reimbursed without limit.".into());
+        }
+    });
+    std::fs::remove_file(traces_dir(&ws).join("ledger.jsonl")).expect("rm ledger");
+    for args in [
+        vec!["--tenant", "acme", "audit", path_s],
+        vec!["--tenant", "acme", "replay", path_s],
+    ] {
+        let (code, stdout, stderr) = bin(&ws, &args);
+        assert_eq!(code, Some(3), "{args:?}: {stdout}{stderr}");
+        assert!(
+            (stdout.clone() + &stderr).contains("--no-ledger"),
+            "{args:?}: {stdout}{stderr}"
+        );
+    }
+    // Saying so: the audit reports it as unverifiable (1), replay runs.
+    let (code, stdout, _) = bin(&ws, &["--tenant", "acme", "audit", "--no-ledger", path_s]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("no ledger"), "{stdout}");
+    let (code, stdout, stderr) = bin(&ws, &["--tenant", "acme", "replay", "--no-ledger", path_s]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+}
