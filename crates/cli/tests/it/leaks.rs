@@ -341,3 +341,70 @@ fn a_deleted_ledger_is_an_integrity_failure_unless_the_caller_accepts_it() {
     let (code, stdout, stderr) = bin(&ws, &["--tenant", "acme", "replay", "--no-ledger", path_s]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
+
+/// `ragtrail ingest` of `ws`'s knowledge folder with `env`.
+fn ingest(ws: &Workspace, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = crate::common::cli::ragtrail_with_env(
+        ws.dir.path(),
+        &["--data-dir", "data", "ingest", "knowledge"],
+        env,
+    );
+    let (stdout, stderr) = text(&out);
+    (out.status.code(), stdout + &stderr)
+}
+
+#[test]
+fn access_metadata_fails_closed() {
+    let ws = Workspace::new();
+    ws.write("acme/travel.md", ACME_DOC);
+    assert_eq!(ingest(&ws, &[]).0, Some(0));
+    // Chunk ids the acme staff (no roles) find for the HR word.
+    let staff_hits = || -> Vec<Value> {
+        let (_, stdout, _) = bin(&ws, &["--tenant", "acme", "search", "--json", HR_WORD]);
+        serde_json::from_str::<Vec<Value>>(&stdout).expect("json")
+    };
+    assert!(staff_hits().is_empty());
+    for (key, value) in [
+        ("Roles", "[hr]"),
+        ("role", "[hr]"),
+        ("ROLES", "hr"),
+        ("Tenant", "globex"),
+        ("tenants", "[globex]"),
+        ("tenant_id", "globex"),
+    ] {
+        ws.write(
+            "acme/hr.md",
+            &format!("---\ntitle: Acme HR\ntenant: acme\n{key}: {value}\n---\n\n## Review\n\nReviewed by HR {HR_WORD}.\n"),
+        );
+        let (code, out) = ingest(&ws, &[]);
+        assert_eq!(code, Some(3), "{key}: {out}");
+        assert!(
+            out.contains("acme/hr.md") && out.contains(&format!("`{key}`")),
+            "{key}: {out}"
+        );
+        // The index is left as it was: the document is not public.
+        assert!(staff_hits().is_empty(), "{key}");
+    }
+    ws.write(
+        "acme/hr.md",
+        &format!("---\ntitle: Acme HR\ntenant: acme\nroles: [\"\", \" \"]\n---\n\n## Review\n\nReviewed by HR {HR_WORD}.\n"),
+    );
+    let (code, out) = ingest(&ws, &[]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("acme/hr.md") && out.contains("blank"), "{out}");
+    assert!(staff_hits().is_empty());
+    // A document without a tenant: the default tenant, or an error when the operator denies it.
+    ws.write(
+        "untagged.md",
+        "---\ntitle: Untagged\n---\n\n## Note\n\nUntagged note.\n",
+    );
+    ws.remove("acme/hr.md");
+    let (code, out) = ingest(&ws, &[("RAGTRAIL_DEFAULT_ACCESS", "deny")]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.contains("untagged.md") && out.contains("tenant"),
+        "{out}"
+    );
+    let (code, out) = ingest(&ws, &[]);
+    assert_eq!(code, Some(0), "{out}");
+}
