@@ -408,3 +408,178 @@ fn access_metadata_fails_closed() {
     let (code, out) = ingest(&ws, &[]);
     assert_eq!(code, Some(0), "{out}");
 }
+
+/// Runs `ragtrail ask --planner llm` against `server` and returns (exit, stdout and stderr,
+/// peak RSS in KiB from /proc while it ran).
+#[cfg(target_os = "linux")]
+fn ask_llm(
+    ws: &Workspace,
+    server: &crate::common::chat_server::ChatServer,
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, u64) {
+    use std::io::Read;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+    cmd.current_dir(ws.dir.path())
+        .args([
+            "--data-dir",
+            "data",
+            "--trace-dir",
+            "traces",
+            "--tenant",
+            "acme",
+        ])
+        .args(["ask", "--planner", "llm", "hotel expenses"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("RAGTRAIL_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("RAGTRAIL_LLM_BASE_URL", &server.base_url)
+        .env("RAGTRAIL_LLM_MODEL", "scripted")
+        .env("RAGTRAIL_LLM_MAX_RETRIES", "0")
+        .envs(env.iter().copied());
+    let mut child = cmd.spawn().expect("spawn");
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file)
+            && let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    // Both streams are small (a few lines), so reading them after the exit cannot block it.
+    let mut output = String::new();
+    for stream in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut text = String::new();
+        let mut stream = stream;
+        stream.read_to_string(&mut text).expect("read output");
+        output.push_str(&text);
+    }
+    (status.code(), output, peak_kib)
+}
+
+fn traces_bytes(ws: &Workspace) -> u64 {
+    std::fs::read_dir(traces_dir(ws))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A chat completion answering in plain text `text`, as JSON bytes.
+fn text_completion(text: &str) -> Vec<u8> {
+    serde_json::json!({
+        "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": text}}],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_50_mb_reply_is_refused_while_reading_and_leaves_a_small_trace() {
+    use crate::common::chat_server::{ChatServer, Reply};
+    let (ws, _engine) = two_tenants();
+    let huge = "x".repeat(50 * 1024 * 1024);
+    for chunked in [false, true] {
+        let body = text_completion(&huge);
+        let server = ChatServer::start(move |_| {
+            if chunked {
+                Reply::Chunked(body.clone())
+            } else {
+                Reply::Json(serde_json::from_slice(&body).expect("json"))
+            }
+        });
+        let (code, stderr, peak_kib) = ask_llm(&ws, &server, &[]);
+        assert_eq!(code, Some(3), "chunked {chunked}: {stderr} peak {peak_kib}");
+        assert!(
+            stderr.contains("RAGTRAIL_LLM_MAX_REPLY_BYTES") && stderr.contains("4194304 bytes"),
+            "chunked {chunked}: {stderr}"
+        );
+        assert!(
+            peak_kib > 0 && peak_kib < 200 * 1024,
+            "peak RSS {peak_kib} KiB"
+        );
+        assert!(
+            traces_bytes(&ws) < 1024 * 1024,
+            "{} bytes of traces",
+            traces_bytes(&ws)
+        );
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn replies_under_the_bound_are_cut_in_the_trace_and_the_run_total_is_bounded() {
+    use crate::common::chat_server::{ChatServer, Reply};
+    let (ws, _engine) = two_tenants();
+    // 3 MiB of text: under the 4 MiB reply bound, so the run uses it; the trace keeps 64 KiB of
+    // each copy, with the full length and its hash.
+    let long = "hotel ".repeat(512 * 1024).trim_end().to_string();
+    let body = text_completion(&long);
+    let server = ChatServer::start(move |_| Reply::Chunked(body.clone()));
+    let (_, stderr, _) = ask_llm(&ws, &server, &[]);
+    let written = traces_bytes(&ws);
+    assert!(written < 1024 * 1024, "{written} bytes of traces: {stderr}");
+    let all: String = trace_files(&ws)
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("read"))
+        .collect();
+    let marker = format!(
+        "[truncated by ragtrail: {} bytes, sha256 {}]",
+        long.len(),
+        ragtrail::trace::digest_hex(long.as_bytes(), None)
+    );
+    assert!(all.contains(&marker), "{}", &all[..all.len().min(2000)]);
+    for path in trace_files(&ws) {
+        let (code, stdout, stderr) = bin(
+            &ws,
+            &["--tenant", "acme", "audit", path.to_str().expect("utf8")],
+        );
+        assert_ne!(code, Some(3), "{stdout}{stderr}");
+    }
+    // The run's total: each reply is 600 KB, the run may receive 1 MiB in all.
+    let reason = "r".repeat(600 * 1000);
+    let server = ChatServer::start(move |_| {
+        crate::common::chat_server::tool_calls(&[(
+            "s",
+            "searchDocs",
+            serde_json::json!({"keywords": ["hotel"], "reason": reason}),
+        )])
+    });
+    let (code, stderr, _) = ask_llm(
+        &ws,
+        &server,
+        &[("RAGTRAIL_LLM_MAX_RUN_REPLY_BYTES", "1048576")],
+    );
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("RAGTRAIL_LLM_MAX_RUN_REPLY_BYTES"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "the second reply passes the run's total"
+    );
+}

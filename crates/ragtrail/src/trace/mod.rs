@@ -34,4 +34,4 @@ pub use verify::{
     ChainProblem, ChainReport, ChainStatus, LedgerCheck, LedgerPolicy, NOT_IN_LEDGER_NOTE,
     ProblemKind, Verdict, assess, assess_with, check_ledger, verify_chain, verify_ledger,
 };
-pub use writer::{FinishedTrace, TraceWriter};
+pub use writer::{FinishedTrace, MAX_TRACE_STRING_BYTES, TraceWriter, bound_strings};
