@@ -81,11 +81,39 @@ pub struct GlobalArgs {
         value_parser = clap::builder::FalseyValueParser::new()
     )]
     pub auto_ingest: bool,
+    /// Where a document without `tenant:` in its front matter goes when ingested: `default`
+    /// (the default tenant) or `deny` (an error naming the file), for a multi-tenant folder.
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_DEFAULT_ACCESS",
+        value_enum,
+        default_value_t = DefaultAccessArg::Default,
+        value_name = "RULE"
+    )]
+    pub default_access: DefaultAccessArg,
     #[command(flatten)]
     pub embed: EmbedArgs,
 }
 
+/// `--default-access`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultAccessArg {
+    Default,
+    Deny,
+}
+
 impl GlobalArgs {
+    /// Ingest options from the global flags.
+    pub fn ingest_options(&self) -> IngestOptions {
+        let mut options = IngestOptions::default();
+        options.scan.default_access = match self.default_access {
+            DefaultAccessArg::Default => ragtrail::knowledge::DefaultAccess::DefaultTenant,
+            DefaultAccessArg::Deny => ragtrail::knowledge::DefaultAccess::Deny,
+        };
+        options
+    }
+
     /// The database URL, if one is set and not blank.
     pub fn database_url(&self) -> Option<&str> {
         self.database_url
@@ -199,14 +227,17 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Re-run a recorded run's searches against the current index and show what changed.
     ///
-    /// The recorded keywords, topK, fusion, date and access context are reused; no model is
-    /// called. Exit status: 0 reproduced, 1 differs, 3 invalid or tampered trace.
+    /// The recorded keywords, topK, fusion and date are reused; no model is called. It runs under
+    /// your access context (--tenant, --role), which must be the run's: a trace recorded for
+    /// another tenant or other roles is refused. Exit status: 0 reproduced, 1 differs, 3 invalid
+    /// or tampered trace, or refused.
     Replay(trace_cmds::ReplayArgs),
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///
     /// Verifies the hash chain and the ledger first, then for each citation: where it surfaced,
-    /// whether its quote is in the chunk, whether the chunk is unchanged today. Never calls a
-    /// model. Exit status: 0 clean, 1 findings, 3 integrity failure.
+    /// whether its quote is in the chunk, whether the chunk is unchanged today (as your --tenant
+    /// and --role see it). A run of another access context shows its integrity only. Never
+    /// calls a model. Exit status: 0 clean, 1 findings, 3 integrity failure.
     Audit(trace_cmds::AuditArgs),
     /// List recent runs, newest first.
     Traces(trace_cmds::TracesArgs),
@@ -293,7 +324,7 @@ pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
             "The index is empty: ingesting {} first.",
             global.knowledge.display()
         );
-        let summary = run_ingest(&mut engine, &global.knowledge, &IngestOptions::default())?;
+        let summary = run_ingest(&mut engine, &global.knowledge, &global.ingest_options())?;
         eprintln!("{}", output::ingest_summary_line(&summary));
     }
     Ok(engine)
@@ -313,7 +344,7 @@ pub(crate) fn open_current_engine(global: &GlobalArgs) -> anyhow::Result<Engine>
             "{}; re-ingesting first (--auto-ingest).",
             output::knowledge_changes_line(&changes)
         );
-        let summary = run_ingest(&mut engine, &changes.root, &IngestOptions::default())?;
+        let summary = run_ingest(&mut engine, &changes.root, &global.ingest_options())?;
         eprintln!("{}", output::ingest_summary_line(&summary));
     } else {
         eprintln!(
@@ -382,7 +413,7 @@ fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode
     let mut engine = open_engine(global)?;
     let mut options = IngestOptions {
         rebuild: args.rebuild,
-        ..IngestOptions::default()
+        ..global.ingest_options()
     };
     options.scan.max_file_bytes = args.max_file_bytes;
     let summary = run_ingest(&mut engine, &dir, &options)?;

@@ -13,7 +13,9 @@ use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::review::audit::{AuditReport, audit};
 use ragtrail::review::replay::{ReplayReport, RoundVerdict, replay};
 use ragtrail::trace::run_started;
-use ragtrail::trace::{EventBody, Integrity, Verdict, check_integrity, read_trace};
+use ragtrail::trace::{
+    EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with, read_trace,
+};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -26,6 +28,11 @@ pub struct ReplayArgs {
     /// show both runs side by side.
     #[arg(long)]
     pub live: bool,
+    /// Accept a trace folder without a ledger (judged on the hash chain alone). Without it, a
+    /// finished trace with no `ledger.jsonl` beside it is an integrity failure: the ledger is
+    /// what catches a trace rewritten whole.
+    #[arg(long)]
+    pub no_ledger: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -45,6 +52,11 @@ pub struct AuditArgs {
     /// Same as `--format json`.
     #[arg(long)]
     pub json: bool,
+    /// Accept a trace folder without a ledger (judged on the hash chain alone). Without it, a
+    /// finished trace with no `ledger.jsonl` beside it is an integrity failure: the ledger is
+    /// what catches a trace rewritten whole.
+    #[arg(long)]
+    pub no_ledger: bool,
 }
 
 #[derive(Debug, Args)]
@@ -52,6 +64,14 @@ pub struct TracesArgs {
     /// How many runs to list.
     #[arg(long, short = 'n', default_value_t = 20)]
     pub limit: usize,
+}
+
+fn ledger_policy(no_ledger: bool) -> LedgerPolicy {
+    if no_ledger {
+        LedgerPolicy::Optional
+    } else {
+        LedgerPolicy::Required
+    }
 }
 
 fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
@@ -67,8 +87,9 @@ fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
 
 pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let key = config::trace_key();
-    let (integrity, file) = check_integrity(&args.trace, key.as_deref())
-        .with_context(|| format!("reading {}", args.trace.display()))?;
+    let (integrity, file) =
+        check_integrity_with(&args.trace, key.as_deref(), ledger_policy(args.no_ledger))
+            .with_context(|| format!("reading {}", args.trace.display()))?;
     if let Some(code) = integrity_or_exit(&integrity) {
         return Ok(code);
     }
@@ -76,8 +97,11 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     for p in &integrity.problems {
         eprintln!("warning: {p}");
     }
+    // Under the caller's access, checked before the index is even opened.
+    let caller = config::access_context(global.tenant.as_deref(), &global.roles);
+    ragtrail::review::check_access(&file, &caller)?;
     let engine = open_ready_engine(global)?;
-    let report = replay(&engine, &file);
+    let report = replay(&engine, &file, &caller)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -89,7 +113,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
             serde_json::from_value(started.options.clone()).unwrap_or_default();
         let settings = RunSettings {
             options,
-            access: started.access.clone(),
+            access: caller.clone(),
             today: started.today.clone(),
             trace: Some(TraceSettings {
                 dir: global.trace_dir.clone(),
@@ -216,8 +240,9 @@ fn replay_text(r: &ReplayReport) -> String {
 
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let key = config::trace_key();
-    let (integrity, file) = check_integrity(&args.trace, key.as_deref())
-        .with_context(|| format!("reading {}", args.trace.display()))?;
+    let (integrity, file) =
+        check_integrity_with(&args.trace, key.as_deref(), ledger_policy(args.no_ledger))
+            .with_context(|| format!("reading {}", args.trace.display()))?;
     let format = if args.json {
         AuditFormat::Json
     } else {
@@ -227,14 +252,16 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
         integrity_or_exit(&integrity);
         return Ok(ExitCode::from(3));
     };
-    let engine = if integrity.verdict == Verdict::IntegrityFailure {
+    let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
+    // Another context's run is shown without its evidence: no need for the store then.
+    let engine = if integrity.verdict == Verdict::IntegrityFailure
+        || ragtrail::review::check_access(&file, &auditor).is_err()
+    {
         None
     } else {
         Some(open_ready_engine(global)?)
     };
-    let mut report = audit(&file, integrity, engine.as_ref());
-    let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
-    ragtrail::review::audit::restrict_to(&mut report, &auditor, engine.as_ref());
+    let report = audit(&file, integrity, engine.as_ref(), &auditor);
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),

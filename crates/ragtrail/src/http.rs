@@ -214,6 +214,17 @@ pub enum HttpError {
         /// `; last error: …` when an attempt failed before the budget ran out, else empty.
         last: String,
     },
+    #[error(
+        "the {purpose} endpoint {url} sent more than {limit} bytes, {what}; reading stopped there (raise {setting} if replies this large are expected)"
+    )]
+    TooLarge {
+        purpose: &'static str,
+        url: String,
+        limit: u64,
+        /// Which bound it was, e.g. `the most one reply may have`.
+        what: &'static str,
+        setting: &'static str,
+    },
     #[error("the {purpose} endpoint {url} sent an answer that cannot be read: {message}")]
     Body {
         purpose: &'static str,
@@ -242,6 +253,59 @@ pub struct HttpReply {
     pub body: Vec<u8>,
     /// Attempts it took (1 when the first one succeeded).
     pub attempts: u32,
+}
+
+/// The most bytes a reply body may have, and which bound and setting that is (for the error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimit {
+    pub bytes: u64,
+    pub what: &'static str,
+    pub setting: &'static str,
+}
+
+/// Why a body could not be read whole.
+enum BodyRead {
+    Transport(reqwest::Error),
+    Io(std::io::Error),
+    /// More than the limit arrived (or was announced by `Content-Length`).
+    TooLarge(BodyLimit),
+}
+
+/// Reads a body, stopping as soon as it passes `limit`: a runaway reply costs at most the limit
+/// in memory, never its whole size.
+fn read_body(
+    resp: reqwest::blocking::Response,
+    limit: Option<BodyLimit>,
+) -> Result<(StatusCode, HeaderMap, Vec<u8>), BodyRead> {
+    use std::io::Read;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let Some(limit) = limit else {
+        return resp
+            .bytes()
+            .map(|b| (status, headers, b.to_vec()))
+            .map_err(BodyRead::Transport);
+    };
+    if resp.content_length().is_some_and(|n| n > limit.bytes) {
+        return Err(BodyRead::TooLarge(limit));
+    }
+    let mut body = Vec::new();
+    resp.take(limit.bytes.saturating_add(1))
+        .read_to_end(&mut body)
+        .map_err(|e| {
+            match e
+                .into_inner()
+                .map(|inner| inner.downcast::<reqwest::Error>())
+            {
+                Some(Ok(e)) => BodyRead::Transport(*e),
+                Some(Err(other)) => BodyRead::Io(std::io::Error::other(other)),
+                None => BodyRead::Io(std::io::Error::other("the connection failed mid-body")),
+            }
+        })?;
+    if body.len() as u64 > limit.bytes {
+        return Err(BodyRead::TooLarge(limit));
+    }
+    Ok((status, headers, body))
 }
 
 /// A blocking JSON client for one OpenAI-compatible endpoint, applying a [`RetryPolicy`].
@@ -328,6 +392,19 @@ impl JsonClient {
         body: &T,
         deadline: Option<Instant>,
     ) -> Result<HttpReply, HttpError> {
+        self.post_json_bounded(url, body, deadline, None)
+    }
+
+    /// Like [`post_json_before`](Self::post_json_before), reading at most `limit` bytes of any
+    /// answer: a larger one is [`HttpError::TooLarge`], found while reading, and not retried
+    /// (a model that wrote that much once will likely do it again, and each try costs the limit).
+    pub fn post_json_bounded<T: serde::Serialize + ?Sized>(
+        &self,
+        url: &str,
+        body: &T,
+        deadline: Option<Instant>,
+        limit: Option<BodyLimit>,
+    ) -> Result<HttpReply, HttpError> {
         let shown = display_url(url);
         let bytes = serde_json::to_vec(body).map_err(|e| HttpError::Body {
             purpose: self.settings.purpose,
@@ -369,12 +446,30 @@ impl JsonClient {
                     request = request.timeout(left);
                 }
             }
-            let outcome = request.send().and_then(|resp| {
-                let status = resp.status();
-                let headers = resp.headers().clone();
-                resp.bytes().map(|b| (status, headers, b.to_vec()))
-            });
+            let outcome = request
+                .send()
+                .map_err(BodyRead::Transport)
+                .and_then(|resp| read_body(resp, limit));
             let (wait, failure) = match outcome {
+                Err(BodyRead::TooLarge(limit)) => {
+                    return Err(HttpError::TooLarge {
+                        purpose: self.settings.purpose,
+                        url: shown,
+                        limit: limit.bytes,
+                        what: limit.what,
+                        setting: limit.setting,
+                    });
+                }
+                Err(BodyRead::Io(e)) => (
+                    self.policy.backoff(retry),
+                    HttpError::Connect {
+                        purpose: self.settings.purpose,
+                        url: shown.clone(),
+                        attempts,
+                        message: self.redact(&e.to_string()),
+                        setting: self.settings.base_url,
+                    },
+                ),
                 Ok((status, _, body)) if status.is_success() => {
                     return Ok(HttpReply {
                         status: status.as_u16(),
@@ -390,7 +485,7 @@ impl JsonClient {
                     let hint = retry_after(&headers, SystemTime::now());
                     (self.policy.delay(retry, hint), failure)
                 }
-                Err(e) => {
+                Err(BodyRead::Transport(e)) => {
                     let failure = self.transport_error(url, &e, attempts);
                     if e.is_timeout() && deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(self.budget_error(url, attempts, Some(&failure)));

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, QueryClone, TermQuery,
+};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -255,10 +257,19 @@ impl Bm25Index {
         } else {
             self.filtered(should, q)
         };
+        // BM25's document frequencies and average lengths come from the chunks this query may
+        // see, never the whole index: otherwise a score (and the ranking) would tell whether a
+        // word occurs in another tenant's documents, and one tenant's corpus would move
+        // another's ranking.
+        let stats = ScopeStats::new(&searcher, f, self.scope_query(q)).map_err(|e| self.err(e))?;
         let top = searcher
             // A little slack: ties are ordered by chunk id below, not by where a segment merge
             // happened to put the documents, so replays see the same order.
-            .search(&query, &TopDocs::with_limit(q.limit + 16).order_by_score())
+            .search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(q.limit + 16).order_by_score(),
+                &stats,
+            )
             .map_err(|e| self.err(e))?;
         let mut columns = HashMap::new();
         let mut out = Vec::with_capacity(top.len());
@@ -309,17 +320,28 @@ impl Bm25Index {
 
     /// The keyword clauses under the access and status filters.
     fn filtered(&self, should: Vec<(Occur, Box<dyn Query>)>, q: &Bm25Query<'_>) -> Box<dyn Query> {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
+        clauses.extend(self.filter_clauses(q));
+        Box::new(BooleanQuery::new(clauses))
+    }
+
+    /// The chunks a query may see: its access and status filters alone.
+    fn scope_query(&self, q: &Bm25Query<'_>) -> BooleanQuery {
+        BooleanQuery::new(self.filter_clauses(q))
+    }
+
+    /// Non-scoring clauses: the tenant, one of the roles (or public), and not superseded unless
+    /// asked for.
+    fn filter_clauses(&self, q: &Bm25Query<'_>) -> Vec<(Occur, Box<dyn Query>)> {
         let f = self.fields;
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
-            (Occur::Must, Box::new(BooleanQuery::new(should))),
-            (
-                Occur::Must,
-                filter(TermQuery::new(
-                    Term::from_field_text(f.tenant, &q.access.tenant),
-                    IndexRecordOption::Basic,
-                )),
-            ),
-        ];
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
+            Occur::Must,
+            filter(TermQuery::new(
+                Term::from_field_text(f.tenant, &q.access.tenant),
+                IndexRecordOption::Basic,
+            )),
+        )];
         let mut role_names: Vec<&str> = std::iter::once(PUBLIC_ROLE)
             .chain(q.access.roles.iter().map(String::as_str))
             .collect();
@@ -345,7 +367,85 @@ impl Bm25Index {
                 )),
             ));
         }
-        Box::new(BooleanQuery::new(clauses))
+        clauses
+    }
+}
+
+/// BM25 statistics over one scope (the chunks a query may see): the number of live chunks, the
+/// tokens of their title and body (from the field norms), and per keyword term the live chunks
+/// of the scope containing it. Deleted chunks never count, so the figures depend on the scope's
+/// content alone, whatever else the index holds or how its segments were merged.
+struct ScopeStats<'a> {
+    searcher: &'a tantivy::Searcher,
+    fields: Fields,
+    scope: BooleanQuery,
+    num_docs: u64,
+    title_tokens: u64,
+    body_tokens: u64,
+}
+
+impl<'a> ScopeStats<'a> {
+    fn new(
+        searcher: &'a tantivy::Searcher,
+        fields: Fields,
+        scope: BooleanQuery,
+    ) -> tantivy::Result<Self> {
+        let docs = searcher.search(&scope, &tantivy::collector::DocSetCollector)?;
+        let mut readers = HashMap::new();
+        let (mut title_tokens, mut body_tokens) = (0u64, 0u64);
+        for addr in &docs {
+            let (title, body) = match readers.entry(addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let segment = searcher.segment_reader(addr.segment_ord);
+                    let norms = |field| segment.get_fieldnorms_reader(field);
+                    v.insert((norms(fields.title)?, norms(fields.body)?))
+                }
+            };
+            title_tokens += u64::from(title.fieldnorm(addr.doc_id));
+            body_tokens += u64::from(body.fieldnorm(addr.doc_id));
+        }
+        Ok(Self {
+            searcher,
+            fields,
+            scope,
+            num_docs: docs.len() as u64,
+            title_tokens,
+            body_tokens,
+        })
+    }
+}
+
+impl tantivy::query::Bm25StatisticsProvider for ScopeStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        Ok(if field == self.fields.title {
+            self.title_tokens
+        } else if field == self.fields.body {
+            self.body_tokens
+        } else {
+            self.searcher.total_num_tokens(field)?
+        })
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        // Never 0: BM25 divides by it (an empty scope has no hits to score anyway).
+        Ok(self.num_docs.max(1))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        if term.field() != self.fields.title && term.field() != self.fields.body {
+            return self.searcher.doc_freq(term);
+        }
+        let in_scope = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(term.clone(), IndexRecordOption::Basic)) as Box<dyn Query>,
+            ),
+            (Occur::Must, self.scope.box_clone()),
+        ]);
+        self.searcher
+            .search(&in_scope, &tantivy::collector::Count)
+            .map(|n| n as u64)
     }
 }
 
@@ -422,6 +522,92 @@ impl IndexUpdate<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    const WORDS: [&str; 6] = ["hotel", "taxi", "meal", "visa", "train", "receipt"];
+
+    fn chunk(tenant: &str, n: usize, words: &[usize], roles: &[&str]) -> Chunk {
+        let text: Vec<&str> = words.iter().map(|&w| WORDS[w % WORDS.len()]).collect();
+        let source = format!("{tenant}/{n}.md");
+        Chunk {
+            id: crate::knowledge::chunk_id(&source, &[], 0),
+            source: source.clone(),
+            title_path: format!("{tenant} {}", WORDS[n % WORDS.len()]),
+            headings: Vec::new(),
+            source_uri: source,
+            ordinal: 0,
+            text: text.join(" "),
+            content_hash: String::new(),
+            tenant: tenant.to_string(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            version: None,
+            updated: None,
+            status: DocStatus::Active,
+        }
+    }
+
+    /// An index of `chunks`, committed in two batches (so it has more than one segment).
+    fn index_of(dir: &Path, chunks: &[Chunk]) -> Bm25Index {
+        let index = Bm25Index::open_or_create(dir).expect("index");
+        let (first, second) = chunks.split_at(chunks.len() / 2);
+        for (generation, batch) in [(1, first), (2, second)] {
+            let mut update = index.update().expect("update");
+            for c in batch {
+                update.add_chunk(c).expect("add");
+            }
+            update.commit(generation).expect("commit");
+        }
+        index
+    }
+
+    fn search(index: &Bm25Index, keywords: &[String], access: &AccessContext) -> Vec<Bm25Match> {
+        index
+            .search(&Bm25Query {
+                keywords,
+                access,
+                include_superseded: false,
+                limit: 50,
+                title_boost: DEFAULT_TITLE_BOOST,
+            })
+            .expect("search")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// Adding any documents of another tenant (or restricted to a role the caller lacks)
+        /// changes neither the scores nor the order of a tenant's hits, for any query.
+        #[test]
+        fn other_tenants_documents_change_neither_scores_nor_order(
+            own in prop::collection::vec(prop::collection::vec(0usize..6, 1..12), 1..10),
+            others in prop::collection::vec(
+                (prop::collection::vec(0usize..6, 1..12), 0usize..3), 1..30),
+            query in prop::collection::vec(0usize..6, 1..4),
+        ) {
+            let acme = AccessContext::new("acme", Vec::<String>::new());
+            let mine: Vec<Chunk> = own
+                .iter()
+                .enumerate()
+                .map(|(i, w)| chunk("acme", i, w, &[]))
+                .collect();
+            let mut mixed = mine.clone();
+            for (i, (words, kind)) in others.iter().enumerate() {
+                let c = match kind {
+                    0 => chunk("globex", i, words, &[]),
+                    1 => chunk("initech", i, words, &[]),
+                    // Same tenant, a role the caller does not hold: outside its scope too.
+                    _ => chunk("acme", 100 + i, words, &["hr"]),
+                };
+                // Interleaved, so the caller's chunks land in other segments and positions.
+                mixed.insert((i * 7) % (mixed.len() + 1), c);
+            }
+            let keywords: Vec<String> = query.iter().map(|&w| WORDS[w].to_string()).collect();
+            let (a, b) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+            let alone = search(&index_of(a.path(), &mine), &keywords, &acme);
+            let beside = search(&index_of(b.path(), &mixed), &keywords, &acme);
+            prop_assert_eq!(alone, beside);
+        }
+    }
 
     #[test]
     fn chunk_ids_round_trip_and_only_canonical_ones_parse() {

@@ -225,7 +225,12 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
     assert_eq!(started.planner, "llm");
     assert_eq!(started.model.as_deref(), Some(MODEL));
     // Replay needs no model: the recorded searches re-run against the index as they were.
-    let replayed = ragtrail::review::replay(&engine, &trace_file);
+    let replayed = ragtrail::review::replay(
+        &engine,
+        &trace_file,
+        &ragtrail::access::AccessContext::default(),
+    )
+    .expect("same access");
     assert!(replayed.reproduced, "{replayed:?}");
     assert_eq!(replayed.rounds.len(), 3);
     for req in &reqs {

@@ -13,6 +13,7 @@ mod eval_retrieval;
 mod golden_set;
 mod http_embed;
 mod ingest_search;
+mod leaks;
 mod llm_planner;
 mod local_model;
 mod postgres;

@@ -105,9 +105,9 @@ fn a_fresh_trace_is_clean_and_replays_exactly() {
     assert_eq!(verdict(&path, None), (Verdict::Clean, None));
     let (integrity, file) = check_integrity(&path, None).expect("check");
     let file = file.expect("file");
-    let report = replay(&engine, &file);
+    let report = replay(&engine, &file, &AccessContext::default()).expect("same access");
     assert!(report.reproduced, "{report:?}");
-    let audited = audit(&file, integrity, Some(&engine));
+    let audited = audit(&file, integrity, Some(&engine), &AccessContext::default());
     assert_eq!(audited.exit_code(), 0, "{:?}", audited.findings);
     assert!(!audited.citations.is_empty());
     for c in &audited.citations {
@@ -276,6 +276,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
         &file,
         check_integrity(&path, None).expect("check").0,
         Some(&engine),
+        &AccessContext::default(),
     )
     .citations[0]
         .clone();
@@ -298,7 +299,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
         .expect("same id after the edit");
     assert_ne!(Some(edited.content_hash.clone()), cited.recorded_hash);
 
-    let report = replay(&engine, &file);
+    let report = replay(&engine, &file, &AccessContext::default()).expect("same access");
     assert!(!report.reproduced);
     assert!(
         report
@@ -326,6 +327,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
         &file,
         check_integrity(&path, None).expect("check").0,
         Some(&engine),
+        &AccessContext::default(),
     );
     let c = audited
         .citations
@@ -340,7 +342,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
     // The same evidence comes back: every round's hit set, every cited paragraph's hash.
     // (Near-tied hits may swap places: tantivy keeps the replaced documents' token counts in
     // its BM25 statistics until segments merge, so scores move in the last digits.)
-    let again = replay(&engine, &file);
+    let again = replay(&engine, &file, &AccessContext::default()).expect("same access");
     assert!(again.cited_drift.is_empty(), "{:?}", again.cited_drift);
     for round in &again.rounds {
         assert!(
@@ -381,7 +383,12 @@ fn the_committed_fixture_trace_still_reads_verifies_and_renders_the_same() {
         "{:?}",
         integrity.problems
     );
-    let report = audit(&file.expect("file"), integrity, None);
+    let report = audit(
+        &file.expect("file"),
+        integrity,
+        None,
+        &AccessContext::default(),
+    );
     let text = ragtrail_cli::trace_cmds::audit_text(&report);
     let markdown = ragtrail_cli::trace_cmds::audit_markdown(&report);
     for (name, actual) in [("audit.txt", text), ("audit.md", markdown)] {

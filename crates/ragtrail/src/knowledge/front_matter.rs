@@ -4,7 +4,10 @@ use serde::Deserialize;
 
 use super::{DocStatus, KnowledgeError};
 
-/// The keys a document may declare. Unknown keys are ignored (authors add their own).
+/// The keys a document may declare, matched exactly. Other keys are ignored (authors add their
+/// own: `keywords`, `permalink` …), except one that looks like an access key (`Roles`, `role`,
+/// `Tenant`, `tenants` …): ignoring that would make a restricted document public or put it in
+/// the default tenant, so it is an error.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct FrontMatter {
     pub title: Option<String>,
@@ -50,7 +53,13 @@ fn roles_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::
         Some(_) => return Err(serde::de::Error::custom("roles must be a list of names")),
     };
     roles.iter_mut().for_each(|r| *r = r.trim().to_string());
-    roles.retain(|r| !r.is_empty());
+    // A blank name grants nothing, and dropping it would make the document public: say so.
+    if roles.iter().any(String::is_empty) {
+        return Err(serde::de::Error::custom(
+            "roles contains an empty or blank name; write `roles: []` (or leave roles out) for \
+             a document everyone in the tenant may read",
+        ));
+    }
     roles.sort();
     roles.dedup();
     Ok(roles)
@@ -91,16 +100,94 @@ pub fn split_front_matter<'a>(
     })
 }
 
+/// The keys [`FrontMatter`] reads.
+const KNOWN_KEYS: [&str; 6] = ["title", "tenant", "roles", "version", "updated", "status"];
+
+/// Whether an unknown key is probably a miscased, singular/plural, separated (`tenant_id`) or
+/// misspelt (`tennant`) access key.
+fn resembles_access_key(key: &str) -> bool {
+    let folded: String = key
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect();
+    // Misspellings only for `tenant`: words one letter from `roles` (`rules`, `notes` is two)
+    // are ordinary author keys.
+    [
+        "tenant",
+        "tenants",
+        "tenantid",
+        "role",
+        "roles",
+        "rolenames",
+    ]
+    .contains(&folded.as_str())
+        || edit_distance(&folded, "tenant") <= 1
+}
+
+/// Levenshtein distance (short keys only).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 fn parse_yaml(file: &str, yaml: &str) -> Result<FrontMatter, KnowledgeError> {
     if yaml.trim().is_empty() {
         return Ok(FrontMatter::default());
     }
-    serde_norway::from_str::<FrontMatter>(yaml).map_err(|e| KnowledgeError::FrontMatter {
+    let error = |line: usize, message: String| KnowledgeError::FrontMatter {
         file: file.to_string(),
+        line,
+        message,
+    };
+    let fm = serde_norway::from_str::<FrontMatter>(yaml).map_err(|e| {
         // +1: the YAML starts on the line after the opening fence.
-        line: e.location().map(|l| l.line() + 1).unwrap_or(2),
-        message: e.to_string(),
-    })
+        error(
+            e.location().map(|l| l.line() + 1).unwrap_or(2),
+            e.to_string(),
+        )
+    })?;
+    if let Ok(serde_norway::Value::Mapping(map)) = serde_norway::from_str(yaml) {
+        for key in map.keys().filter_map(serde_norway::Value::as_str) {
+            if !KNOWN_KEYS.contains(&key) && resembles_access_key(key) {
+                let line = yaml
+                    .lines()
+                    .position(|l| {
+                        l.starts_with(key) && l[key.len()..].trim_start().starts_with(':')
+                    })
+                    .map_or(2, |i| i + 2);
+                return Err(error(
+                    line,
+                    format!(
+                        "unknown key `{key}`: access keys are matched exactly (`tenant`, \
+                         `roles`, lowercase), and ignoring this one would widen who may read \
+                         the document"
+                    ),
+                ));
+            }
+        }
+    }
+    if fm.tenant.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        let line = yaml
+            .lines()
+            .position(|l| l.starts_with("tenant"))
+            .map_or(2, |i| i + 2);
+        return Err(error(
+            line,
+            "`tenant` is blank; name the tenant or leave the key out".to_string(),
+        ));
+    }
+    Ok(fm)
 }
 
 #[cfg(test)]
@@ -118,6 +205,57 @@ mod tests {
         assert_eq!(fm.status, Some(DocStatus::Superseded));
         assert!(body.starts_with("## 总则"));
         assert_eq!(line, 9);
+    }
+
+    #[test]
+    fn a_key_resembling_an_access_key_is_an_error_naming_file_and_key() {
+        for key in [
+            "Roles",
+            "role",
+            "ROLES",
+            "Role",
+            "tenant_id",
+            "Tenant",
+            "tenants",
+            "TENANT",
+            "tennant",
+            "Tenants",
+        ] {
+            let text = format!("---\ntitle: x\n{key}: [hr]\n---\nbody\n");
+            match split_front_matter("hr/x.md", &text) {
+                Err(e @ KnowledgeError::FrontMatter { line: 3, .. }) => {
+                    let shown = e.to_string();
+                    assert!(
+                        shown.contains("hr/x.md") && shown.contains(&format!("`{key}`")),
+                        "{shown}"
+                    );
+                }
+                other => panic!("{key}: expected an error on line 3, got {other:?}"),
+            }
+        }
+        // Authors' own keys stay ignored.
+        let text = "---\ntitle: x\nkeywords: [a]\ncSpell: x\nrules: [a]\nredirect_from: [/a]\nquestions: [q]\n---\nbody\n";
+        assert!(split_front_matter("x.md", text).is_ok());
+    }
+
+    #[test]
+    fn blank_roles_and_a_blank_tenant_are_errors() {
+        for roles in ["[\"\", \" \"]", "[hr, \"\"]", "\" \""] {
+            let text = format!("---\nroles: {roles}\n---\nbody\n");
+            assert!(
+                matches!(
+                    split_front_matter("x.md", &text),
+                    Err(KnowledgeError::FrontMatter { line: 2, .. })
+                ),
+                "{roles}"
+            );
+        }
+        assert!(split_front_matter("x.md", "---\nroles: []\n---\nbody\n").is_ok());
+        assert!(split_front_matter("x.md", "---\nroles:\n---\nbody\n").is_ok());
+        assert!(matches!(
+            split_front_matter("x.md", "---\ntitle: t\ntenant: \" \"\n---\nbody\n"),
+            Err(KnowledgeError::FrontMatter { line: 3, .. })
+        ));
     }
 
     #[test]

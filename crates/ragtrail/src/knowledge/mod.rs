@@ -8,7 +8,7 @@ mod stamps;
 
 pub use chunker::{ChunkLimits, chunk_document};
 pub use front_matter::{FrontMatter, split_front_matter};
-pub use scan::{ScanOptions, ScanReport, SkippedFile, scan};
+pub use scan::{DefaultAccess, ScanOptions, ScanReport, SkippedFile, scan};
 pub use stamps::{FileStamp, FolderStamps, KnowledgeChanges};
 
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,8 @@ pub struct ScanOptions {
     /// Files larger than this are skipped with a warning.
     pub max_file_bytes: u64,
     pub limits: ChunkLimits,
+    /// Where a document that names no tenant goes.
+    pub default_access: DefaultAccess,
 }
 
 impl Default for ScanOptions {
@@ -22,8 +24,20 @@ impl Default for ScanOptions {
         Self {
             max_file_bytes: 5 * 1024 * 1024,
             limits: ChunkLimits::default(),
+            default_access: DefaultAccess::DefaultTenant,
         }
     }
+}
+
+/// The operator's rule for a document without a `tenant:` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DefaultAccess {
+    /// It belongs to [`DEFAULT_TENANT`] (a single-tenant knowledge base needs no front matter).
+    #[default]
+    DefaultTenant,
+    /// It is an error, so a multi-tenant folder cannot gain a document everyone in the default
+    /// tenant may read because its author forgot the key.
+    Deny,
 }
 
 /// A file that was not ingested, and why.
@@ -69,6 +83,17 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeE
             Ok(text) => {
                 let (doc, chunks) =
                     parse_document(&source, &path, &text, markdown, options.limits)?;
+                if doc.tenant_from_default && options.default_access == DefaultAccess::Deny {
+                    return Err(KnowledgeError::FrontMatter {
+                        file: source,
+                        line: 1,
+                        message: "the document names no `tenant:`, and the operator's default \
+                                  access is deny (RAGTRAIL_DEFAULT_ACCESS=deny): every document \
+                                  must name its tenant"
+                            .to_string(),
+                    });
+                }
+                let doc = doc.document;
                 if chunks.is_empty() {
                     report.skipped.push(SkippedFile {
                         path: source,
@@ -159,7 +184,7 @@ pub(crate) fn parse_document(
     text: &str,
     markdown: bool,
     limits: ChunkLimits,
-) -> Result<(Document, Vec<Chunk>), KnowledgeError> {
+) -> Result<(ParsedDocument, Vec<Chunk>), KnowledgeError> {
     let (fm, body, _) = split_front_matter(source, text)?;
     let title = fm
         .title
@@ -171,6 +196,7 @@ pub(crate) fn parse_document(
                 .map(|s| s.to_string_lossy().to_string())
                 .unwrap_or_else(|| source.to_string())
         });
+    let tenant_from_default = fm.tenant.is_none();
     let doc = Document {
         source: source.to_string(),
         title: title.trim().to_string(),
@@ -186,7 +212,19 @@ pub(crate) fn parse_document(
         content_hash: sha256_hex(text.as_bytes()),
     };
     let chunks = chunk_document(&doc, body, markdown, limits);
-    Ok((doc, chunks))
+    Ok((
+        ParsedDocument {
+            document: doc,
+            tenant_from_default,
+        },
+        chunks,
+    ))
+}
+
+/// A parsed document and whether its tenant came from the default (no `tenant:` key).
+pub(crate) struct ParsedDocument {
+    pub document: Document,
+    pub tenant_from_default: bool,
 }
 
 #[cfg(test)]

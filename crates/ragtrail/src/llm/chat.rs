@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::LlmError;
 use super::config::ChatConfig;
-use crate::http::{HttpError, JsonClient};
+use crate::http::{BodyLimit, HttpError, JsonClient};
 
 /// One message of the conversation, as sent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,6 +107,10 @@ pub struct ChatClient {
     budget_setting: &'static str,
     timeout_setting: &'static str,
     deadline: Option<Instant>,
+    max_reply_bytes: u64,
+    max_run_reply_bytes: u64,
+    /// Reply bytes received so far by this client (one run).
+    received_bytes: u64,
 }
 
 impl ChatClient {
@@ -132,6 +136,9 @@ impl ChatClient {
             budget_setting: config.budget_setting,
             timeout_setting: config.timeout_setting,
             deadline: None,
+            max_reply_bytes: config.max_reply_bytes,
+            max_run_reply_bytes: config.max_run_reply_bytes,
+            received_bytes: 0,
         })
     }
 
@@ -173,10 +180,26 @@ impl ChatClient {
         let mut retries = 0u32;
         let mut unreadable = 0u32;
         loop {
+            // The tighter of the two bounds, so the run's total is enforced while reading too.
+            let run_left = self.max_run_reply_bytes.saturating_sub(self.received_bytes);
+            let limit = if run_left < self.max_reply_bytes {
+                BodyLimit {
+                    bytes: run_left,
+                    what: "the most all the replies of one run may have together",
+                    setting: "RAGTRAIL_LLM_MAX_RUN_REPLY_BYTES",
+                }
+            } else {
+                BodyLimit {
+                    bytes: self.max_reply_bytes,
+                    what: "the most one reply may have",
+                    setting: "RAGTRAIL_LLM_MAX_REPLY_BYTES",
+                }
+            };
             let reply = self
                 .http
-                .post_json_before(&self.url, &body, self.deadline)
+                .post_json_bounded(&self.url, &body, self.deadline, Some(limit))
                 .map_err(|e| self.explain(e))?;
+            self.received_bytes = self.received_bytes.saturating_add(reply.body.len() as u64);
             retries += reply.attempts.saturating_sub(1);
             match parse_reply(&reply.body) {
                 Ok((message, usage)) => {

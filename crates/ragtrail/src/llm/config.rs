@@ -10,6 +10,8 @@
 //! | connect timeout | — | `RAGTRAIL_LLM_CONNECT_TIMEOUT_SECS` (default 10) |
 //! | retries | — | `RAGTRAIL_LLM_MAX_RETRIES` (default 2) |
 //! | run budget | `--llm-budget` | `RAGTRAIL_LLM_BUDGET_SECS` (default 600, 0 = none) |
+//! | largest reply | — | `RAGTRAIL_LLM_MAX_REPLY_BYTES` (default 4 MiB) |
+//! | all replies of a run | — | `RAGTRAIL_LLM_MAX_RUN_REPLY_BYTES` (default 16 MiB) |
 //!
 //! A chat endpoint counts as configured when a base URL is set; an API key alone does not send
 //! questions to a hosted provider. Errors name the setting that supplied the value (a base URL
@@ -22,6 +24,11 @@ use crate::http::{EndpointSettings, RetryPolicy};
 
 /// Wall-clock budget for all the model calls of one run, by default.
 pub const DEFAULT_RUN_BUDGET_SECS: u64 = 600;
+
+/// The most bytes one chat reply may have, by default: a tool call or an answer is a few KiB.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 4 * 1024 * 1024;
+/// The most bytes all the replies of one run may have together, by default.
+pub const DEFAULT_MAX_RUN_REPLY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Values given on the command line; unset ones come from the environment.
 #[derive(Debug, Clone, Default)]
@@ -49,6 +56,10 @@ pub struct ChatConfig {
     pub settings: EndpointSettings,
     pub timeout_setting: &'static str,
     pub budget_setting: &'static str,
+    /// The most bytes one reply may have; checked while reading it.
+    pub max_reply_bytes: u64,
+    /// The most bytes all the replies of one run (one client) may have together.
+    pub max_run_reply_bytes: u64,
 }
 
 impl std::fmt::Debug for ChatConfig {
@@ -83,6 +94,8 @@ impl ChatConfig {
             settings: CHAT_SETTINGS,
             timeout_setting: "RAGTRAIL_LLM_TIMEOUT_SECS",
             budget_setting: "RAGTRAIL_LLM_BUDGET_SECS",
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            max_run_reply_bytes: DEFAULT_MAX_RUN_REPLY_BYTES,
         }
     }
 
@@ -208,6 +221,25 @@ pub fn resolve_chat_config(
                         "RAGTRAIL_LLM_MAX_RETRIES={text:?} must be a whole number from 0 to 10"
                     ))
                 })?;
+    }
+    for (var, slot) in [
+        ("RAGTRAIL_LLM_MAX_REPLY_BYTES", &mut config.max_reply_bytes),
+        (
+            "RAGTRAIL_LLM_MAX_RUN_REPLY_BYTES",
+            &mut config.max_run_reply_bytes,
+        ),
+    ] {
+        if let Some(text) = nonblank(env(var)) {
+            *slot = text
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n >= 1024)
+                .ok_or_else(|| {
+                    LlmError::Config(format!(
+                        "{var}={text:?} must be a whole number of bytes, at least 1024"
+                    ))
+                })?;
+        }
     }
     if let Some((secs, setting)) = seconds(
         ("--llm-budget", flags.budget_secs),

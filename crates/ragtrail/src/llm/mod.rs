@@ -13,7 +13,8 @@ pub use chat::{
     WireToolCall,
 };
 pub use config::{
-    ChatConfig, DEFAULT_RUN_BUDGET_SECS, LlmFlags, chat_endpoint_configured, resolve_chat_config,
+    ChatConfig, DEFAULT_MAX_REPLY_BYTES, DEFAULT_MAX_RUN_REPLY_BYTES, DEFAULT_RUN_BUDGET_SECS,
+    LlmFlags, chat_endpoint_configured, resolve_chat_config,
 };
 
 use crate::http::HttpError;

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::access::AccessContext;
 use crate::engine::Engine;
 use crate::trace::{EventBody, Integrity, RunStatus, TraceFile, run_started};
 
@@ -58,7 +59,7 @@ pub struct AuditReport {
     pub today: String,
     pub planner: String,
     /// The access context the run was made under.
-    pub access: crate::access::AccessContext,
+    pub access: AccessContext,
     pub status: String,
     pub reason: String,
     pub answer: Option<String>,
@@ -86,63 +87,44 @@ impl AuditReport {
 /// Text shown in place of evidence the auditor may not see.
 pub const WITHHELD: &str = "[withheld: outside the auditor's access]";
 
-/// Hides what `auditor` may not see: everything but integrity when the run belongs to another
-/// tenant; otherwise the citations of chunks restricted to roles the auditor lacks (and the
-/// answer built on them). Says in a note what was withheld.
-pub fn restrict_to(
-    report: &mut AuditReport,
-    auditor: &crate::access::AccessContext,
-    engine: Option<&Engine>,
-) {
-    if auditor.tenant != report.access.tenant {
-        report.question = WITHHELD.to_string();
-        report.answer = report.answer.as_ref().map(|_| WITHHELD.to_string());
-        for c in &mut report.citations {
-            c.title_path = WITHHELD.to_string();
-            c.source_uri = WITHHELD.to_string();
-            c.quote = WITHHELD.to_string();
-            c.surfaced
-                .iter_mut()
-                .for_each(|s| s.keywords = vec![WITHHELD.to_string()]);
-        }
-        report.rounds.iter_mut().for_each(|r| {
-            r.keywords = vec![WITHHELD.to_string()];
-            r.reason = WITHHELD.to_string();
-        });
-        report.findings = report
-            .findings
-            .iter()
-            .map(|_| WITHHELD.to_string())
-            .collect();
-        report.notes = vec![format!(
-            "evidence withheld: the run belongs to tenant {}, the auditor to {}",
-            report.access.tenant, auditor.tenant
-        )];
-        return;
-    }
-    let mut withheld = 0;
-    for c in &mut report.citations {
-        // The chunk's own restriction decides; a chunk that is gone is judged by the run's roles.
-        let roles = engine
-            .and_then(|e| e.store().get(&c.chunk_id))
-            .map(|ch| ch.roles.clone())
-            .unwrap_or_else(|| report.access.roles.clone());
-        if !auditor.allows(&report.access.tenant, &roles) {
-            c.title_path = WITHHELD.to_string();
-            c.source_uri = WITHHELD.to_string();
-            c.quote = WITHHELD.to_string();
-            withheld += 1;
-        }
-    }
-    if withheld > 0 {
-        report.answer = report.answer.as_ref().map(|_| WITHHELD.to_string());
-        report.notes.push(format!("{withheld} citation(s) and the answer withheld: they rest on documents restricted to roles the auditor does not hold"));
+/// The report for an auditor whose access differs from the run's: the trace's integrity (a
+/// property of the file they hold) and nothing of its evidence, and the store is not consulted,
+/// so neither the output nor the exit status depends on another context's chunks.
+fn withheld(
+    file: &TraceFile,
+    integrity: Integrity,
+    mismatch: &super::AccessMismatch,
+) -> AuditReport {
+    let started = run_started(file);
+    AuditReport {
+        run_id: file.run_id().map(|u| u.to_string()).unwrap_or_default(),
+        question: WITHHELD.to_string(),
+        today: started.map(|s| s.today.clone()).unwrap_or_default(),
+        planner: started.map(|s| s.planner.clone()).unwrap_or_default(),
+        access: mismatch.recorded.clone(),
+        status: WITHHELD.to_string(),
+        reason: WITHHELD.to_string(),
+        answer: None,
+        integrity,
+        citations: Vec::new(),
+        rounds: Vec::new(),
+        findings: Vec::new(),
+        notes: vec![format!("evidence withheld: {mismatch}")],
     }
 }
 
-/// Audits a trace that was read (`integrity` from [`crate::trace::check_integrity`]). With an engine,
-/// each cited chunk is compared with the current store.
-pub fn audit(file: &TraceFile, integrity: Integrity, engine: Option<&Engine>) -> AuditReport {
+/// Audits a trace that was read (`integrity` from [`crate::trace::check_integrity`]) for
+/// `caller`. With an engine, each cited chunk is compared with the current store as `caller`
+/// sees it. A run recorded under another access context shows its integrity only.
+pub fn audit(
+    file: &TraceFile,
+    integrity: Integrity,
+    engine: Option<&Engine>,
+    caller: &AccessContext,
+) -> AuditReport {
+    if let Err(mismatch) = super::check_access(file, caller) {
+        return withheld(file, integrity, &mismatch);
+    }
     let started = run_started(file);
     let mut rounds = Vec::new();
     // chunk id -> (content hash, snippet) as recorded, and where it surfaced.
@@ -209,7 +191,7 @@ pub fn audit(file: &TraceFile, integrity: Integrity, engine: Option<&Engine>) ->
                     r.cited = true;
                 }
             }
-            let current = engine.and_then(|e| e.store().get(&c.chunk_id));
+            let current = engine.and_then(|e| e.store().get_visible(&c.chunk_id, caller));
             let store_state = match (engine, current, rec) {
                 (None, _, _) => "not checked",
                 (Some(_), None, _) => "gone",

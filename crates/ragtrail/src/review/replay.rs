@@ -1,5 +1,5 @@
-//! Frozen replay: re-run every recorded `searchDocs` (same keywords, topK, fusion, access
-//! context) against the current index and say, round by round, what changed since.
+//! Frozen replay: re-run every recorded `searchDocs` (same keywords, topK, fusion) under the
+//! caller's access context against the current index and say, round by round, what changed.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,6 +9,8 @@ use crate::access::AccessContext;
 use crate::engine::Engine;
 use crate::search::SearchRequest;
 use crate::trace::{EventBody, SearchRound, TraceFile, run_started};
+
+use super::{AccessMismatch, check_access};
 
 /// How a recorded hit list compares with today's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,11 +68,15 @@ pub struct ReplayReport {
 
 fn drift_of(
     engine: &Engine,
+    access: &AccessContext,
     chunk_id: &str,
     title_path: &str,
     recorded_hash: &str,
 ) -> Option<Drift> {
-    let current = engine.store().get(chunk_id).map(|c| c.content_hash.clone());
+    let current = engine
+        .store()
+        .get_visible(chunk_id, access)
+        .map(|c| c.content_hash.clone());
     match current {
         Some(h) if h == recorded_hash => None,
         current => Some(Drift {
@@ -83,10 +89,17 @@ fn drift_of(
     }
 }
 
-/// Re-runs every recorded search under the recorded access context (never a wider one).
-pub fn replay(engine: &Engine, file: &TraceFile) -> ReplayReport {
+/// Re-runs every recorded search under `caller`'s access context, which must be the one the
+/// run was recorded under (a round recorded with other filters is narrowed to `caller`, or not
+/// re-run when its tenant differs); every chunk is looked up under `caller` too.
+pub fn replay(
+    engine: &Engine,
+    file: &TraceFile,
+    caller: &AccessContext,
+) -> Result<ReplayReport, AccessMismatch> {
+    check_access(file, caller)?;
     let started = run_started(file);
-    let access = started.map(|s| s.access.clone()).unwrap_or_default();
+    let access = caller.clone();
     let mut rounds = Vec::new();
     for event in file.events() {
         let EventBody::Search(s) = &event.body else {
@@ -117,7 +130,7 @@ pub fn replay(engine: &Engine, file: &TraceFile) -> ReplayReport {
             for c in &a.citations {
                 if let Some(d) = hashes
                     .get(c.chunk_id.as_str())
-                    .and_then(|h| drift_of(engine, &c.chunk_id, &c.title_path, h))
+                    .and_then(|h| drift_of(engine, &access, &c.chunk_id, &c.title_path, h))
                 {
                     cited_drift.push(d);
                 }
@@ -126,7 +139,7 @@ pub fn replay(engine: &Engine, file: &TraceFile) -> ReplayReport {
     }
     let reproduced =
         cited_drift.is_empty() && rounds.iter().all(|r| r.verdict == RoundVerdict::Identical);
-    ReplayReport {
+    Ok(ReplayReport {
         run_id: file.run_id().map(|u| u.to_string()).unwrap_or_default(),
         question: started.map(|s| s.question.clone()).unwrap_or_default(),
         today: started.map(|s| s.today.clone()).unwrap_or_default(),
@@ -134,36 +147,49 @@ pub fn replay(engine: &Engine, file: &TraceFile) -> ReplayReport {
         rounds,
         cited_drift,
         reproduced,
-    }
+    })
 }
 
-fn replay_round(engine: &Engine, s: &SearchRound, recorded_access: &AccessContext) -> RoundReplay {
-    // The recorded filters are the run's context; the run_started access is the authority.
-    let mut access = recorded_access.clone();
-    if s.filters.tenant != access.tenant {
-        access.tenant = s.filters.tenant.clone();
-        access.roles.clear();
-    } else {
-        access.roles.retain(|r| s.filters.roles.contains(r));
-    }
-    let mut req = SearchRequest::new(s.keywords.clone(), s.top_k.max(1) as usize, access);
-    req.include_superseded = s.filters.include_superseded;
-    req.fusion = s.fusion.parse().ok();
+fn replay_round(engine: &Engine, s: &SearchRound, caller: &AccessContext) -> RoundReplay {
     let recorded: Vec<String> = s.hits.iter().map(|h| h.hit.chunk_id.clone()).collect();
     let mut drift: Vec<Drift> = s
         .hits
         .iter()
-        .filter_map(|h| drift_of(engine, &h.hit.chunk_id, &h.hit.title_path, &h.content_hash))
+        .filter_map(|h| {
+            drift_of(
+                engine,
+                caller,
+                &h.hit.chunk_id,
+                &h.hit.title_path,
+                &h.content_hash,
+            )
+        })
         .collect();
-    let (current, error) = match engine.search_docs(&req) {
-        Ok(resp) => (
-            resp.hits
-                .iter()
-                .map(|h| h.chunk_id.clone())
-                .collect::<Vec<_>>(),
-            None,
-        ),
-        Err(e) => (Vec::new(), Some(e.to_string())),
+    // The round's own filters may only narrow the caller's context, never widen or move it.
+    let (current, error) = if s.filters.tenant != caller.tenant {
+        (
+            Vec::new(),
+            Some(format!(
+                "not re-run: the round was recorded for tenant {}, not yours",
+                s.filters.tenant
+            )),
+        )
+    } else {
+        let mut access = caller.clone();
+        access.roles.retain(|r| s.filters.roles.contains(r));
+        let mut req = SearchRequest::new(s.keywords.clone(), s.top_k.max(1) as usize, access);
+        req.include_superseded = s.filters.include_superseded;
+        req.fusion = s.fusion.parse().ok();
+        match engine.search_docs(&req) {
+            Ok(resp) => (
+                resp.hits
+                    .iter()
+                    .map(|h| h.chunk_id.clone())
+                    .collect::<Vec<_>>(),
+                None,
+            ),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        }
     };
     let rec_set: HashSet<&String> = recorded.iter().collect();
     let cur_set: HashSet<&String> = current.iter().collect();

@@ -180,6 +180,13 @@ impl ChunkStore {
         self.by_id.get(id).map(|&i| &self.chunks[i])
     }
 
+    /// The chunk `id` if `access` may see it. A chunk of another tenant, or restricted to roles
+    /// the caller lacks, is `None` exactly as one that never existed, so a lookup by id (replay,
+    /// audit) cannot tell the two apart or reveal its content hash.
+    pub fn get_visible(&self, id: &str, access: &AccessContext) -> Option<&Chunk> {
+        self.get(id).filter(|c| access.allows(&c.tenant, &c.roles))
+    }
+
     /// A chunk and its analysed terms (analysed on the first call for that chunk).
     pub fn get_analysed(&self, id: &str) -> Option<(&Chunk, &ChunkTerms)> {
         let i = *self.by_id.get(id)?;

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use super::error::TraceError;
 use super::reader::{TraceFile, read_trace};
-use super::verify::{ChainReport, LedgerCheck, Verdict, assess, check_ledger, verify_chain};
+use super::verify::{
+    ChainReport, LedgerCheck, LedgerPolicy, Verdict, assess_with, check_ledger, verify_chain,
+};
 
 /// What the integrity check found.
 #[derive(Debug, Clone, Serialize)]
@@ -40,11 +42,21 @@ impl Integrity {
     }
 }
 
-/// Reads `path` and checks it. The trace is returned when it could be read, even if tampered
-/// (callers decide what they still show); I/O errors are errors.
+/// Reads `path` and checks it, a ledger required ([`LedgerPolicy::Required`]). The trace is
+/// returned when it could be read, even if tampered (callers decide what they still show); I/O
+/// errors are errors.
 pub fn check_integrity(
     path: &Path,
     key: Option<&[u8]>,
+) -> Result<(Integrity, Option<TraceFile>), TraceError> {
+    check_integrity_with(path, key, LedgerPolicy::Required)
+}
+
+/// [`check_integrity`] with the caller's [`LedgerPolicy`].
+pub fn check_integrity_with(
+    path: &Path,
+    key: Option<&[u8]>,
+    policy: LedgerPolicy,
 ) -> Result<(Integrity, Option<TraceFile>), TraceError> {
     let file = match read_trace(path) {
         Ok(f) => f,
@@ -69,12 +81,17 @@ pub fn check_integrity(
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
     let ledger = check_ledger(dir, &file, &name, key)?;
-    let verdict = assess(&chain, &ledger);
-    let (line, problems) = describe(&chain, &ledger);
+    let verdict = assess_with(&chain, &ledger, policy);
+    let (line, problems) = describe(&chain, &ledger, &name, policy);
     Ok((Integrity::from(verdict, line, problems), Some(file)))
 }
 
-fn describe(chain: &ChainReport, ledger: &LedgerCheck) -> (Option<usize>, Vec<String>) {
+fn describe(
+    chain: &ChainReport,
+    ledger: &LedgerCheck,
+    name: &str,
+    policy: LedgerPolicy,
+) -> (Option<usize>, Vec<String>) {
     let mut problems = Vec::new();
     let mut line = None;
     if let Some(p) = &chain.problem {
@@ -89,7 +106,16 @@ fn describe(chain: &ChainReport, ledger: &LedgerCheck) -> (Option<usize>, Vec<St
     match ledger {
         LedgerCheck::Matches { .. } => {}
         LedgerCheck::NotInLedger { note } => problems.push(format!("not in the ledger: {note}")),
-        LedgerCheck::LedgerMissing => problems.push("no ledger.jsonl beside the trace to compare with".to_string()),
+        LedgerCheck::LedgerMissing => problems.push(match policy {
+            LedgerPolicy::Required if chain.problem.is_none() => "no ledger.jsonl beside the trace: a finished run always writes one, so it was deleted or the trace was made elsewhere; pass --no-ledger to accept a trace without one".to_string(),
+            _ => "no ledger.jsonl beside the trace to compare with".to_string(),
+        }),
+        LedgerCheck::RunIdDiffers { ledger, actual } => problems.push(format!(
+            "the ledger recorded {name} for run {ledger}, but it holds run {actual}: the file was replaced by another run's trace"
+        )),
+        LedgerCheck::FileDiffers { ledger, actual } => problems.push(format!(
+            "the ledger recorded this run as {ledger}, not {actual}: the trace was copied or renamed"
+        )),
         LedgerCheck::LinesDiffer { ledger, actual } => {
             line = line.or(Some((*ledger.min(actual) + 1) as usize));
             problems.push(format!(

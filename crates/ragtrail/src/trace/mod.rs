@@ -27,11 +27,11 @@ pub use events::{
     RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, Sufficiency, TRACE_VERSION,
     TokenUsage, TraceEvent, TracedHit,
 };
-pub use integrity::{Integrity, check_integrity};
+pub use integrity::{Integrity, check_integrity, check_integrity_with};
 pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
 pub use reader::{RawLine, TraceFile, read_trace, run_started};
 pub use verify::{
-    ChainProblem, ChainReport, ChainStatus, LedgerCheck, NOT_IN_LEDGER_NOTE, ProblemKind, Verdict,
-    assess, check_ledger, verify_chain, verify_ledger,
+    ChainProblem, ChainReport, ChainStatus, LedgerCheck, LedgerPolicy, NOT_IN_LEDGER_NOTE,
+    ProblemKind, Verdict, assess, assess_with, check_ledger, verify_chain, verify_ledger,
 };
-pub use writer::{FinishedTrace, TraceWriter};
+pub use writer::{FinishedTrace, MAX_TRACE_STRING_BYTES, TraceWriter, bound_strings};

@@ -55,42 +55,53 @@ impl TraceFile {
 
 /// Reads and parses a trace; see [`TraceFile`] for how a torn last line is handled.
 ///
-/// Any other unparsable line is [`TraceError::Malformed`]; a line with `v` above 1 is
-/// [`TraceError::UnsupportedVersion`]; an empty file is [`TraceError::Empty`].
+/// The file is read a line at a time, so memory holds the parsed lines and one raw line, never
+/// the whole file twice. Any other unparsable line is [`TraceError::Malformed`]; a line with
+/// `v` above 1 is [`TraceError::UnsupportedVersion`]; an empty file is [`TraceError::Empty`].
 pub fn read_trace(path: &Path) -> Result<TraceFile, TraceError> {
-    let bytes = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
-    if bytes.is_empty() {
-        return Err(TraceError::Empty {
-            path: path.to_path_buf(),
-        });
-    }
-    let (complete, tail) = split_lines(&bytes);
-    let mut lines = Vec::with_capacity(complete.len());
-    for (i, raw) in complete.iter().enumerate() {
-        let line_no = i + 1;
-        let value = serde_json::from_slice::<Value>(raw).map_err(|e| TraceError::Malformed {
-            line: line_no,
-            message: e.to_string(),
-        })?;
-        let line = parse_line(line_no, value)?;
-        require_canonical(line_no, raw, &line.value)?;
-        lines.push(line);
-    }
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut lines = Vec::new();
     let mut torn_tail = None;
-    if let Some(raw) = tail {
-        let line_no = complete.len() + 1;
-        match serde_json::from_slice::<Value>(raw) {
-            // Cut exactly before its newline: the line itself is whole.
+    let mut raw = Vec::new();
+    let mut line_no = 0;
+    loop {
+        raw.clear();
+        let n = reader
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| TraceError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let terminated = raw.last() == Some(&b'\n');
+        if terminated {
+            raw.pop();
+        }
+        match serde_json::from_slice::<Value>(&raw) {
             Ok(value) => {
                 let line = parse_line(line_no, value)?;
-                require_canonical(line_no, raw, &line.value)?;
+                require_canonical(line_no, &raw, &line.value)?;
                 lines.push(line);
             }
-            Err(_) => {
+            // Cut mid-line by a writer that died: the last line, without its newline.
+            Err(_) if !terminated => {
                 tracing::warn!(path = %path.display(), line = line_no, "torn last line skipped");
                 torn_tail = Some(line_no);
             }
+            Err(e) => {
+                return Err(TraceError::Malformed {
+                    line: line_no,
+                    message: e.to_string(),
+                });
+            }
         }
+    }
+    if line_no == 0 {
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(TraceFile { lines, torn_tail })
 }

@@ -275,6 +275,11 @@ pub enum LedgerCheck {
     NotInLedger { note: &'static str },
     /// There is no ledger file to compare with.
     LedgerMissing,
+    /// The ledger recorded this file name for another run: the file was replaced by another
+    /// run's trace (a swap), which verifies on its own.
+    RunIdDiffers { ledger: Uuid, actual: Uuid },
+    /// The ledger recorded this run under another file name: the trace was copied or renamed.
+    FileDiffers { ledger: String, actual: String },
     /// The ledger recorded a different number of lines: the trace was cut or extended.
     LinesDiffer { ledger: u64, actual: u64 },
     /// Same length, different final hash: the trace was rewritten with a new chain.
@@ -320,9 +325,28 @@ pub fn check_ledger(
     let (Some(run_id), Some(actual_hash)) = (trace.run_id(), trace.final_hash()) else {
         return Ok(not_in_ledger);
     };
+    // The entry of this file name decides: it must name this run, and this run must be
+    // recorded under this name. Both are compared, so neither a swap nor a copy passes.
+    let by_file = ledger
+        .entries
+        .iter()
+        .rev()
+        .find(|l| l.entry.file == trace_file_name);
+    if let Some(line) = by_file.filter(|l| l.entry.run_id != run_id) {
+        return Ok(LedgerCheck::RunIdDiffers {
+            ledger: line.entry.run_id,
+            actual: run_id,
+        });
+    }
     let Some(found) = ledger.find(run_id, trace_file_name) else {
         return Ok(not_in_ledger);
     };
+    if found.entry.file != trace_file_name {
+        return Ok(LedgerCheck::FileDiffers {
+            ledger: found.entry.file.clone(),
+            actual: trace_file_name.to_string(),
+        });
+    }
     let actual_lines = trace.lines.len() as u64;
     Ok(if found.entry.lines != actual_lines {
         LedgerCheck::LinesDiffer {
@@ -376,17 +400,42 @@ impl Verdict {
     }
 }
 
+/// Whether a trace directory without a ledger is acceptable to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LedgerPolicy {
+    /// A finished run always leaves a ledger, so a finished trace without one is an integrity
+    /// failure (the ledger was deleted, or the trace was fabricated elsewhere).
+    #[default]
+    Required,
+    /// The caller accepts a missing ledger (`--no-ledger`): the trace is judged on its chain
+    /// alone, which is a finding, not clean.
+    Optional,
+}
+
+/// Folds the chain report and the ledger check into one verdict ([`LedgerPolicy::Required`]).
+pub fn assess(chain: &ChainReport, ledger: &LedgerCheck) -> Verdict {
+    assess_with(chain, ledger, LedgerPolicy::Required)
+}
+
 /// Folds the chain report and the ledger check into one verdict.
 ///
-/// An incomplete chain is only a finding when the ledger agrees the run never finished; if the
-/// ledger holds an entry, the trace lost lines after the fact.
-pub fn assess(chain: &ChainReport, ledger: &LedgerCheck) -> Verdict {
+/// An incomplete chain is only a finding when the ledger agrees the run never finished (or
+/// there is no ledger, as when the first run in a folder crashed); if the ledger holds an entry,
+/// the trace lost lines after the fact.
+pub fn assess_with(chain: &ChainReport, ledger: &LedgerCheck, policy: LedgerPolicy) -> Verdict {
     let status = chain.status();
     if status == ChainStatus::Tampered {
         return Verdict::IntegrityFailure;
     }
     match ledger {
-        LedgerCheck::LinesDiffer { .. }
+        LedgerCheck::LedgerMissing
+            if status == ChainStatus::Valid && policy == LedgerPolicy::Required =>
+        {
+            Verdict::IntegrityFailure
+        }
+        LedgerCheck::RunIdDiffers { .. }
+        | LedgerCheck::FileDiffers { .. }
+        | LedgerCheck::LinesDiffer { .. }
         | LedgerCheck::FinalHashDiffers { .. }
         | LedgerCheck::LedgerBroken { .. } => Verdict::IntegrityFailure,
         // A finished run is always recorded; an unrecorded one is either a fabricated trace or a

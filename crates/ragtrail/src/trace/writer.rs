@@ -8,11 +8,40 @@ use std::path::{Path, PathBuf};
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::canonical::ZERO_HASH;
+use serde_json::Value;
+
+use super::canonical::{ZERO_HASH, digest_hex};
 use super::error::TraceError;
 use super::events::{EventBody, RunFinished, RunStatus, TRACE_VERSION, TraceEvent};
 use super::ledger;
 use super::seal::{now_millis, open_private, seal};
+
+/// The longest string a trace line keeps whole (a model's reply, a question); a longer one is
+/// cut, and the cut says how long it was and its SHA-256, so the trace stays bounded whatever
+/// the model sends and the original can still be matched.
+pub const MAX_TRACE_STRING_BYTES: usize = 64 * 1024;
+
+/// Replaces every string longer than `max` bytes in `value` by its first `max` bytes (at a
+/// character boundary) and `… [truncated by ragtrail: N bytes, sha256 H]`.
+pub fn bound_strings(value: &mut Value, max: usize) {
+    match value {
+        Value::String(s) if s.len() > max => {
+            let end = (0..=max)
+                .rev()
+                .find(|&i| s.is_char_boundary(i))
+                .unwrap_or(0);
+            let cut = &s[..end];
+            *s = format!(
+                "{cut}… [truncated by ragtrail: {} bytes, sha256 {}]",
+                s.len(),
+                digest_hex(s.as_bytes(), None)
+            );
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| bound_strings(v, max)),
+        Value::Object(map) => map.values_mut().for_each(|v| bound_strings(v, max)),
+        _ => {}
+    }
+}
 
 /// Writes one run's trace: `<dir>/<UTC start>-<runId>.jsonl`, owner-only, never overwritten.
 ///
@@ -183,7 +212,8 @@ impl TraceWriter {
             hash: String::new(),
             body,
         };
-        let value = serde_json::to_value(&event).map_err(TraceError::Encode)?;
+        let mut value = serde_json::to_value(&event).map_err(TraceError::Encode)?;
+        bound_strings(&mut value, MAX_TRACE_STRING_BYTES);
         let (value, line, hash) = seal(value, self.key.as_deref())?;
         let event: TraceEvent = serde_json::from_value(value).map_err(TraceError::Encode)?;
         if let Err(e) = self

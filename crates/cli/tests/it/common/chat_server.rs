@@ -101,6 +101,9 @@ pub enum Reply {
         headers: Vec<(&'static str, String)>,
         body: String,
     },
+    /// 200 with this body sent in 64 KiB chunks and no `Content-Length`, so a client only
+    /// learns its size by reading it.
+    Chunked(Vec<u8>),
     /// Wait this long, then answer with the inner reply (a hung server when the wait is long).
     After(Duration, Box<Reply>),
 }
@@ -252,6 +255,15 @@ async fn respond(mut reply: Reply) -> Response {
                 reply = *inner;
             }
             Reply::Json(v) => return (StatusCode::OK, axum::Json(v)).into_response(),
+            Reply::Chunked(bytes) => {
+                let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
+                    .chunks(64 * 1024)
+                    .map(|c| Ok(Bytes::copy_from_slice(c)))
+                    .collect();
+                let body = axum::body::Body::from_stream(futures_util::stream::iter(chunks));
+                return (StatusCode::OK, [("content-type", "application/json")], body)
+                    .into_response();
+            }
             Reply::Status {
                 status,
                 headers,
