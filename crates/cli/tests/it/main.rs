@@ -5,6 +5,7 @@ mod common;
 
 mod adversarial;
 mod agent;
+mod clean_text;
 mod cli_embedder;
 mod conversation;
 mod eval_agent;

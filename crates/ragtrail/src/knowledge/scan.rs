@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::chunker::first_h1;
+use super::plain::inline_to_plain;
 use super::{
     Chunk, ChunkLimits, DocStatus, Document, KnowledgeError, chunk_document, sha256_hex,
     split_front_matter,
@@ -171,9 +172,14 @@ pub(crate) fn parse_document(
                 .map(|s| s.to_string_lossy().to_string())
                 .unwrap_or_else(|| source.to_string())
         });
+    let title = if markdown {
+        inline_to_plain(&title)
+    } else {
+        title.trim().to_string()
+    };
     let doc = Document {
         source: source.to_string(),
-        title: title.trim().to_string(),
+        title,
         tenant: fm
             .tenant
             .clone()
