@@ -307,13 +307,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
+    open_engine_as(global, false)
+}
+
+/// `for_rebuild`: an index written in an older format opens empty, to be rebuilt.
+fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::Result<Engine> {
     let embedder = embed::from_config(&global.embed.config()).context("setting up the embedder")?;
     if let Some(url) = global.database_url() {
         return Engine::open_postgres(&global.data_dir, url, embedder)
             .context("opening the knowledge base in PostgreSQL");
     }
-    Engine::open_with(&global.data_dir, embedder)
-        .with_context(|| format!("opening the data directory {}", global.data_dir.display()))
+    let engine = if for_rebuild {
+        Engine::open_for_rebuild(&global.data_dir, embedder)
+    } else {
+        Engine::open_with(&global.data_dir, embedder)
+    };
+    engine.with_context(|| format!("opening the data directory {}", global.data_dir.display()))
 }
 
 /// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.
@@ -410,7 +419,7 @@ fn run_ingest(
 
 fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.clone().unwrap_or_else(|| global.knowledge.clone());
-    let mut engine = open_engine(global)?;
+    let mut engine = open_engine_as(global, args.rebuild)?;
     let mut options = IngestOptions {
         rebuild: args.rebuild,
         ..global.ingest_options()

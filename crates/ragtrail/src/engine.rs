@@ -109,7 +109,28 @@ impl Engine {
 
     /// Opens the data directory with a chosen embedder.
     pub fn open_with(data_dir: &Path, embedder: Arc<dyn Embedder>) -> Result<Self, EngineError> {
-        let store = ChunkStore::open(&data_dir.join("store"))?;
+        Self::open_store(
+            data_dir,
+            embedder,
+            ChunkStore::open(&data_dir.join("store"))?,
+        )
+    }
+
+    /// [`Engine::open_with`] for `ingest --rebuild`: a chunk store written in another format
+    /// (by an older ragtrail) opens empty, to be rebuilt, instead of failing.
+    pub fn open_for_rebuild(
+        data_dir: &Path,
+        embedder: Arc<dyn Embedder>,
+    ) -> Result<Self, EngineError> {
+        let store = ChunkStore::open_for_rebuild(&data_dir.join("store"))?;
+        Self::open_store(data_dir, embedder, store)
+    }
+
+    fn open_store(
+        data_dir: &Path,
+        embedder: Arc<dyn Embedder>,
+        store: ChunkStore,
+    ) -> Result<Self, EngineError> {
         let index = Bm25Index::open_or_create(&data_dir.join("index"))?;
         // The default fusion depends on whether the vector leg is lexical or semantic.
         let settings = SearchSettings::for_embedder(&embedder.info().kind);

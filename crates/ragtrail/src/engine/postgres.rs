@@ -154,7 +154,7 @@ impl Engine {
 
     fn install_snapshot(&mut self, snapshot: Snapshot) {
         let manifest = StoreManifest {
-            format: 1,
+            format: knowledge::TEXT_FORMAT,
             generation: snapshot.data_version,
             updated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             knowledge_root: snapshot.knowledge_root,
@@ -247,7 +247,7 @@ impl Engine {
         // the index behind (or another process ingested since this one loaded).
         self.pg_repair_if_stale(progress)?;
         let info = self.embedder.info();
-        let (space, active, start_version) = {
+        let (space, active, start_version, other_format) = {
             let Some(pg) = self.backend.pg() else {
                 return Err(EngineError::Postgres(
                     crate::store::postgres::PgError::Invalid("no database".to_string()),
@@ -255,12 +255,27 @@ impl Engine {
             };
             // First, so that a changed dimension of the same embedder gets its own error.
             let space = pg.store.ensure_space(&info, options.rebuild)?;
-            (space, pg.space.clone(), self.store.generation())
+            // Chunks written by an engine of another text format are re-read, unchanged
+            // files included.
+            let other_format = !self.store.documents().is_empty()
+                && pg.store.text_format()? != knowledge::TEXT_FORMAT;
+            (
+                space,
+                pg.space.clone(),
+                self.store.generation(),
+                other_format,
+            )
         };
         if !options.rebuild && !self.store.chunks().is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
-        let rebuild = options.rebuild || active.as_ref().is_some_and(|a| a.id != space.id);
+        if other_format {
+            tracing::warn!(
+                "the chunks in PostgreSQL were written in another text format (Markdown as written, before plain text); re-reading every document"
+            );
+        }
+        let rebuild =
+            options.rebuild || other_format || active.as_ref().is_some_and(|a| a.id != space.id);
         let scan = knowledge::scan(root, &options.scan)?;
         let plan = plan_ingest(self.store.documents(), &scan, root, rebuild);
         let mut summary = IngestSummary {

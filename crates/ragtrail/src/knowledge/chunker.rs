@@ -1,9 +1,11 @@
 //! Heading-aware chunking. A chunk never spans two sections; a long section is split on paragraph
-//! boundaries under a size cap; a Markdown table stays whole unless it alone exceeds the cap, in
-//! which case it is split by rows with its header repeated.
+//! boundaries under a size cap; a table stays whole unless it alone exceeds the cap, in which case
+//! it is split by rows. Chunk text, headings and titles are plain text (see [`super::plain`]):
+//! every table row names its header cells, so a split table or a quoted row keeps its header.
 
 use std::collections::HashMap;
 
+use super::plain::{inline_to_plain, markdown_to_plain};
 use super::{Chunk, Document, TITLE_SEPARATOR, chunk_id, sha256_hex};
 use crate::text::char_len;
 
@@ -21,6 +23,10 @@ impl Default for ChunkLimits {
 }
 
 struct Section<'a> {
+    /// The heading path as written in the source: what the chunk id is computed from, so ids
+    /// stay those of the Markdown the file holds.
+    source_headings: Vec<String>,
+    /// The heading path as plain text: what titlePaths and anchors show.
     headings: Vec<String>,
     lines: Vec<&'a str>,
 }
@@ -37,6 +43,7 @@ pub fn chunk_document(
         split_sections(body, &doc.title)
     } else {
         vec![Section {
+            source_headings: Vec::new(),
             headings: Vec::new(),
             lines: body.lines().collect(),
         }]
@@ -44,7 +51,7 @@ pub fn chunk_document(
     let mut anchors: HashMap<String, usize> = HashMap::new();
     let mut chunks = Vec::new();
     for section in sections {
-        let texts = pack(&blocks(&section.lines), limits.max_chars.max(50));
+        let texts = pack(&blocks(&section.lines, markdown), limits.max_chars.max(50));
         if texts.is_empty() {
             continue;
         }
@@ -70,7 +77,7 @@ pub fn chunk_document(
         for (ordinal, text) in texts.into_iter().enumerate() {
             let ordinal = ordinal as u32;
             chunks.push(Chunk {
-                id: chunk_id(&doc.source, &section.headings, ordinal),
+                id: chunk_id(&doc.source, &section.source_headings, ordinal),
                 source: doc.source.clone(),
                 title_path: title_path.clone(),
                 headings: section.headings.clone(),
@@ -107,10 +114,12 @@ pub(super) fn first_h1(body: &str) -> Option<String> {
 
 fn split_sections<'a>(body: &'a str, title: &str) -> Vec<Section<'a>> {
     let mut sections = vec![Section {
+        source_headings: Vec::new(),
         headings: Vec::new(),
         lines: Vec::new(),
     }];
-    let mut stack: Vec<(usize, String)> = Vec::new();
+    // (level, heading as written, heading as plain text)
+    let mut stack: Vec<(usize, String, String)> = Vec::new();
     let mut fence = None;
     for line in body.lines() {
         let in_fence_before = fence.is_some();
@@ -119,13 +128,15 @@ fn split_sections<'a>(body: &'a str, title: &str) -> Vec<Section<'a>> {
             && !is_fence_line
             && let Some((level, text)) = heading(line)
         {
-            stack.retain(|(l, _)| *l < level);
+            stack.retain(|(l, _, _)| *l < level);
+            let plain = inline_to_plain(&text);
             // A top-level heading that repeats the title is the title, not a section name.
-            if !(level == 1 && text == title) {
-                stack.push((level, text));
+            if !(level == 1 && plain == title) {
+                stack.push((level, text, plain));
             }
             sections.push(Section {
-                headings: stack.iter().map(|(_, t)| t.clone()).collect(),
+                source_headings: stack.iter().map(|(_, t, _)| t.clone()).collect(),
+                headings: stack.iter().map(|(_, _, p)| p.clone()).collect(),
                 lines: Vec::new(),
             });
             continue;
@@ -209,8 +220,32 @@ fn is_table_line(line: &str) -> bool {
     line.trim_start().starts_with('|')
 }
 
+/// A section's blocks as plain text: Markdown blocks are rendered (a table to one line per row),
+/// and a block left with no text (a lone template tag, an HTML comment) is dropped. Plain-text
+/// files are taken as written.
+fn blocks(lines: &[&str], markdown: bool) -> Vec<Block> {
+    let raw = source_blocks(lines);
+    if !markdown {
+        return raw;
+    }
+    raw.into_iter()
+        .filter_map(|block| match block {
+            Block::Paragraph(p) => {
+                Some(Block::Paragraph(markdown_to_plain(&p))).filter(|b| !b.text().is_empty())
+            }
+            Block::Table(rows) => {
+                let rows: Vec<String> = markdown_to_plain(&rows.join("\n"))
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
+                Some(Block::Table(rows)).filter(|b| !b.text().is_empty())
+            }
+        })
+        .collect()
+}
+
 /// Groups a section's lines into paragraphs, tables and fenced blocks (kept as one paragraph).
-fn blocks(lines: &[&str]) -> Vec<Block> {
+fn source_blocks(lines: &[&str]) -> Vec<Block> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -289,26 +324,28 @@ fn pack(blocks: &[Block], max: usize) -> Vec<String> {
     out
 }
 
-/// Splits a table by rows, repeating its header (and separator row) in every part.
+/// Splits a table by rows (each row names its header cells, so no part loses the header); a row
+/// longer than `max` is split like a paragraph.
 fn split_table(rows: &[String], max: usize) -> Vec<String> {
-    let header_len = if rows.len() > 1 && rows[1].contains("---") {
-        2
-    } else {
-        1
-    };
-    let header = rows[..header_len.min(rows.len())].join("\n");
     let mut parts = Vec::new();
-    let mut current = header.clone();
-    let mut has_rows = false;
-    for row in &rows[header_len.min(rows.len())..] {
-        if has_rows && char_len(&current) + 1 + char_len(row) > max {
-            parts.push(std::mem::replace(&mut current, header.clone()));
+    let mut current = String::new();
+    for row in rows {
+        if char_len(row) > max {
+            if !current.is_empty() {
+                parts.push(std::mem::take(&mut current));
+            }
+            parts.extend(split_paragraph(row, max));
+            continue;
         }
-        current.push('\n');
+        if !current.is_empty() && char_len(&current) + 1 + char_len(row) > max {
+            parts.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push('\n');
+        }
         current.push_str(row);
-        has_rows = true;
     }
-    if has_rows {
+    if !current.is_empty() {
         parts.push(current);
     }
     parts
@@ -431,10 +468,12 @@ mod tests {
     }
 
     #[test]
-    fn tables_stay_whole_and_oversized_tables_repeat_their_header() {
+    fn tables_stay_whole_and_oversized_tables_split_by_rows_that_name_their_header() {
         let mut table = String::from("| 城市 | 标准 |\n| --- | --- |\n");
+        let mut rows = Vec::new();
         for i in 0..40 {
-            table.push_str(&format!("| 城市{i} | {i}00元 |\n"));
+            table.push_str(&format!("| 城市{i} | **{i}00元** |\n"));
+            rows.push(format!("城市：城市{i}，标准：{i}00元"));
         }
         let body = format!("## 标准\n\n{table}");
         let whole = chunk_document(
@@ -444,7 +483,7 @@ mod tests {
             ChunkLimits { max_chars: 5000 },
         );
         assert_eq!(whole.len(), 1);
-        assert_eq!(whole[0].text, table.trim_end());
+        assert_eq!(whole[0].text, rows.join("\n"));
         let split = chunk_document(
             &doc("p.md", "T"),
             &body,
@@ -454,14 +493,33 @@ mod tests {
         assert!(split.len() > 2);
         for c in &split {
             assert!(
-                c.text.starts_with("| 城市 | 标准 |\n| --- | --- |\n| 城市"),
+                c.text
+                    .lines()
+                    .all(|l| l.starts_with("城市：城市") && l.contains("，标准：")),
                 "{}",
                 c.text
             );
             assert!(char_len(&c.text) <= 200);
         }
-        let rows: usize = split.iter().map(|c| c.text.lines().count() - 2).sum();
-        assert_eq!(rows, 40);
+        let split_rows: Vec<&str> = split.iter().flat_map(|c| c.text.lines()).collect();
+        assert_eq!(split_rows, rows);
+    }
+
+    #[test]
+    fn chunk_text_and_title_paths_are_plain_text_and_ids_follow_the_source_headings() {
+        let body = "## **Resources**\n\n- [OPM page]({% page \"/opm\" %}) and \
+                    <a href=\"https://x.gov\">the form</a>\n\n{% alert %}\n";
+        let chunks = chunk_document(&doc("p.md", "T"), body, true, ChunkLimits::default());
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0].title_path, "T / Resources");
+        assert_eq!(chunks[0].headings, vec!["Resources".to_string()]);
+        assert_eq!(chunks[0].source_uri, "p.md#resources");
+        assert_eq!(chunks[0].text, "OPM page and the form");
+        assert_eq!(
+            chunks[0].id,
+            chunk_id("p.md", &["**Resources**".to_string()], 0)
+        );
+        assert_eq!(chunks[0].content_hash, sha256_hex(b"OPM page and the form"));
     }
 
     #[test]

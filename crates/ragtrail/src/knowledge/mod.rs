@@ -3,11 +3,13 @@
 
 mod chunker;
 mod front_matter;
+mod plain;
 mod scan;
 mod stamps;
 
 pub use chunker::{ChunkLimits, chunk_document};
 pub use front_matter::{FrontMatter, split_front_matter};
+pub use plain::{inline_to_plain, markdown_to_plain};
 pub use scan::{DefaultAccess, ScanOptions, ScanReport, SkippedFile, scan};
 pub use stamps::{FileStamp, FolderStamps, KnowledgeChanges};
 
@@ -55,17 +57,20 @@ pub struct Document {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Chunk {
-    /// Names the chunk's place: hash of (source, heading path, ordinal within the section).
+    /// Names the chunk's place: hash of (source, heading path as written in the source, ordinal
+    /// within the section).
     pub id: String,
     pub source: String,
-    /// Document title, then each heading, joined with ` / `.
+    /// Document title, then each heading, joined with ` / ` (plain text, no Markdown).
     pub title_path: String,
-    /// The heading path below the title.
+    /// The heading path below the title, as plain text.
     pub headings: Vec<String>,
     /// `source#anchor` (no `#` for text before the first heading).
     pub source_uri: String,
     /// Position of the chunk within its section, from 0.
     pub ordinal: u32,
+    /// Plain text (Markdown rendered; a table row names its header cells): what is indexed,
+    /// embedded, shown and quoted.
     pub text: String,
     /// SHA-256 of `text`: an edited paragraph keeps its id and changes this.
     pub content_hash: String,
@@ -75,6 +80,11 @@ pub struct Chunk {
     pub updated: Option<String>,
     pub status: DocStatus,
 }
+
+/// What chunk text is: 2, plain text rendered from the Markdown (1 was the Markdown as written).
+/// A store holding chunks of another format must be rebuilt: unchanged files would otherwise
+/// keep their old chunks.
+pub const TEXT_FORMAT: u32 = 2;
 
 /// Separator between the parts of a `titlePath`.
 pub const TITLE_SEPARATOR: &str = " / ";

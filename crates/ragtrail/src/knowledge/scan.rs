@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::chunker::first_h1;
+use super::plain::inline_to_plain;
 use super::{
     Chunk, ChunkLimits, DocStatus, Document, KnowledgeError, chunk_document, sha256_hex,
     split_front_matter,
@@ -197,9 +198,14 @@ pub(crate) fn parse_document(
                 .unwrap_or_else(|| source.to_string())
         });
     let tenant_from_default = fm.tenant.is_none();
+    let title = if markdown {
+        inline_to_plain(&title)
+    } else {
+        title.trim().to_string()
+    };
     let doc = Document {
         source: source.to_string(),
-        title: title.trim().to_string(),
+        title,
         tenant: fm
             .tenant
             .clone()

@@ -15,7 +15,10 @@ use crate::embed::EmbedderInfo;
 use crate::index::chunk_id_to_u64;
 use crate::knowledge::{Chunk, DocStatus, Document};
 
-const FORMAT: u32 = 1;
+/// Follows [`crate::knowledge::TEXT_FORMAT`]: 2, chunk text, headings and titlePaths are plain
+/// text rendered from the Markdown (1 held the Markdown as written). Chunk ids did not change,
+/// but what is indexed and embedded did.
+const FORMAT: u32 = crate::knowledge::TEXT_FORMAT;
 const CURRENT: &str = "CURRENT";
 const MANIFEST: &str = "manifest.json";
 const CHUNKS: &str = "chunks.jsonl";
@@ -62,12 +65,38 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 impl ChunkStore {
     /// Opens the store in `dir` (an empty store when nothing was ingested yet).
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_as(dir, false)
+    }
+
+    /// [`ChunkStore::open`] for `ingest --rebuild`: a store of another format opens empty
+    /// (its generation number kept, so the rebuilt generation replaces it) instead of failing.
+    pub fn open_for_rebuild(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_as(dir, true)
+    }
+
+    fn open_as(dir: &Path, discard_other_format: bool) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let current = dir.join(CURRENT);
         let (manifest, chunks, vectors) = match std::fs::read_to_string(&current) {
             Ok(name) => {
                 let gen_dir = dir.join(name.trim());
-                let manifest = read_manifest(&gen_dir)?;
+                let manifest = match read_manifest(&gen_dir) {
+                    Err(StoreError::Format { .. }) if discard_other_format => {
+                        let generation = read_generation(&gen_dir).unwrap_or(0);
+                        let manifest = StoreManifest {
+                            format: FORMAT,
+                            generation,
+                            ..StoreManifest::default()
+                        };
+                        return Ok(Self::from_parts(
+                            dir.to_path_buf(),
+                            manifest,
+                            Vec::new(),
+                            VectorIndex::new(0),
+                        ));
+                    }
+                    other => other?,
+                };
                 let chunks = read_chunks(&gen_dir.join(CHUNKS))?;
                 let vectors = read_vectors(&gen_dir.join(VECTORS), &manifest, chunks.len())?;
                 (manifest, chunks, vectors)
@@ -305,6 +334,13 @@ fn read_manifest(gen_dir: &Path) -> Result<StoreManifest, StoreError> {
         });
     }
     Ok(manifest)
+}
+
+/// The generation number of a manifest of any format.
+fn read_generation(gen_dir: &Path) -> Option<u64> {
+    let bytes = std::fs::read(gen_dir.join(MANIFEST)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    value.get("generation")?.as_u64()
 }
 
 fn read_vectors(

@@ -34,7 +34,7 @@ pub enum StoreError {
         message: String,
     },
     #[error(
-        "chunk store at {path} has format {found}, this ragtrail reads format {supported}; upgrade ragtrail or run `ragtrail ingest --rebuild`"
+        "chunk store at {path} has format {found}, this ragtrail reads format {supported} (since format 2 chunk text is plain text rendered from the Markdown); run `ragtrail ingest --rebuild` to rebuild it from the knowledge folder, or use the ragtrail that wrote it"
     )]
     Format {
         path: String,

@@ -349,6 +349,15 @@ impl PgStore {
             .map_err(|e| self.err(e))
     }
 
+    /// The text format of the stored chunks ([`crate::knowledge::TEXT_FORMAT`] of the engine
+    /// whose ingest last committed).
+    pub fn text_format(&self) -> Result<u32, PgError> {
+        let v: i32 = self
+            .block_on(sqlx::query_scalar("select text_format from kb_state").fetch_one(&self.pool))
+            .map_err(|e| self.err(e))?;
+        Ok(v as u32)
+    }
+
     /// The current `kb_state.data_version`.
     pub fn data_version(&self) -> Result<u64, PgError> {
         let v: i64 = self
@@ -541,11 +550,13 @@ impl PgStore {
             .block_on(async {
                 let mut tx = self.pool.begin().await?;
                 let v: i64 = sqlx::query_scalar(
-                    "update kb_state set last_run = $1, active_space = $2, updated_at = now()
+                    "update kb_state set last_run = $1, active_space = $2, text_format = $3,
+                     updated_at = now()
                      returning data_version",
                 )
                 .bind(run)
                 .bind(space.id)
+                .bind(crate::knowledge::TEXT_FORMAT as i32)
                 .fetch_one(&mut *tx)
                 .await?;
                 sqlx::query(
