@@ -6,6 +6,7 @@ mod common;
 mod adversarial;
 mod agent;
 mod cli_embedder;
+mod embed_server;
 mod conversation;
 mod eval_agent;
 mod eval_retrieval;

@@ -2,6 +2,7 @@
 //! scripted chat server, the PostgreSQL test database.
 
 pub mod chat_server;
+pub mod embed_server;
 pub mod pg;
 
 use std::path::{Path, PathBuf};
