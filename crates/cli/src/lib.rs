@@ -188,6 +188,17 @@ pub struct EmbedArgs {
         value_name = "N"
     )]
     pub embed_max_chars: Option<usize>,
+    /// How queries and passages are marked for the endpoint: none, input-type (an input_type
+    /// field "query"/"passage", as scripts/embed-server.sh's server wants), e5 (text prefixes
+    /// "query: "/"passage: "), bge, nomic, input-type:QUERY,PASSAGE or prefix:QUERY|PASSAGE.
+    /// Part of the index: changing it needs `ingest --rebuild` [default: none].
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_EMBED_MARKING",
+        value_name = "MARKING"
+    )]
+    pub embed_marking: Option<embed::Marking>,
 }
 
 impl EmbedArgs {
@@ -202,6 +213,7 @@ impl EmbedArgs {
             batch_size: self.embed_batch_size,
             concurrency: self.embed_concurrency,
             max_input_chars: self.embed_max_chars,
+            marking: self.embed_marking.clone(),
         }
     }
 }

@@ -36,6 +36,11 @@ struct Status {
     /// What this invocation's configuration would use.
     configured_embedder: Option<EmbedderInfo>,
     configured_embedder_error: Option<String>,
+    /// For an embeddings endpoint: whether it answered a probe query just now (`None`: not an
+    /// endpoint). The marking is in `configuredEmbedder.marking` (absent: none).
+    embedder_reachable: Option<bool>,
+    /// The endpoint's URL, when the configured embedder is one.
+    embedder_url: Option<String>,
     /// Whether searching now would work (`None`: nothing to compare).
     embedder_matches: Option<bool>,
     /// Knowledge files edited, added or removed since the last ingest (`None`: not tracked).
@@ -62,11 +67,26 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         .and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok())
         .map(|t| (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds());
     let index_embedder = manifest.and_then(|m| m.embedder.clone());
-    let (configured_embedder, configured_embedder_error) =
-        match embed::from_config(&global.embed.config()) {
-            Ok(e) => (Some(e.info()), None),
-            Err(e) => (None, Some(e.to_string())),
+    let config = global.embed.config();
+    let is_endpoint = config.resolved_choice() == embed::EmbedderChoice::Http;
+    let (configured_embedder, configured_embedder_error, embedder_reachable) =
+        match embed::from_config(&config) {
+            // An endpoint is asked for one query vector: configured is not the same as up.
+            Ok(e) if is_endpoint => match e.embed_query(&["status probe"]) {
+                Ok(_) => (Some(e.info()), None, Some(true)),
+                Err(err) => (Some(e.info()), Some(err.to_string()), Some(false)),
+            },
+            Ok(e) => (Some(e.info()), None, None),
+            Err(e) => (None, Some(e.to_string()), is_endpoint.then_some(false)),
         };
+    let embedder_url = if is_endpoint {
+        config
+            .base_url
+            .as_deref()
+            .map(|u| ragtrail::http::display_url(u.trim()))
+    } else {
+        None
+    };
     let embedder_matches = match (&index_embedder, &configured_embedder) {
         (Some(stored), Some(configured)) if ingested => Some(stored == configured),
         _ => None,
@@ -84,6 +104,8 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         index_embedder,
         configured_embedder,
         configured_embedder_error,
+        embedder_reachable,
+        embedder_url,
         embedder_matches,
         knowledge_changes: ingested
             .then(|| ragtrail::engine::knowledge_changes_in(&global.data_dir))
@@ -105,7 +127,10 @@ fn describe(info: &EmbedderInfo) -> String {
         embed::LOCAL_KIND | embed::http::KIND => " — semantic",
         _ => "",
     };
-    format!("{} {} ({} dims){nature}", info.kind, info.model, info.dims)
+    format!(
+        "{} {} ({} dims){nature}; query/passage marking: {}",
+        info.kind, info.model, info.dims, info.marking
+    )
 }
 
 fn render(s: &Status) -> String {
@@ -167,6 +192,15 @@ fn render(s: &Status) -> String {
         (Some(info), _) => line("configured embedder", describe(info)),
         (None, Some(err)) => line("configured embedder", format!("unavailable: {err}")),
         (None, None) => {}
+    }
+    let url = s.embedder_url.as_deref().unwrap_or("the endpoint");
+    match (s.embedder_reachable, &s.configured_embedder_error) {
+        (Some(true), _) => line("endpoint", format!("{url}: reachable (answered a probe)")),
+        (Some(false), Some(err)) if s.configured_embedder.is_some() => {
+            line("endpoint", format!("{url}: NOT reachable: {err}"))
+        }
+        (Some(false), _) => line("endpoint", format!("{url}: NOT reachable")),
+        (None, _) => {}
     }
     match s.embedder_matches {
         Some(true) => line("vectors", "match the configured embedder".into()),

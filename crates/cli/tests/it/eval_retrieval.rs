@@ -58,6 +58,7 @@ impl Embedder for TopicEmbedder {
             kind: "test".into(),
             model: "topics-v1".into(),
             dims: 4,
+            ..Default::default()
         }
     }
 

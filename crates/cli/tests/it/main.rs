@@ -8,6 +8,7 @@ mod agent;
 mod ask_display;
 mod clean_text;
 mod cli_embedder;
+mod embed_server;
 mod conversation;
 mod eval_agent;
 mod eval_retrieval;

@@ -341,6 +341,7 @@ fn a_selective_filter_still_returns_top_k_through_the_hnsw_index() {
         kind: "synthetic".to_string(),
         model: "uniform-v1".to_string(),
         dims: DIMS as u32,
+        ..Default::default()
     };
     let space = store.ensure_space(&info, false).expect("space");
     let mut rng = Rng(7);

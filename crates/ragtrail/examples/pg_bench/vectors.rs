@@ -105,6 +105,11 @@ impl Embedder for CachedEmbedder {
         self.info.clone()
     }
 
+    /// Queries are few and marked differently from passages: never cached.
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_query(texts)
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let keys: Vec<Key> = texts.iter().map(|t| self.key(t)).collect();
         let missing: Vec<usize> = {

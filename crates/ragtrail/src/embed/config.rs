@@ -9,6 +9,7 @@ use super::http::{
 };
 #[cfg(feature = "local-embed")]
 use super::local::{LocalEmbedder, LocalOptions};
+use super::marking::Marking;
 use super::{EmbedError, Embedder, HashingEmbedder};
 use crate::http::RetryPolicy;
 
@@ -58,6 +59,9 @@ pub struct EmbedConfig {
     pub concurrency: Option<usize>,
     /// Longest input sent to an endpoint, in characters (longer ones are cut and counted).
     pub max_input_chars: Option<usize>,
+    /// How queries and passages are marked for the endpoint (`RAGTRAIL_EMBED_MARKING`); unset:
+    /// not at all.
+    pub marking: Option<Marking>,
 }
 
 impl std::fmt::Debug for EmbedConfig {
@@ -72,6 +76,7 @@ impl std::fmt::Debug for EmbedConfig {
             .field("batch_size", &self.batch_size)
             .field("concurrency", &self.concurrency)
             .field("max_input_chars", &self.max_input_chars)
+            .field("marking", &self.marking)
             .finish()
     }
 }
@@ -119,6 +124,11 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
                         "the local embedder needs a model folder: set RAGTRAIL_EMBED_MODEL_DIR (or --embed-model-dir)".into(),
                     )
                 })?;
+            if config.marking.as_ref().is_some_and(|m| !m.is_none()) {
+                return Err(EmbedError::Config(
+                    "the local embedder embeds queries and passages alike (RAGTRAIL_EMBED_MARKING is for the http embedder): unset it, or set it to none".into(),
+                ));
+            }
             let mut options = LocalOptions::default();
             if let Some(b) = config.batch_size {
                 options.batch_size = b;
@@ -148,6 +158,7 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
                 batch_size: config.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
                 concurrency: config.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
                 max_input_chars: config.max_input_chars.unwrap_or(DEFAULT_MAX_INPUT_CHARS),
+                marking: config.marking.clone().unwrap_or_default(),
                 policy: RetryPolicy::default(),
             };
             Ok(Arc::new(HttpEmbedder::connect(http)?))

@@ -116,6 +116,7 @@ impl HashingEmbedder {
             kind: KIND.to_owned(),
             model: MODEL.to_owned(),
             dims: u32::try_from(self.dims).unwrap_or(u32::MAX),
+            marking: super::Marking::None,
         }
     }
 

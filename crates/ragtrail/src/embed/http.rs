@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::marking::{Marking, Side};
 use super::{EmbedError, Embedder, EmbedderInfo};
 use crate::http::{EndpointSettings, HttpError, JsonClient, RetryPolicy};
 
@@ -54,6 +55,8 @@ pub struct HttpEmbedderConfig {
     pub batch_size: usize,
     pub concurrency: usize,
     pub max_input_chars: usize,
+    /// How queries and passages are marked (an `input_type` field or a text prefix).
+    pub marking: Marking,
     pub policy: RetryPolicy,
 }
 
@@ -67,6 +70,7 @@ impl HttpEmbedderConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             concurrency: DEFAULT_CONCURRENCY,
             max_input_chars: DEFAULT_MAX_INPUT_CHARS,
+            marking: Marking::None,
             policy: RetryPolicy::default(),
         }
     }
@@ -82,6 +86,7 @@ impl std::fmt::Debug for HttpEmbedderConfig {
             .field("batch_size", &self.batch_size)
             .field("concurrency", &self.concurrency)
             .field("max_input_chars", &self.max_input_chars)
+            .field("marking", &self.marking)
             .field("policy", &self.policy)
             .finish()
     }
@@ -91,6 +96,9 @@ impl std::fmt::Debug for HttpEmbedderConfig {
 struct EmbeddingsRequest<'a> {
     model: &'a str,
     input: &'a [&'a str],
+    /// Sent only with an `input_type` marking: some servers reject fields they do not know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_type: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -171,8 +179,15 @@ impl HttpEmbedder {
         self.truncated.load(Ordering::Relaxed)
     }
 
-    fn prepare<'a>(&self, text: &'a str) -> &'a str {
-        let max = self.config.max_input_chars;
+    /// The text sent for `text` on `side`: the marking's prefix, then the text cut to
+    /// `max_input_chars` (the prefix counts towards it).
+    fn prepare(&self, text: &str, side: Side) -> String {
+        let prefix = self.config.marking.prefix(side);
+        let max = self
+            .config
+            .max_input_chars
+            .saturating_sub(prefix.chars().count())
+            .max(1);
         let cut = match text.char_indices().nth(max) {
             Some((byte, _)) => {
                 self.truncated.fetch_add(1, Ordering::Relaxed);
@@ -181,15 +196,21 @@ impl HttpEmbedder {
             None => text,
         };
         // Providers reject empty strings; a blank text gets a blank vector's worth of meaning.
-        if cut.is_empty() { " " } else { cut }
+        let cut = if cut.is_empty() && prefix.is_empty() {
+            " "
+        } else {
+            cut
+        };
+        format!("{prefix}{cut}")
     }
 
-    fn embed_batch(&self, inputs: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed_batch(&self, inputs: &[&str], side: Side) -> Result<Vec<Vec<f32>>, EmbedError> {
         let reply = self.client.post_json(
             &self.url,
             &EmbeddingsRequest {
                 model: &self.config.model,
                 input: inputs,
+                input_type: self.config.marking.input_type(side),
             },
         )?;
         let parsed: EmbeddingsResponse =
@@ -265,20 +286,41 @@ impl Embedder for HttpEmbedder {
             kind: KIND.to_string(),
             model: self.config.model.clone(),
             dims: self.dims().unwrap_or(0),
+            marking: self.config.marking.clone(),
         }
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_side(texts, Side::Passage)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_side(texts, Side::Query)
+    }
+
+    fn truncated_inputs(&self) -> u64 {
+        HttpEmbedder::truncated_inputs(self)
+    }
+
+    fn preferred_batch(&self) -> usize {
+        self.config.batch_size * self.config.concurrency
+    }
+}
+
+impl HttpEmbedder {
+    /// Texts of one side in batches, up to `concurrency` requests in flight, vectors in order.
+    fn embed_side(&self, texts: &[&str], side: Side) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let inputs: Vec<&str> = texts.iter().map(|t| self.prepare(t)).collect();
+        let owned: Vec<String> = texts.iter().map(|t| self.prepare(t, side)).collect();
+        let inputs: Vec<&str> = owned.iter().map(String::as_str).collect();
         let batches: Vec<&[&str]> = inputs.chunks(self.config.batch_size).collect();
         let workers = self.config.concurrency.min(batches.len());
         if workers <= 1 {
             let mut out = Vec::with_capacity(texts.len());
             for batch in batches {
-                out.extend(self.embed_batch(batch)?);
+                out.extend(self.embed_batch(batch, side)?);
             }
             return Ok(out);
         }
@@ -292,7 +334,7 @@ impl Embedder for HttpEmbedder {
                     while !stop.load(Ordering::Relaxed) {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(batch) = batches.get(i) else { break };
-                        let result = self.embed_batch(batch);
+                        let result = self.embed_batch(batch, side);
                         if result.is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }
@@ -314,14 +356,6 @@ impl Embedder for HttpEmbedder {
             }
         }
         Ok(out)
-    }
-
-    fn truncated_inputs(&self) -> u64 {
-        HttpEmbedder::truncated_inputs(self)
-    }
-
-    fn preferred_batch(&self) -> usize {
-        self.config.batch_size * self.config.concurrency
     }
 }
 
@@ -347,9 +381,21 @@ mod tests {
         let mut config = HttpEmbedderConfig::new("http://127.0.0.1:9/v1", "m");
         config.max_input_chars = 3;
         let e = HttpEmbedder::new(config).expect("valid");
-        assert_eq!(e.prepare("报销凭证"), "报销凭");
-        assert_eq!(e.prepare("abc"), "abc");
-        assert_eq!(e.prepare(""), " ");
+        assert_eq!(e.prepare("报销凭证", Side::Passage), "报销凭");
+        assert_eq!(e.prepare("abc", Side::Query), "abc");
+        assert_eq!(e.prepare("", Side::Passage), " ");
         assert_eq!(e.truncated_inputs(), 1);
+    }
+
+    #[test]
+    fn a_prefix_marking_is_written_before_the_text_and_counts_towards_the_limit() {
+        let mut config = HttpEmbedderConfig::new("http://127.0.0.1:9/v1", "m");
+        config.marking = "e5".parse().expect("preset");
+        config.max_input_chars = 12;
+        let e = HttpEmbedder::new(config).expect("valid");
+        assert_eq!(e.prepare("年假", Side::Query), "query: 年假");
+        assert_eq!(e.prepare("abcdefgh", Side::Passage), "passage: abc");
+        assert_eq!(e.prepare("", Side::Passage), "passage: ");
+        assert_eq!(e.info().marking.prefix(Side::Query), "query: ");
     }
 }

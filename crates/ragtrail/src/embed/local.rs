@@ -264,6 +264,7 @@ impl LocalEmbedder {
                 if normalize { "+norm" } else { "" }
             ),
             dims: config.hidden_size as u32,
+            marking: super::Marking::None,
         };
         Ok(Self {
             dir: dir.to_path_buf(),

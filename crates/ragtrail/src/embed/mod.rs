@@ -17,12 +17,14 @@ pub mod hashing;
 pub mod http;
 #[cfg(feature = "local-embed")]
 pub mod local;
+pub mod marking;
 
 pub use config::{EmbedConfig, EmbedderChoice, from_config};
 pub use hashing::HashingEmbedder;
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 #[cfg(feature = "local-embed")]
 pub use local::{LocalEmbedder, LocalOptions};
+pub use marking::{Marking, Side};
 
 /// The kind recorded by the in-process model embedder (`local::LocalEmbedder`), known even to
 /// a build without it, so an index it built is recognised as semantic.
@@ -41,6 +43,22 @@ pub struct EmbedderInfo {
     pub model: String,
     /// Length of every vector it produces.
     pub dims: u32,
+    /// How queries and passages were told apart. Left out of the JSON when there is none, so
+    /// stores and traces written before it existed read back (and hash) unchanged.
+    #[serde(skip_serializing_if = "Marking::is_none")]
+    pub marking: Marking,
+}
+
+impl EmbedderInfo {
+    /// `kind:model (N dims)`, plus the marking when there is one: what messages name.
+    pub fn describe(&self) -> String {
+        let base = format!("{}:{} ({} dims)", self.kind, self.model, self.dims);
+        if self.marking.is_none() {
+            base
+        } else {
+            format!("{base}, marking {}", self.marking)
+        }
+    }
 }
 
 /// Why texts could not be embedded.
@@ -64,12 +82,18 @@ pub enum EmbedError {
 }
 
 /// Turns texts into vectors of a fixed dimension. Implementations decide nothing about *what*
-/// is embedded: the store embeds chunk texts, the search embeds the keywords.
+/// is embedded: the store embeds chunk texts ([`Embedder::embed`], the passage side), the
+/// search embeds the query ([`Embedder::embed_query`]).
 pub trait Embedder: Send + Sync {
-    /// Kind, model and dimension, recorded beside every vector this embedder produced.
+    /// Kind, model, dimension and marking, recorded beside every vector this embedder produced.
     fn info(&self) -> EmbedderInfo;
-    /// One vector per text, in order.
+    /// One vector per document text (passage side), in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// One vector per query text, in order. The same as [`Embedder::embed`] for an embedder
+    /// without a query/passage marking.
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts)
+    }
     /// Inputs cut short so far because they exceeded the model's or the provider's limit.
     fn truncated_inputs(&self) -> u64 {
         0

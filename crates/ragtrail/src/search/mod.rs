@@ -446,7 +446,7 @@ fn run_legs(
         let started = Instant::now();
         let query_text = keywords.join(" ");
         let query = embedder
-            .embed(&[query_text.as_str()])?
+            .embed_query(&[query_text.as_str()])?
             .pop()
             .unwrap_or_default();
         let hits: Vec<LegHit> = q
@@ -564,11 +564,8 @@ pub fn check_embedder(store: &ChunkStore, embedder: &dyn Embedder) -> Result<(),
     let configured = embedder.info();
     match &store.manifest().embedder {
         Some(stored) if *stored != configured => Err(SearchError::EmbedderMismatch {
-            stored: format!("{}:{} ({} dims)", stored.kind, stored.model, stored.dims),
-            configured: format!(
-                "{}:{} ({} dims)",
-                configured.kind, configured.model, configured.dims
-            ),
+            stored: stored.describe(),
+            configured: configured.describe(),
         }),
         _ => Ok(()),
     }

@@ -44,6 +44,7 @@ fn run_started() -> EventBody {
             kind: "hash".to_string(),
             model: "fnv".to_string(),
             dims: 64,
+            ..Default::default()
         },
         index_fingerprint: "idx-1".to_string(),
         version: "0.1.0".to_string(),

@@ -3,6 +3,7 @@
 
 pub mod chat_server;
 pub mod cli;
+pub mod embed_server;
 pub mod pg;
 
 use std::path::{Path, PathBuf};

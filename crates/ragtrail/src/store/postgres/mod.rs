@@ -37,7 +37,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Row};
 
 use crate::access::AccessContext;
-use crate::embed::EmbedderInfo;
+use crate::embed::{EmbedderInfo, Marking};
 use crate::knowledge::{Chunk, DocStatus, Document};
 
 /// The migrations of `migrations/`, embedded in the binary.
@@ -371,7 +371,7 @@ impl PgStore {
         let row = self
             .block_on(
                 sqlx::query(
-                    "select s.id, s.kind, s.model, s.dims, s.table_name, s.hnsw_m, s.hnsw_ef_construction
+                    "select s.id, s.kind, s.model, s.dims, s.table_name, s.hnsw_m, s.hnsw_ef_construction, s.marking
                      from kb_state k join embedding_spaces s on s.id = k.active_space",
                 )
                 .fetch_optional(&self.pool),
@@ -400,11 +400,12 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
             let existing = sqlx::query(
-                "select id, kind, model, dims, table_name, hnsw_m, hnsw_ef_construction
-                 from embedding_spaces where kind = $1 and model = $2",
+                "select id, kind, model, dims, table_name, hnsw_m, hnsw_ef_construction, marking
+                 from embedding_spaces where kind = $1 and model = $2 and marking = $3",
             )
             .bind(&info.kind)
             .bind(&info.model)
+            .bind(marking_column(&info.marking))
             .fetch_optional(&mut *tx)
             .await?;
             let space = match existing {
@@ -412,15 +413,16 @@ impl PgStore {
                 None => {
                     let row = sqlx::query(
                         "with n as (select nextval(pg_get_serial_sequence('embedding_spaces', 'id'))::int as id)
-                         insert into embedding_spaces (id, kind, model, dims, table_name, hnsw_m, hnsw_ef_construction)
-                         select n.id, $1, $2, $3, 'vectors_' || n.id, $4, $5 from n
-                         returning id, kind, model, dims, table_name, hnsw_m, hnsw_ef_construction",
+                         insert into embedding_spaces (id, kind, model, dims, table_name, hnsw_m, hnsw_ef_construction, marking)
+                         select n.id, $1, $2, $3, 'vectors_' || n.id, $4, $5, $6 from n
+                         returning id, kind, model, dims, table_name, hnsw_m, hnsw_ef_construction, marking",
                     )
                     .bind(&info.kind)
                     .bind(&info.model)
                     .bind(info.dims as i32)
                     .bind(m as i32)
                     .bind(efc as i32)
+                    .bind(marking_column(&info.marking))
                     .fetch_one(&mut *tx)
                     .await?;
                     space_from_row(&row)?
@@ -775,7 +777,7 @@ impl PgStore {
                 .await?;
             let state = sqlx::query(
                 "select k.data_version, k.last_run, r.knowledge_root,
-                        s.id, s.kind, s.model, s.dims, s.table_name, s.hnsw_m, s.hnsw_ef_construction
+                        s.id, s.kind, s.model, s.dims, s.table_name, s.hnsw_m, s.hnsw_ef_construction, s.marking
                  from kb_state k
                  left join ingest_runs r on r.id = k.last_run
                  left join embedding_spaces s on s.id = k.active_space",
@@ -793,6 +795,7 @@ impl PgStore {
                         kind: state.try_get(4)?,
                         model: state.try_get(5)?,
                         dims: state.try_get::<i32, _>(6)? as u32,
+                        marking: marking_from_column(state.try_get(10)?)?,
                     },
                     table: state.try_get(7)?,
                     hnsw_m: state.try_get::<i32, _>(8)? as u32,
@@ -1060,6 +1063,7 @@ fn space_from_row(r: &sqlx::postgres::PgRow) -> Result<Space, sqlx::Error> {
             kind: r.try_get(1)?,
             model: r.try_get(2)?,
             dims: r.try_get::<i32, _>(3)? as u32,
+            marking: marking_from_column(r.try_get(7)?)?,
         },
         table: r.try_get(4)?,
         hnsw_m: r.try_get::<i32, _>(5)? as u32,
@@ -1075,9 +1079,26 @@ fn parse_status(s: &str) -> DocStatus {
     }
 }
 
-/// `kind:model (N dims)`.
+/// `kind:model (N dims)`, and the marking when there is one.
 pub fn describe(info: &EmbedderInfo) -> String {
-    format!("{}:{} ({} dims)", info.kind, info.model, info.dims)
+    info.describe()
+}
+
+/// The `embedding_spaces.marking` value of a marking: its JSON, or '' for none (the value rows
+/// written before markings existed hold).
+fn marking_column(marking: &Marking) -> String {
+    if marking.is_none() {
+        String::new()
+    } else {
+        serde_json::to_string(marking).unwrap_or_default()
+    }
+}
+
+fn marking_from_column(column: String) -> Result<Marking, sqlx::Error> {
+    if column.is_empty() {
+        return Ok(Marking::None);
+    }
+    serde_json::from_str(&column).map_err(|e| sqlx::Error::Decode(Box::new(e)))
 }
 
 /// One document's chunks as column arrays, for a single `UNNEST` insert.

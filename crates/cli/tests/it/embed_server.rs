@@ -1,0 +1,310 @@
+//! `searchDocs` and ingest against the real multilingual-e5-small server of
+//! `scripts/embed-server.sh` (see `common::embed_server`): paraphrases and cross-language
+//! questions found by the vector leg, query/passage marking, a wrong dimension, batches, and a
+//! server that goes away in the middle of an ingest.
+
+use crate::common::{self, embed_server};
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use ragtrail::access::AccessContext;
+use ragtrail::embed::{
+    EmbedConfig, EmbedError, Embedder, EmbedderChoice, HttpEmbedder, HttpEmbedderConfig, Marking,
+    from_config,
+};
+use ragtrail::engine::{Engine, EngineError, IngestOptions, IngestProgress};
+use ragtrail::http::RetryPolicy;
+use ragtrail::search::fusion::Fusion;
+use ragtrail::search::{SearchError, SearchHit, SearchRequest};
+
+fn config(settings: &embed_server::Settings) -> HttpEmbedderConfig {
+    let mut c = HttpEmbedderConfig::new(settings.base_url.clone(), settings.model.clone());
+    c.marking = settings.marking.parse().expect("the script's marking parses");
+    c
+}
+
+fn embedder(settings: &embed_server::Settings) -> Arc<dyn Embedder> {
+    Arc::new(HttpEmbedder::connect(config(settings)).expect("connect to the embeddings server"))
+}
+
+/// The bundled knowledge/ folder, ingested once with the shared server for the tests that
+/// only search it.
+fn knowledge_index() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("ragtrail-e5-knowledge-")
+            .tempdir()
+            .expect("tempdir")
+            .keep();
+        let mut engine = Engine::open_with(&dir, embedder(embed_server::shared())).expect("open");
+        engine
+            .ingest(
+                &common::repo_root().join("knowledge"),
+                &IngestOptions::default(),
+                &mut |_| {},
+            )
+            .expect("ingest knowledge/ with the e5 server");
+        dir
+    })
+}
+
+fn knowledge_engine() -> Engine {
+    Engine::open_with(knowledge_index(), embedder(embed_server::shared())).expect("open")
+}
+
+/// The id of the chunk of `source` whose titlePath ends with `heading`.
+fn chunk_id(engine: &Engine, source: &str, heading: &str) -> String {
+    engine
+        .store()
+        .chunks()
+        .iter()
+        .find(|c| c.source == source && c.title_path.ends_with(heading))
+        .unwrap_or_else(|| panic!("no chunk {heading:?} in {source}"))
+        .id
+        .clone()
+}
+
+fn search(engine: &Engine, keywords: &[&str], fusion: Option<Fusion>) -> Vec<SearchHit> {
+    let mut req = SearchRequest::new(
+        keywords.iter().map(|k| k.to_string()).collect(),
+        5,
+        AccessContext::default(),
+    );
+    req.fusion = fusion;
+    engine.search_docs(&req).expect("search").hits
+}
+
+fn ids(hits: &[SearchHit]) -> Vec<&str> {
+    hits.iter().map(|h| h.chunk_id.as_str()).collect()
+}
+
+#[test]
+fn the_index_records_the_server_model_and_its_marking() {
+    let engine = knowledge_engine();
+    let info = engine.store().manifest().embedder.clone().expect("vectors");
+    assert_eq!(info.kind, "http");
+    assert_eq!(info.model, embed_server::shared().model);
+    assert_eq!(info.dims, 384);
+    assert_eq!(
+        info.marking,
+        Marking::InputType {
+            query: "query".into(),
+            passage: "passage".into()
+        }
+    );
+}
+
+#[test]
+fn a_chinese_paraphrase_finds_the_paternity_leave_chunk() {
+    let engine = knowledge_engine();
+    let want = chunk_id(&engine, "hr/parental-leave.md", "陪产假");
+    // No word of the question is in the chunk but 休: the vector leg has to carry it.
+    let vector = search(&engine, &["老婆生孩子能休几天"], Some(Fusion::VectorOnly));
+    assert_eq!(ids(&vector).first(), Some(&want.as_str()), "{vector:#?}");
+    let fused = search(&engine, &["老婆生孩子能休几天"], None);
+    assert!(
+        ids(&fused).contains(&want.as_str()),
+        "the default fusion keeps it: {fused:#?}"
+    );
+}
+
+#[test]
+fn an_english_question_finds_a_chinese_chunk() {
+    let engine = knowledge_engine();
+    let want = chunk_id(&engine, "hr/parental-leave.md", "哺乳时间");
+    let question = ["How long is the daily breastfeeding break for a baby under one year?"];
+    let vector = search(&engine, &question, Some(Fusion::VectorOnly));
+    assert_eq!(ids(&vector).first(), Some(&want.as_str()), "{vector:#?}");
+    let fused = search(&engine, &question, None);
+    let hit = fused
+        .iter()
+        .find(|h| h.chunk_id == want)
+        .unwrap_or_else(|| panic!("the default fusion keeps it: {fused:#?}"));
+    assert!(hit.title_path.contains("哺乳时间"), "{hit:?}");
+    assert!(hit.metadata.contains_key("vectorRank"), "{hit:?}");
+}
+
+#[test]
+fn queries_and_passages_are_embedded_differently() {
+    let e = embedder(embed_server::shared());
+    let text = "陪产假10天";
+    let q = e.embed_query(&[text]).expect("query").remove(0);
+    let p = e.embed(&[text]).expect("passage").remove(0);
+    let cos: f32 = q.iter().zip(&p).map(|(a, b)| a * b).sum();
+    assert!(
+        cos < 0.999,
+        "the input_type reached the server: cos {cos}"
+    );
+    assert!(cos > 0.8, "still the same text: cos {cos}");
+}
+
+#[test]
+fn a_wrong_declared_dimension_is_an_error_naming_both() {
+    let mut c = config(embed_server::shared());
+    c.dims = Some(768);
+    let e = HttpEmbedder::connect(c).expect("a declared dimension sends nothing");
+    match e.embed(&["年假"]) {
+        Err(EmbedError::Dimensions {
+            expected, found, ..
+        }) => assert_eq!((expected, found), (768, 384)),
+        other => panic!("expected a dimension error, got {other:?}"),
+    }
+}
+
+#[test]
+fn batches_keep_input_order_and_long_texts_are_cut() {
+    let mut c = config(embed_server::shared());
+    c.batch_size = 4;
+    c.concurrency = 2;
+    c.max_input_chars = 40;
+    let e = HttpEmbedder::connect(c).expect("connect");
+    let texts: Vec<String> = (0..11)
+        .map(|i| format!("第{i}条：出差住宿标准 {}", "长".repeat(i * 8)))
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let together = e.embed(&refs).expect("batched");
+    assert_eq!(together.len(), texts.len());
+    for i in [0, 5, 10] {
+        let alone = e.embed(&[refs[i]]).expect("alone").remove(0);
+        let cos: f32 = alone.iter().zip(&together[i]).map(|(a, b)| a * b).sum();
+        assert!(cos > 0.999, "text {i} came back in its place: cos {cos}");
+    }
+    // Texts 4.. are longer than 40 characters (counted once per embedding of them).
+    assert_eq!(e.truncated_inputs(), 7 + 1);
+}
+
+#[test]
+fn changing_the_marking_needs_a_rebuild_with_a_message_that_says_so() {
+    let ws = common::Workspace::new();
+    ws.write("a.md", "# 年假\n\n员工每年享受带薪年假5天。\n");
+    let settings = embed_server::shared();
+    let mut engine = Engine::open_with(&ws.data(), embedder(settings)).expect("open");
+    ws.ingest(&mut engine);
+    drop(engine);
+    let mut unmarked = config(settings);
+    unmarked.marking = Marking::None;
+    let plain: Arc<dyn Embedder> = Arc::new(HttpEmbedder::connect(unmarked).expect("connect"));
+    let mut engine = Engine::open_with(&ws.data(), plain).expect("open");
+    let err = engine
+        .search_docs(&SearchRequest::new(
+            vec!["年假".into()],
+            3,
+            AccessContext::default(),
+        ))
+        .expect_err("the marking differs");
+    assert!(
+        matches!(
+            err,
+            EngineError::Search(SearchError::EmbedderMismatch { .. })
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("marking input-type query/passage"), "{text}");
+    assert!(text.contains("ingest --rebuild"), "{text}");
+    let again = engine.ingest(&ws.knowledge(), &IngestOptions::default(), &mut |_| {});
+    assert!(again.is_err(), "a plain ingest refuses too");
+    engine
+        .ingest(
+            &ws.knowledge(),
+            &IngestOptions {
+                rebuild: true,
+                ..IngestOptions::default()
+            },
+            &mut |_| {},
+        )
+        .expect("rebuild");
+    let info = engine.store().manifest().embedder.clone().expect("vectors");
+    assert_eq!(info.marking, Marking::None);
+}
+
+#[test]
+fn the_configuration_builds_a_marked_endpoint_embedder() {
+    let s = embed_server::shared();
+    let e = from_config(&EmbedConfig {
+        choice: EmbedderChoice::Auto,
+        base_url: Some(s.base_url.clone()),
+        model: Some(s.model.clone()),
+        marking: Some(s.marking.parse().expect("marking")),
+        ..EmbedConfig::default()
+    })
+    .expect("endpoint embedder");
+    let info = e.info();
+    assert_eq!((info.kind.as_str(), info.dims), ("http", 384));
+    assert_eq!(info.marking.to_string(), "input-type query/passage");
+}
+
+#[test]
+fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ingest_completes() {
+    let server = embed_server::OwnServer::start();
+    let ws = common::Workspace::new();
+    ws.write(
+        "hr/leave.md",
+        "# 陪产假\n\n男员工的配偶生育的，享受陪产假10天。\n",
+    );
+    let mut c = config(&server.settings);
+    // Two chunks per request and one request at a time: many batches, so the server can go
+    // between two of them; retries kept short.
+    c.batch_size = 2;
+    c.concurrency = 1;
+    c.policy = RetryPolicy {
+        max_retries: 1,
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(40),
+        connect_timeout: Duration::from_secs(2),
+        ..RetryPolicy::default()
+    };
+    let e: Arc<dyn Embedder> = Arc::new(HttpEmbedder::connect(c).expect("connect"));
+    let mut engine = Engine::open_with(&ws.data(), e.clone()).expect("open");
+    ws.ingest(&mut engine);
+    let before = engine.store().generation();
+    let leave = chunk_id(&engine, "hr/leave.md", "陪产假");
+
+    for i in 0..12 {
+        ws.write(
+            &format!("finance/rule-{i}.md"),
+            &format!("# 差旅规则{i}\n\n第{i}条：出差住宿费凭酒店增值税发票报销，每晚不超过{}元。\n", 300 + i),
+        );
+    }
+    let mut stopped = false;
+    let err = engine
+        .ingest(&ws.knowledge(), &IngestOptions::default(), &mut |p| {
+            if let IngestProgress::Embedded { done } = p
+                && done > 0
+                && !stopped
+            {
+                server.stop();
+                stopped = true;
+            }
+        })
+        .expect_err("the server went away");
+    assert!(stopped, "the ingest got as far as the first batch");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("127.0.0.1:{}", server.port)),
+        "the error names the endpoint: {text}"
+    );
+    // Nothing of the failed ingest is visible: same generation, the old chunk still found.
+    assert_eq!(engine.store().generation(), before);
+    assert_eq!(engine.store().documents().len(), 1);
+    let hits = search(&engine, &["陪产假"], None);
+    assert_eq!(ids(&hits), [leave.as_str()]);
+    drop(engine);
+    let reopened = Engine::open_with(&ws.data(), e.clone()).expect("reopen");
+    assert_eq!(reopened.store().generation(), before);
+    drop(reopened);
+
+    server.restart();
+    let mut engine = Engine::open_with(&ws.data(), e).expect("open again");
+    let summary = engine
+        .ingest(&ws.knowledge(), &IngestOptions::default(), &mut |_| {})
+        .expect("the next ingest completes");
+    assert_eq!(summary.added.len(), 12);
+    assert_eq!(engine.store().documents().len(), 13);
+    let want = chunk_id(&engine, "finance/rule-7.md", "差旅规则7");
+    let hits = search(&engine, &["每晚不超过307元"], None);
+    assert_eq!(ids(&hits).first(), Some(&want.as_str()), "{hits:#?}");
+}
