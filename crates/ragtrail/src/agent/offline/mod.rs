@@ -34,7 +34,7 @@ use super::planner::{
 use crate::search::SearchHit;
 use crate::search::sufficiency::{Sufficiency, SufficiencyThresholds, covered, decide, key_terms};
 use crate::text::{self, char_len, is_stop_term};
-use question::{is_small_talk, is_thanks, question_words, refers_back, unknown_nouns};
+use question::small_talk_reply;
 
 /// Round-1 keywords at most: every content word the validator allows. A question's commoner
 /// words often name the section that answers (golden set evidence recall 0.814 with the six
@@ -81,6 +81,51 @@ impl OfflinePlanner {
         Self {
             thresholds,
             ..Self::default()
+        }
+    }
+
+    /// Notes what the last turn's searches used and returned; whether they brought a chunk not
+    /// seen before.
+    fn take_in(&mut self, observations: &[Observation]) -> bool {
+        let mut new_evidence = false;
+        for o in observations {
+            if let Observation::Hits { keywords, hits, .. } = o {
+                for k in keywords {
+                    self.searched_terms.extend(analysed(k));
+                    self.followed.insert(k.clone());
+                }
+                for h in hits {
+                    new_evidence |= self.seen_chunks.insert(h.chunk_id.clone());
+                }
+            }
+        }
+        new_evidence
+    }
+
+    /// The first search: the question's content words, rarest first.
+    fn first_search(&self) -> PlannerAction {
+        if self.question_words.is_empty() {
+            return PlannerAction::GiveUp {
+                reason: "the question has no content words to search".to_string(),
+            };
+        }
+        let keywords: Vec<String> = self
+            .question_words
+            .iter()
+            .take(FIRST_ROUND_KEYWORDS)
+            .map(|(w, _)| w.clone())
+            .collect();
+        PlannerAction::Search {
+            keywords,
+            reason: if self.carried.is_empty() {
+                "content words of the question, rarest first".to_string()
+            } else {
+                format!(
+                    "content words of the question, rarest first, with the previous turn's topic carried over: {}",
+                    self.carried.join(", ")
+                )
+            },
+            top_k: None,
         }
     }
 
@@ -184,48 +229,16 @@ impl Planner for OfflinePlanner {
                 ..PlannerStep::default()
             })
         };
-        if ctx.searches_done == 0 && observations.is_empty() && is_small_talk(ctx.question) {
-            let chinese = ctx.question.chars().any(text::is_cjk);
-            let text = match (chinese, is_thanks(ctx.question)) {
-                (true, true) => "不客气！还有其他制度方面的问题吗？",
-                (true, false) => "你好！请问想了解哪方面的制度？",
-                (false, true) => "You're welcome! Anything else about the policies?",
-                (false, false) => "Hello! What would you like to know about the policies?",
-            };
+        if ctx.searches_done == 0
+            && observations.is_empty()
+            && let Some(text) = small_talk_reply(ctx.question)
+        {
             return step(PlannerAction::Reply {
                 text: text.to_string(),
             });
         }
         if self.question_words.is_empty() && ctx.searches_done == 0 {
-            self.question_words = question_words(ctx.question, ctx);
-            if let Some(previous) = ctx.history.iter().rev().find(|t| !t.keywords.is_empty())
-                && refers_back(ctx.question)
-            {
-                // A follow-up that omits its topic ("需要提供什么证明？") searches with the previous
-                // turn's topic words in front.
-                let own: HashSet<String> = self
-                    .question_words
-                    .iter()
-                    .flat_map(|(w, _)| analysed(w))
-                    .collect();
-                let top = self.question_words.first().map(|w| w.1).unwrap_or(1.0) + 1.0;
-                let carried: Vec<String> = previous
-                    .keywords
-                    .first()
-                    .into_iter()
-                    .flatten()
-                    .filter(|k| analysed(k).iter().any(|t| !own.contains(t)))
-                    .take(2)
-                    .cloned()
-                    .collect();
-                for (i, word) in carried.iter().enumerate() {
-                    self.question_words.insert(i, (word.clone(), top));
-                }
-                self.carried = carried;
-            }
-            self.unknown_nouns = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
-                ctx.lookup.mentions(word)
-            });
+            self.read_question(ctx);
         }
         // A refused answer is not retried with the same evidence.
         if observations
@@ -236,42 +249,9 @@ impl Planner for OfflinePlanner {
                 reason: "refused_citations".to_string(),
             });
         }
-        let mut new_evidence = false;
-        for o in observations {
-            if let Observation::Hits { keywords, hits, .. } = o {
-                for k in keywords {
-                    self.searched_terms.extend(analysed(k));
-                    self.followed.insert(k.clone());
-                }
-                for h in hits {
-                    new_evidence |= self.seen_chunks.insert(h.chunk_id.clone());
-                }
-            }
-        }
+        let new_evidence = self.take_in(observations);
         if ctx.searches_done == 0 {
-            if self.question_words.is_empty() {
-                return step(PlannerAction::GiveUp {
-                    reason: "the question has no content words to search".to_string(),
-                });
-            }
-            let keywords: Vec<String> = self
-                .question_words
-                .iter()
-                .take(FIRST_ROUND_KEYWORDS)
-                .map(|(w, _)| w.clone())
-                .collect();
-            return step(PlannerAction::Search {
-                keywords,
-                reason: if self.carried.is_empty() {
-                    "content words of the question, rarest first".to_string()
-                } else {
-                    format!(
-                        "content words of the question, rarest first, with the previous turn's topic carried over: {}",
-                        self.carried.join(", ")
-                    )
-                },
-                top_k: None,
-            });
+            return step(self.first_search());
         }
         let sufficiency = self.question_sufficiency(ctx);
         let covered = sufficiency.sufficient;

@@ -9,7 +9,7 @@ use crate::search::sufficiency::idf;
 use crate::text::{self, char_len};
 
 /// The question's content words with their weight (the rarest analysed term in each).
-pub(super) fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
+fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
     let mut seen = HashSet::new();
     // HMM on: it finds words the dictionary lacks (年假), which the index matches by bigrams.
     let tokens: Vec<String> = text::jieba()
@@ -59,7 +59,7 @@ pub(super) fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(S
 /// not list. Words the HMM made up (not in the dictionary, "能报") are segmentation noise, and a
 /// word with a known part ("坐飞机": 飞机) is something the knowledge base does talk about.
 /// Chinese only: English has no part-of-speech tagger here.
-pub(super) fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
+fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
     let jieba = text::jieba();
     let mut out: Vec<String> = Vec::new();
     for tag in jieba.tag(question, true) {
@@ -79,8 +79,22 @@ pub(super) fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> 
     out
 }
 
+/// The reply to a greeting or thanks (and nothing else), in the question's language.
+pub(super) fn small_talk_reply(question: &str) -> Option<&'static str> {
+    if !is_small_talk(question) {
+        return None;
+    }
+    let chinese = question.chars().any(text::is_cjk);
+    Some(match (chinese, is_thanks(question)) {
+        (true, true) => "不客气！还有其他制度方面的问题吗？",
+        (true, false) => "你好！请问想了解哪方面的制度？",
+        (false, true) => "You're welcome! Anything else about the policies?",
+        (false, false) => "Hello! What would you like to know about the policies?",
+    })
+}
+
 /// A greeting or thanks, and nothing else.
-pub(super) fn is_small_talk(question: &str) -> bool {
+fn is_small_talk(question: &str) -> bool {
     const PHRASES: &[&str] = &[
         "你好",
         "您好",
@@ -119,13 +133,13 @@ pub(super) fn is_small_talk(question: &str) -> bool {
     PHRASES.contains(&normalized)
 }
 
-pub(super) fn is_thanks(question: &str) -> bool {
+fn is_thanks(question: &str) -> bool {
     let q = question.to_lowercase();
     ["谢", "感谢", "thank", "thx"].iter().any(|w| q.contains(w))
 }
 
 /// Whether a question leans on the previous turn: short, or pointing back ("那…呢", "this").
-pub(super) fn refers_back(question: &str) -> bool {
+fn refers_back(question: &str) -> bool {
     let q = question.trim().to_lowercase();
     const MARKERS: &[&str] = &[
         "那",
@@ -155,6 +169,40 @@ pub(super) fn refers_back(question: &str) -> bool {
 }
 
 impl OfflinePlanner {
+    /// Reads the question on the run's first turn: its content words, with the previous turn's
+    /// topic words in front when it leans on that turn, and its nouns no chunk mentions.
+    pub(super) fn read_question(&mut self, ctx: &PlannerContext<'_>) {
+        self.question_words = question_words(ctx.question, ctx);
+        if let Some(previous) = ctx.history.iter().rev().find(|t| !t.keywords.is_empty())
+            && refers_back(ctx.question)
+        {
+            // A follow-up that omits its topic ("需要提供什么证明？") searches with the previous
+            // turn's topic words in front.
+            let own: HashSet<String> = self
+                .question_words
+                .iter()
+                .flat_map(|(w, _)| analysed(w))
+                .collect();
+            let top = self.question_words.first().map(|w| w.1).unwrap_or(1.0) + 1.0;
+            let carried: Vec<String> = previous
+                .keywords
+                .first()
+                .into_iter()
+                .flatten()
+                .filter(|k| analysed(k).iter().any(|t| !own.contains(t)))
+                .take(2)
+                .cloned()
+                .collect();
+            for (i, word) in carried.iter().enumerate() {
+                self.question_words.insert(i, (word.clone(), top));
+            }
+            self.carried = carried;
+        }
+        self.unknown_nouns = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
+            ctx.lookup.mentions(word)
+        });
+    }
+
     /// The question with the topic words carried over from the previous turn, if any.
     pub(super) fn effective_question(&self, ctx: &PlannerContext<'_>) -> String {
         if self.carried.is_empty() {
