@@ -104,13 +104,14 @@ fn candidates<'h>(ctx: &'h PlannerContext<'_>, keys: &QuestionKeys) -> Vec<Candi
                     (sentence, terms)
                 })
                 .collect();
-            let text_terms: HashSet<String> =
-                text::terms(text).into_iter().map(|t| t.text).collect();
-            let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
+            // The titlePath's and the text's terms: the store's cached analysis.
+            let chunk_terms = ctx
+                .lookup
+                .returned_chunk_terms(&hit.chunk_id, &hit.title_path)?;
             let present = covered_by(
                 &keys.keys,
-                |t| text_terms.contains(t) || title_terms.contains(t),
-                &lower,
+                |t| chunk_terms.contains(t),
+                chunk_terms.lowercase(),
             );
             let in_title = covered(&keys.keys, &title_terms, &hit.title_path.to_lowercase());
             // A sentence that holds the question's terms together is stronger evidence than

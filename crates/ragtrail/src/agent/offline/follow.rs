@@ -162,12 +162,11 @@ impl OfflinePlanner {
             };
             let title = term_set(&hit.title_path);
             // The title names part of the question and the chunk leaves another part open.
-            let subject_with_a_gap = shared(&[&title]) > 0.0 && {
-                let body = term_set(body);
-                !question
-                    .iter()
-                    .all(|t| title.contains(t) || body.contains(t))
-            };
+            let subject_with_a_gap = shared(&[&title]) > 0.0
+                && ctx
+                    .lookup
+                    .returned_chunk_terms(&hit.chunk_id, &hit.title_path)
+                    .is_some_and(|terms| !question.iter().all(|t| terms.contains(t)));
             for sentence in sentences(body) {
                 let candidates = names(sentence);
                 if candidates.is_empty() {

@@ -32,7 +32,9 @@ use super::planner::{
     Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
 };
 use crate::search::SearchHit;
-use crate::search::sufficiency::{Sufficiency, SufficiencyThresholds, covered, decide, key_terms};
+use crate::search::sufficiency::{
+    Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms,
+};
 use crate::text::{self, char_len, is_stop_term};
 use question::small_talk_reply;
 
@@ -138,19 +140,14 @@ impl OfflinePlanner {
             &|t: &str| ctx.lookup.doc_freq(t),
             ctx.lookup.num_chunks(),
         );
+        // Every turn weighs every hit so far: the store's cached analysis of each, not jieba
+        // over its text again.
         let per_hit: Vec<HashSet<String>> = all_hits(ctx)
             .filter_map(|(h, _)| {
-                let text = ctx.lookup.returned_chunk_text(&h.chunk_id)?;
-                let terms: HashSet<String> = text::terms(&h.title_path)
-                    .into_iter()
-                    .chain(text::terms(text))
-                    .map(|t| t.text)
-                    .collect();
-                Some(covered(
-                    &keys,
-                    &terms,
-                    &format!("{}\n{}", h.title_path, text).to_lowercase(),
-                ))
+                let terms = ctx
+                    .lookup
+                    .returned_chunk_terms(&h.chunk_id, &h.title_path)?;
+                Some(covered_by(&keys, |t| terms.contains(t), terms.lowercase()))
             })
             .collect();
         let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
