@@ -1,0 +1,621 @@
+//! One run of the agent loop, step by step: a planner turn, the actions it asks for (a search
+//! round, an answer whose citations are checked, a reply, giving up), then the finish. The
+//! state carried from turn to turn lives in [`Run`]; every step writes its trace event as it
+//! happens, so the trace reads in the order the run went.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::citations;
+use super::conversation::{CachedSearch, PriorTurn};
+use super::planner::{
+    Observation, Planner, PlannerAction, PlannerContext, PlannerStep, ProposedCitation,
+    RefusalReason,
+};
+use super::{
+    AgentError, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, Lookup, MAX_QUESTION_CHARS,
+    RoundRecord, RunSettings, normalized_set, validate_keywords,
+};
+use crate::engine::{Engine, EngineError};
+use crate::search::sufficiency::Sufficiency;
+use crate::search::{SearchRequest, SearchResponse};
+use crate::trace::{
+    AnswerEvent, Citation, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
+    SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
+};
+
+/// Writes trace events when a trace is configured.
+struct Recorder {
+    writer: Option<TraceWriter>,
+}
+
+impl Recorder {
+    fn event(&mut self, body: EventBody) -> Result<(), TraceError> {
+        if let Some(w) = &mut self.writer {
+            w.append(body)?;
+        }
+        Ok(())
+    }
+}
+
+/// How a run ended, before its user-facing message and its last trace events are written.
+pub(super) struct Finish {
+    status: RunStatus,
+    reason: String,
+    answer: Option<FinalAnswer>,
+}
+
+/// What a search round was served from: `None` for a fresh search, else the conversation turn
+/// and round that ran it first.
+type CachedFrom = Option<(u32, u32)>;
+
+/// The state of one run between planner turns.
+pub(super) struct Run<'a> {
+    engine: &'a Engine,
+    settings: &'a RunSettings,
+    question: &'a str,
+    /// The run's options, every value inside its bounds.
+    options: AgentRagOptions,
+    run_id: uuid::Uuid,
+    recorder: Recorder,
+    /// Store generation and size: part of every session-cache key, so that a cached search is
+    /// served only against the index it came from.
+    index_fingerprint: String,
+    /// The conversation's earlier turns, for the planner.
+    history: Vec<PriorTurn>,
+    /// This run's turn in its conversation (0 outside one).
+    turn_no: u32,
+    lookup: Lookup<'a>,
+    /// What the previous turn's actions produced, one per action: the planner's next input.
+    observations: Vec<Observation>,
+    /// Every search observation of the run, in order.
+    search_observations: Vec<Observation>,
+    rounds: Vec<RoundRecord>,
+    /// Each keyword set searched (normalised), with the round that searched it.
+    searched: HashMap<Vec<String>, u32>,
+    keyword_sets_tried: Vec<Vec<String>>,
+    /// Some answer of this run was refused for its citations.
+    refused_any: bool,
+}
+
+impl<'a> Run<'a> {
+    /// Checks the question, opens the trace and records the run's start.
+    pub(super) fn start(
+        engine: &'a Engine,
+        planner: &dyn Planner,
+        question: &'a str,
+        settings: &'a RunSettings,
+    ) -> Result<Self, AgentError> {
+        let question = question.trim();
+        if question.is_empty() {
+            return Err(AgentError::EmptyQuestion);
+        }
+        let len = crate::text::char_len(question);
+        if len > MAX_QUESTION_CHARS {
+            return Err(AgentError::QuestionTooLong(len));
+        }
+        let options = settings.options.clamped();
+        let run_id = uuid::Uuid::now_v7();
+        let mut recorder = Recorder {
+            writer: match &settings.trace {
+                Some(t) => Some(TraceWriter::create(&t.dir, run_id, t.key.clone())?),
+                None => None,
+            },
+        };
+        let store = engine.store();
+        let index_fingerprint = format!("gen-{}:{}", store.generation(), store.chunks().len());
+        recorder.event(EventBody::RunStarted(RunStarted {
+            question: question.to_string(),
+            options: serde_json::to_value(options).unwrap_or_default(),
+            access: settings.access.clone(),
+            planner: planner.kind().to_string(),
+            model: planner.model(),
+            embedder: engine.embedder().info(),
+            index_fingerprint: index_fingerprint.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            today: settings.today.clone(),
+            session_id: settings.session.as_ref().map(|s| s.0.clone()),
+            turn: settings.session.as_ref().map(|s| s.1),
+        }))?;
+        let history: Vec<PriorTurn> = settings
+            .conversation
+            .as_ref()
+            .and_then(|c| c.lock().ok().map(|s| s.turns.clone()))
+            .unwrap_or_default();
+        Ok(Self {
+            engine,
+            settings,
+            question,
+            options,
+            run_id,
+            recorder,
+            index_fingerprint,
+            history,
+            turn_no: settings.session.as_ref().map(|s| s.1).unwrap_or(0),
+            lookup: Lookup::new(engine, &settings.access),
+            observations: Vec::new(),
+            search_observations: Vec::new(),
+            rounds: Vec::new(),
+            searched: HashMap::new(),
+            keyword_sets_tried: Vec::new(),
+            refused_any: false,
+        })
+    }
+
+    /// Planner turns until an action finishes the run, or `None` when the turns run out.
+    pub(super) fn turns(
+        &mut self,
+        planner: &mut dyn Planner,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<Option<Finish>, AgentError> {
+        for turn in 0..self.options.max_planner_turns() {
+            let ctx = self.context();
+            let started = Instant::now();
+            let step = match planner.next(&ctx, &self.observations) {
+                Ok(step) => step,
+                Err(e) => {
+                    return Ok(Some(Finish {
+                        status: RunStatus::Error,
+                        reason: format!("planner_error: {e}"),
+                        answer: None,
+                    }));
+                }
+            };
+            self.record_turn(turn, &step, started.elapsed())?;
+            if let Some(finish) = self.carry_out(step.actions, on_event)? {
+                return Ok(Some(finish));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What the planner may read: the question, the conversation, the searches so far.
+    fn context(&self) -> PlannerContext<'_> {
+        let searches_done = self.rounds.len() as u32;
+        PlannerContext {
+            question: self.question,
+            history: &self.history,
+            today: &self.settings.today,
+            searches_done,
+            max_searches: self.options.max_search_rounds,
+            answer_only: searches_done >= self.options.max_search_rounds,
+            rounds: &self.search_observations,
+            lookup: &self.lookup,
+        }
+    }
+
+    fn record_turn(
+        &mut self,
+        turn: u32,
+        step: &PlannerStep,
+        latency: Duration,
+    ) -> Result<(), AgentError> {
+        self.recorder.event(EventBody::LlmTurn(LlmTurn {
+            turn,
+            output: serde_json::to_value(&step.actions).unwrap_or_default(),
+            message_count: step.message_count,
+            usage: step.usage.map(|u| TokenUsage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            }),
+            latency_ms: latency.as_secs_f64() * 1e3,
+            retries: step.retries,
+        }))?;
+        Ok(())
+    }
+
+    /// Carries out one turn's actions in order, each leaving its observation for the next turn;
+    /// the first action that finishes the run ends the turn.
+    fn carry_out(
+        &mut self,
+        actions: Vec<PlannerAction>,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<Option<Finish>, AgentError> {
+        self.observations = Vec::new();
+        if actions.is_empty() {
+            let message = "the turn produced neither a search nor an answer".to_string();
+            self.reject(message, on_event);
+        }
+        for action in actions {
+            let finish = match action {
+                PlannerAction::Search {
+                    keywords,
+                    reason,
+                    top_k,
+                } => {
+                    self.search_round(keywords, reason, top_k, on_event)?;
+                    None
+                }
+                PlannerAction::Answer { text, citations } => {
+                    self.answer(text, citations, on_event)?
+                }
+                PlannerAction::GiveUp { reason } => Some(Finish {
+                    status: RunStatus::InsufficientEvidence,
+                    reason,
+                    answer: None,
+                }),
+                PlannerAction::Reply { text } => Some(self.reply(text)?),
+            };
+            if finish.is_some() {
+                return Ok(finish);
+            }
+        }
+        Ok(None)
+    }
+
+    /// An action that could not be carried out: shown, and observed by the planner.
+    fn reject(&mut self, message: String, on_event: &mut dyn FnMut(AgentEvent<'_>)) {
+        on_event(AgentEvent::Rejected { message: &message });
+        self.observations.push(Observation::Rejected { message });
+    }
+
+    /// One search round: refused when no searches are left or the keywords are invalid, not run
+    /// again for a keyword set this run already searched, served from the session cache when
+    /// the conversation ran the same search on the same index.
+    fn search_round(
+        &mut self,
+        keywords: Vec<String>,
+        reason: String,
+        top_k: Option<u32>,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<(), AgentError> {
+        if self.rounds.len() as u32 >= self.options.max_search_rounds {
+            let message = format!(
+                "no searches left ({} of {} used): answer from the hits you have, or give up",
+                self.rounds.len(),
+                self.options.max_search_rounds
+            );
+            self.reject(message, on_event);
+            return Ok(());
+        }
+        let keywords = match validate_keywords(&keywords) {
+            Ok(k) => k,
+            Err(e) => {
+                self.reject(e.to_string(), on_event);
+                return Ok(());
+            }
+        };
+        let key = normalized_set(&keywords);
+        if let Some(&first_round) = self.searched.get(&key) {
+            return self.repeated(keywords, reason, first_round, on_event);
+        }
+        let round = self.rounds.len() as u32 + 1;
+        let top_k = top_k
+            .unwrap_or(self.options.top_k_per_round)
+            .clamp(1, self.options.top_k_per_round.max(1));
+        let (resp, cached_from) = match self.cached_or_searched(&key, &keywords, top_k, round) {
+            Ok(found) => found,
+            Err(e) => {
+                self.reject(format!("search failed: {e}"), on_event);
+                return Ok(());
+            }
+        };
+        let reason = match cached_from {
+            Some((t, r)) => {
+                format!("{reason} (served from the session cache: turn {t}, round {r})")
+            }
+            None => reason,
+        };
+        self.searched.insert(key, round);
+        self.keyword_sets_tried.push(keywords.clone());
+        self.lookup.remember(&resp.hits);
+        self.recorder.event(EventBody::Search(SearchRound {
+            round,
+            keywords: keywords.clone(),
+            reason: reason.clone(),
+            top_k,
+            fusion: resp.fusion.to_string(),
+            filters: self.filters(),
+            legs: resp.legs.clone(),
+            hits: resp
+                .hits
+                .iter()
+                .zip(&resp.content_hashes)
+                .map(|(h, c)| TracedHit {
+                    hit: h.clone(),
+                    content_hash: c.clone(),
+                })
+                .collect(),
+            sufficiency: resp.sufficiency.clone(),
+            repeated: false,
+            cached: cached_from.map(|(_, r)| r),
+        }))?;
+        let record = RoundRecord {
+            round,
+            keywords: keywords.clone(),
+            reason,
+            hits: resp.hits.clone(),
+            sufficiency: resp.sufficiency.clone(),
+        };
+        on_event(AgentEvent::Round(&record));
+        self.rounds.push(record);
+        let obs = Observation::Hits {
+            round,
+            keywords,
+            hits: resp.hits,
+            sufficiency: resp.sufficiency,
+        };
+        self.search_observations.push(obs.clone());
+        self.observations.push(obs);
+        Ok(())
+    }
+
+    /// A keyword set this run already searched: traced as repeated, not searched again.
+    fn repeated(
+        &mut self,
+        keywords: Vec<String>,
+        reason: String,
+        first_round: u32,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<(), AgentError> {
+        on_event(AgentEvent::Repeated {
+            keywords: &keywords,
+        });
+        self.recorder.event(EventBody::Search(SearchRound {
+            round: first_round,
+            keywords: keywords.clone(),
+            reason,
+            top_k: 0,
+            fusion: String::new(),
+            filters: self.filters(),
+            legs: Default::default(),
+            hits: Vec::new(),
+            sufficiency: Sufficiency::default(),
+            repeated: true,
+            cached: None,
+        }))?;
+        self.observations.push(Observation::Repeated {
+            keywords,
+            first_round,
+        });
+        Ok(())
+    }
+
+    /// The response to a search: the conversation's cached one when it ran the same keyword set
+    /// under the same access context, top k and index; else a fresh `searchDocs`, cached for the
+    /// conversation's later turns.
+    fn cached_or_searched(
+        &self,
+        key: &[String],
+        keywords: &[String],
+        top_k: u32,
+        round: u32,
+    ) -> Result<(SearchResponse, CachedFrom), EngineError> {
+        let settings = self.settings;
+        let cache_key = format!(
+            "{}|{}|{}|{}|{}",
+            key.join("\u{1f}"),
+            settings.access.tenant,
+            settings.access.roles.join(","),
+            top_k,
+            self.index_fingerprint
+        );
+        let cached = settings
+            .conversation
+            .as_ref()
+            .and_then(|c| c.lock().ok().and_then(|s| s.cached(&cache_key).cloned()));
+        if let Some(c) = cached {
+            let resp = SearchResponse {
+                hits: c.hits,
+                content_hashes: c.content_hashes,
+                legs: c.legs,
+                fusion: c.fusion.parse().unwrap_or(self.engine.settings.fusion),
+                sufficiency: c.sufficiency,
+            };
+            return Ok((resp, Some((c.turn, c.round))));
+        }
+        let req = SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
+        let resp = self.engine.search_docs(&req)?;
+        if let Some(conv) = &settings.conversation
+            && let Ok(mut s) = conv.lock()
+        {
+            s.remember(CachedSearch::new(cache_key, self.turn_no, round, &resp));
+        }
+        Ok((resp, None))
+    }
+
+    fn filters(&self) -> SearchFilters {
+        SearchFilters {
+            tenant: self.settings.access.tenant.clone(),
+            roles: self.settings.access.roles.clone(),
+            include_superseded: false,
+        }
+    }
+
+    /// An answer: it finishes the run when its citations hold; refused, it is traced and
+    /// observed, and the planner may try again.
+    fn answer(
+        &mut self,
+        text: String,
+        proposed: Vec<ProposedCitation>,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<Option<Finish>, AgentError> {
+        let refused = self.refusals(&proposed);
+        let cited = cite(&proposed, &self.rounds);
+        if !refused.is_empty() {
+            self.refused_any = true;
+            self.recorder.event(EventBody::Answer(AnswerEvent {
+                text: text.clone(),
+                citations: cited,
+                grounded: false,
+                refused: refused
+                    .iter()
+                    .map(|r| RefusedCitation {
+                        chunk_id: r.chunk_id.clone(),
+                        quote: r.quote.clone(),
+                        reason: r.reason.clone(),
+                    })
+                    .collect(),
+                unsourced: false,
+            }))?;
+            on_event(AgentEvent::Refused(&refused));
+            self.observations
+                .push(Observation::CitationsRefused { refused });
+            return Ok(None);
+        }
+        self.recorder.event(EventBody::Answer(AnswerEvent {
+            text: text.clone(),
+            citations: cited.clone(),
+            grounded: true,
+            refused: Vec::new(),
+            unsourced: false,
+        }))?;
+        Ok(Some(Finish {
+            status: RunStatus::Answered,
+            reason: "answered".to_string(),
+            answer: Some(FinalAnswer {
+                text,
+                citations: cited,
+                unsourced: false,
+            }),
+        }))
+    }
+
+    /// Why an answer's citations are refused, when the options require sources: a chunk not
+    /// returned in this run, a quote not in its chunk, or no citation at all.
+    fn refusals(&self, proposed: &[ProposedCitation]) -> Vec<RefusalReason> {
+        if !self.options.require_source {
+            return Vec::new();
+        }
+        let mut refused = citations::check(proposed, &self.lookup.returned);
+        if proposed.is_empty() {
+            refused.push(RefusalReason {
+                chunk_id: String::new(),
+                quote: String::new(),
+                reason: "an answer must cite at least one chunk returned in this run".to_string(),
+            });
+        }
+        refused
+    }
+
+    /// A conversational reply: it finishes the run, recorded as unsourced.
+    fn reply(&mut self, text: String) -> Result<Finish, AgentError> {
+        self.recorder.event(EventBody::Answer(AnswerEvent {
+            text: text.clone(),
+            citations: Vec::new(),
+            grounded: false,
+            refused: Vec::new(),
+            unsourced: true,
+        }))?;
+        Ok(Finish {
+            status: RunStatus::Answered,
+            reason: "conversational".to_string(),
+            answer: Some(FinalAnswer {
+                text,
+                citations: Vec::new(),
+                unsourced: true,
+            }),
+        })
+    }
+
+    /// Ends the run: its status and reason (`finish`, or why the turns ran out), the message
+    /// the user is told when there is no grounded answer, and the trace's last events.
+    pub(super) fn finish(mut self, finish: Option<Finish>) -> Result<AgentOutcome, AgentError> {
+        let Finish {
+            status,
+            reason,
+            answer,
+        } = finish.unwrap_or_else(|| self.out_of_turns());
+        let message = (status != RunStatus::Answered).then(|| {
+            insufficient_message(&status, &reason, &self.rounds, &self.keyword_sets_tried)
+        });
+        if let Some(message) = &message
+            && status == RunStatus::InsufficientEvidence
+        {
+            self.recorder.event(EventBody::Answer(AnswerEvent {
+                text: message.clone(),
+                citations: Vec::new(),
+                grounded: false,
+                refused: Vec::new(),
+                unsourced: false,
+            }))?;
+        }
+        let searches = self.rounds.len() as u32;
+        let trace = match self.recorder.writer {
+            Some(w) => Some(w.finish(status, reason.clone(), searches, searches)?),
+            None => None,
+        };
+        Ok(AgentOutcome {
+            run_id: self.run_id,
+            status,
+            reason,
+            answer,
+            message,
+            rounds: self.rounds,
+            keyword_sets_tried: self.keyword_sets_tried,
+            trace,
+        })
+    }
+
+    /// Why the run ended when no action finished it.
+    fn out_of_turns(&self) -> Finish {
+        let reason = if self.refused_any {
+            "refused_citations"
+        } else if self.rounds.len() as u32 >= self.options.max_search_rounds {
+            "round_limit"
+        } else {
+            "turn_limit"
+        };
+        Finish {
+            status: RunStatus::InsufficientEvidence,
+            reason: reason.to_string(),
+            answer: None,
+        }
+    }
+}
+
+/// Citations with the titlePath and sourceUri of the hit they cite.
+fn cite(proposed: &[ProposedCitation], rounds: &[RoundRecord]) -> Vec<Citation> {
+    proposed
+        .iter()
+        .map(|c| {
+            let hit = rounds
+                .iter()
+                .flat_map(|r| &r.hits)
+                .find(|h| h.chunk_id == c.chunk_id);
+            Citation {
+                chunk_id: c.chunk_id.clone(),
+                quote: c.quote.clone(),
+                title_path: hit.map(|h| h.title_path.clone()).unwrap_or_default(),
+                source_uri: hit.map(|h| h.source_uri.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// The user-facing explanation when there is no grounded answer.
+fn insufficient_message(
+    status: &RunStatus,
+    reason: &str,
+    rounds: &[RoundRecord],
+    tried: &[Vec<String>],
+) -> String {
+    let mut out = match status {
+        RunStatus::Error => format!("The run stopped with an error: {reason}."),
+        _ => {
+            "The knowledge base does not hold enough evidence to answer this question.".to_string()
+        }
+    };
+    if tried.is_empty() {
+        out.push_str(" No search was run.");
+    } else {
+        let sets: Vec<String> = tried
+            .iter()
+            .map(|k| format!("[{}]", k.join(", ")))
+            .collect();
+        out.push_str(&format!(" Keywords tried: {}.", sets.join("; ")));
+    }
+    // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
+    // search's decision only about its keywords, and may even have been sufficient.
+    match reason.split_once(": ") {
+        Some((_, why)) if *status != RunStatus::Error => {
+            out.push_str(&format!(" Why: {why}."));
+        }
+        _ => {
+            if let Some(last) = rounds.last() {
+                out.push_str(&format!(" Last search: {}.", last.sufficiency.reason));
+            }
+        }
+    }
+    out
+}
