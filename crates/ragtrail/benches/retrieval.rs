@@ -1,7 +1,8 @@
 //! Retrieval benchmark: ingest throughput and `searchDocs` latency per leg and fused, on real
 //! knowledge folders and on a synthetic corpus, all in one run.
 //!
-//! Run with `scripts/bench.sh` (or `cargo bench --bench retrieval -- [--synthetic N] DIR...`).
+//! Run with `scripts/bench.sh` (or `cargo bench --bench retrieval -- [--synthetic N
+//! [--tenants T]] DIR...`; with `--tenants`, each query is asked as its chunk's tenant).
 //! Prints Markdown rows for BENCHMARKS.md. Not part of the test suite: timings never decide
 //! pass or fail.
 
@@ -20,8 +21,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Deterministic keyword sets drawn from the corpus itself: three terms from every n-th chunk.
-fn queries(engine: &Engine, max: usize) -> Vec<Vec<String>> {
+/// Deterministic keyword sets drawn from the corpus itself: three terms from every n-th chunk,
+/// each asked as that chunk's tenant.
+fn queries(engine: &Engine, max: usize) -> Vec<(Vec<String>, String)> {
     let chunks = engine.store().chunks();
     let step = (chunks.len() / max).max(1);
     chunks
@@ -37,15 +39,16 @@ fn queries(engine: &Engine, max: usize) -> Vec<Vec<String>> {
                 let t = &terms[terms.len() * f / 4];
                 c.text[t.start..t.end].to_string()
             };
-            Some(vec![pick(1), pick(2), pick(3)])
+            Some((vec![pick(1), pick(2), pick(3)], c.tenant.clone()))
         })
         .collect()
 }
 
 /// Median and p99 latency (ms) of `searchDocs` top-5 with one fusion mode.
-fn latency(engine: &Engine, qs: &[Vec<String>], fusion: Fusion) -> (f64, f64) {
-    let run = |q: &Vec<String>| {
-        let mut req = SearchRequest::new(q.clone(), 5, AccessContext::default());
+fn latency(engine: &Engine, qs: &[(Vec<String>, String)], fusion: Fusion) -> (f64, f64) {
+    let run = |(q, tenant): &(Vec<String>, String)| {
+        let access = AccessContext::new(tenant.clone(), Vec::<String>::new());
+        let mut req = SearchRequest::new(q.clone(), 5, access);
         req.fusion = Some(fusion);
         let _ = engine.search_docs(&req);
     };
@@ -110,8 +113,9 @@ fn bench_folder(name: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>
 }
 
 /// A synthetic knowledge folder of about `chunks` chunks: Markdown files whose sections mix
-/// Chinese and English words drawn deterministically from a small vocabulary.
-fn synthetic(dir: &Path, chunks: usize) -> std::io::Result<()> {
+/// Chinese and English words drawn deterministically from a small vocabulary; with `tenants`
+/// above 1, file `f` belongs to tenant `t{f % tenants}`.
+fn synthetic(dir: &Path, chunks: usize, tenants: usize) -> std::io::Result<()> {
     const ZH: &[&str] = &[
         "报销", "发票", "差旅", "住宿", "标准", "审批", "出差", "补贴", "凭证", "年假", "病假",
         "退货", "保修", "密码", "设备", "采购", "合同", "金额", "部门", "员工", "提交", "期限",
@@ -131,7 +135,12 @@ fn synthetic(dir: &Path, chunks: usize) -> std::io::Result<()> {
     };
     let per_file = 50;
     for f in 0..chunks.div_ceil(per_file) {
-        let mut text = format!("---\ntitle: Synthetic {f}\ntenant: default\n---\n\n");
+        let tenant = if tenants > 1 {
+            format!("t{}", f % tenants)
+        } else {
+            "default".to_string()
+        };
+        let mut text = format!("---\ntitle: Synthetic {f}\ntenant: {tenant}\n---\n\n");
         for s in 0..per_file {
             text.push_str(&format!("## Section {s} {}\n\n", ZH[next(ZH.len())]));
             for _ in 0..40 {
@@ -157,10 +166,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut synthetic_chunks = 0usize;
+    let mut tenants = 1usize;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--synthetic" {
             synthetic_chunks = it.next().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+        } else if a == "--tenants" {
+            tenants = it.next().and_then(|n| n.parse().ok()).unwrap_or(1);
         } else if !a.starts_with("--") {
             dirs.push(PathBuf::from(a));
         }
@@ -180,8 +192,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if synthetic_chunks > 0 {
         let tmp = tempfile::tempdir()?;
-        synthetic(tmp.path(), synthetic_chunks)?;
-        bench_folder(&format!("synthetic {synthetic_chunks}"), tmp.path())?;
+        synthetic(tmp.path(), synthetic_chunks, tenants)?;
+        let name = if tenants > 1 {
+            format!("synthetic {synthetic_chunks}, {tenants} tenants")
+        } else {
+            format!("synthetic {synthetic_chunks}")
+        };
+        bench_folder(&name, tmp.path())?;
     }
     Ok(())
 }

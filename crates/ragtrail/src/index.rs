@@ -434,7 +434,9 @@ impl tantivy::query::Bm25StatisticsProvider for ScopeStats<'_> {
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
         if term.field() != self.fields.title && term.field() != self.fields.body {
-            return self.searcher.doc_freq(term);
+            // A filter term (tenant, roles, status): never scored, but BM25 still requires
+            // it to occur in no more documents than the scope has.
+            return Ok(self.searcher.doc_freq(term)?.min(self.total_num_docs()?));
         }
         let in_scope = BooleanQuery::new(vec![
             (
@@ -581,7 +583,7 @@ mod tests {
         fn other_tenants_documents_change_neither_scores_nor_order(
             own in prop::collection::vec(prop::collection::vec(0usize..6, 1..12), 1..10),
             others in prop::collection::vec(
-                (prop::collection::vec(0usize..6, 1..12), 0usize..3), 1..30),
+                (prop::collection::vec(0usize..6, 1..12), 0usize..4), 1..30),
             query in prop::collection::vec(0usize..6, 1..4),
         ) {
             let acme = AccessContext::new("acme", Vec::<String>::new());
@@ -596,7 +598,12 @@ mod tests {
                     0 => chunk("globex", i, words, &[]),
                     1 => chunk("initech", i, words, &[]),
                     // Same tenant, a role the caller does not hold: outside its scope too.
-                    _ => chunk("acme", 100 + i, words, &["hr"]),
+                    2 => chunk("acme", 100 + i, words, &["hr"]),
+                    // Same tenant, superseded: hidden from this search.
+                    _ => Chunk {
+                        status: DocStatus::Superseded,
+                        ..chunk("acme", 200 + i, words, &[])
+                    },
                 };
                 // Interleaved, so the caller's chunks land in other segments and positions.
                 mixed.insert((i * 7) % (mixed.len() + 1), c);
@@ -604,8 +611,12 @@ mod tests {
             let keywords: Vec<String> = query.iter().map(|&w| WORDS[w].to_string()).collect();
             let (a, b) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
             let alone = search(&index_of(a.path(), &mine), &keywords, &acme);
-            let beside = search(&index_of(b.path(), &mixed), &keywords, &acme);
+            let mixed_index = index_of(b.path(), &mixed);
+            let beside = search(&mixed_index, &keywords, &acme);
             prop_assert_eq!(alone, beside);
+            // A tenant with no chunks at all: nothing, and no panic on an empty scope.
+            let nobody = AccessContext::new("nobody", Vec::<String>::new());
+            prop_assert!(search(&mixed_index, &keywords, &nobody).is_empty());
         }
     }
 
