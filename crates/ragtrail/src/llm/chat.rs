@@ -107,6 +107,7 @@ pub struct ChatClient {
     budget_setting: &'static str,
     timeout_setting: &'static str,
     deadline: Option<Instant>,
+    max_reply_tokens: Option<u32>,
 }
 
 impl ChatClient {
@@ -132,6 +133,7 @@ impl ChatClient {
             budget_setting: config.budget_setting,
             timeout_setting: config.timeout_setting,
             deadline: None,
+            max_reply_tokens: None,
         })
     }
 
@@ -151,14 +153,24 @@ impl ChatClient {
         }
     }
 
+    /// Caps every reply at this many tokens (`max_tokens`), so a reply cannot outgrow the room
+    /// left for it in the model's context (`None`: the server's default).
+    pub fn set_max_reply_tokens(&mut self, max: Option<u32>) {
+        self.max_reply_tokens = max;
+    }
+
     /// The request body for these messages and tools.
     pub fn request_body(&self, messages: &[ChatMessage], tools: &Value) -> Value {
-        json!({
+        let mut body = json!({
             "model": self.model,
             "messages": messages,
             "tools": tools,
             "tool_choice": "auto",
-        })
+        });
+        if let Some(max) = self.max_reply_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        body
     }
 
     /// One chat completion. Retries as the policy allows, inside the run's budget.
