@@ -31,6 +31,27 @@ root="$cache/llm"
 venv="$root/venv-llama-cpp-python-$llama_version"
 model_dir="$root/models/$model_package-$model_version"
 
+# llama_cpp.server with use_extra_bufts off (see start_server).
+launcher='
+import sys
+import llama_cpp
+import llama_cpp.llama
+
+default_params = llama_cpp.llama_model_default_params
+
+def model_params():
+    params = default_params()
+    params.use_extra_bufts = False
+    return params
+
+llama_cpp.llama_model_default_params = model_params
+llama_cpp.llama.llama_cpp.llama_model_default_params = model_params
+from llama_cpp.server.__main__ import main
+
+sys.argv[0] = "llama_cpp.server"
+main()
+'
+
 die() {
   echo "llm-server.sh: error: $*" >&2
   exit 1
@@ -117,7 +138,11 @@ start_server() {
   [ -n "$port" ] || port=$(free_port)
   local model
   model=$(model_file)
-  nohup "$venv/bin/python" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port "$port" \
+  # Its own session: the server outlives the shell that started it, until `stop`. Started
+  # through a few lines of Python that turn llama.cpp's extra weight buffers off: with them the
+  # CPU backend places weights in AMX tiles where the CPU reports AMX, and on this project's
+  # machines (VMs that report AMX but fault on `ldtilecfg`) the first completion crashes.
+  setsid nohup "$venv/bin/python" -c "$launcher" --model "$model" --host 127.0.0.1 --port "$port" \
     --chat_format chatml-function-calling --n_ctx "$n_ctx" --model_alias "$model_alias" \
     >"$dir/llm-server.log" 2>&1 &
   local pid=$!
