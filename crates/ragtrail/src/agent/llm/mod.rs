@@ -17,6 +17,7 @@
 
 pub mod context;
 pub mod prompt;
+pub mod question_search;
 pub mod tools;
 
 use std::collections::HashSet;
@@ -52,7 +53,14 @@ pub struct LlmPlanner {
     calls_named: u32,
     /// Set when the model's context size is known (`RAGTRAIL_LLM_CONTEXT_TOKENS`).
     context: Option<ContextBudget>,
+    /// A give-up before any search was turned into a search of the question's words.
+    overrode_give_up: bool,
+    /// The call whose give-up was overridden, until it is answered.
+    overridden_call: Option<String>,
 }
+
+/// Starts the reason of the search made instead of a give-up before any search.
+pub const OVERRODE_GIVE_UP: &str = "the model gave up before any search";
 
 impl LlmPlanner {
     /// Builds the client; nothing is sent until the first turn.
@@ -67,6 +75,8 @@ impl LlmPlanner {
             told_answer_only: false,
             calls_named: 0,
             context: config.context_tokens.map(ContextBudget::new),
+            overrode_give_up: false,
+            overridden_call: None,
         })
     }
 
@@ -100,7 +110,10 @@ impl LlmPlanner {
                 Pending::Call { id } => {
                     let (content, obs) = match observed.next() {
                         Some(o) => {
-                            let v = tools::observation_json(o, left);
+                            let mut v = tools::observation_json(o, left);
+                            if self.overridden_call.as_deref() == Some(id.as_str()) {
+                                v["instruction"] = Value::String(prompt::GIVE_UP_OVERRIDDEN.into());
+                            }
                             (v.clone(), Some((o, v)))
                         }
                         None => (
@@ -262,6 +275,43 @@ impl Planner for LlmPlanner {
                 call.name.clone(),
                 call.arguments.clone(),
             ));
+        }
+        // A give-up before any search is not accepted, once per run: the question's own words
+        // are always worth one search. The call is answered with that search's hits.
+        if ctx.searches_done == 0 && !self.overrode_give_up && ctx.max_searches > 0 {
+            let searched_before = |i: usize| {
+                actions[..i].iter().any(|a| {
+                    matches!(a, PlannerAction::Search { keywords, .. } if crate::agent::validate_keywords(keywords).is_ok())
+                })
+            };
+            if let Some(i) = actions
+                .iter()
+                .position(|a| matches!(a, PlannerAction::GiveUp { .. }))
+                .filter(|i| !searched_before(*i))
+                && let Some(keywords) =
+                    question_search::question_keywords(ctx.question, &|t| ctx.lookup.doc_freq(t))
+                && let PlannerAction::GiveUp { reason: why } = &actions[i]
+            {
+                let why = why.strip_prefix("no_relevant_hits").unwrap_or(why);
+                let why = why.trim_start_matches(':').trim();
+                let reason = format!(
+                    "{OVERRODE_GIVE_UP} ({why}); the planner overrode it and searched the question's own words"
+                );
+                actions[i] = PlannerAction::Search {
+                    keywords,
+                    reason,
+                    top_k: None,
+                };
+                self.overrode_give_up = true;
+                self.overridden_call = self
+                    .pending
+                    .iter()
+                    .filter_map(|p| match p {
+                        Pending::Call { id } => Some(id.clone()),
+                        _ => None,
+                    })
+                    .nth(i);
+            }
         }
         if wire_calls.is_empty() {
             match &message.content {
