@@ -1079,3 +1079,35 @@ fn a_give_up_before_any_search_is_overridden_by_a_search_of_the_questions_words(
     let message = no_evidence_message(outcome);
     assert!(message.contains("Keywords tried: ["), "{message}");
 }
+
+/// llama-cpp-python's server refuses an assistant message whose `content` is `null` (what the
+/// planner sent after a reply with only tool calls), and its chat template fails on one without
+/// `content`: both with these HTTP 500s, so every run ended in an error on its second model
+/// call. The content is now an empty string, which every server accepts.
+#[test]
+fn an_assistant_message_with_only_tool_calls_carries_empty_content() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| {
+        let req = reqs.last().expect("req");
+        for m in req.messages().iter().filter(|m| m["role"] == "assistant") {
+            match m.get("content") {
+                Some(Value::Null) => {
+                    return error(
+                        500,
+                        "7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}",
+                        Vec::new(),
+                    );
+                }
+                None => return error(500, "'dict object' has no attribute 'content'", Vec::new()),
+                Some(_) => {}
+            }
+        }
+        match reqs.len() {
+            1 => calls(&[search("call_1", &["高铁票", "报销凭证"])]),
+            _ => answer_from_latest(req, "fin").0,
+        }
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销需要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(server.requests().len(), 2);
+}

@@ -25,7 +25,11 @@ pub enum ChatMessage {
         content: String,
     },
     Assistant {
-        /// Null when the reply had only tool calls.
+        /// Sent as `""` when the reply had only tool calls: llama-cpp-python's server refuses
+        /// `null` (HTTP 500, "Input should be a valid string") and its chat templates fail on a
+        /// missing `content` (HTTP 500, "'dict object' has no attribute 'content'"); OpenAI
+        /// accepts all three.
+        #[serde(serialize_with = "empty_if_none")]
         content: Option<String>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireToolCall>,
@@ -34,6 +38,10 @@ pub enum ChatMessage {
         tool_call_id: String,
         content: String,
     },
+}
+
+fn empty_if_none<S: serde::Serializer>(content: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(content.as_deref().unwrap_or(""))
 }
 
 /// A tool call as it is sent back in the assistant message.
@@ -352,7 +360,7 @@ mod tests {
             serde_json::to_value(&msgs).expect("json"),
             json!([
                 {"role": "system", "content": "s"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call_1", "type": "function",
                      "function": {"name": "searchDocs", "arguments": "{\"keywords\":[\"a\"]}"}}
                 ]},
