@@ -15,5 +15,6 @@ mod ingest_search;
 mod llm_planner;
 mod local_model;
 mod postgres;
+mod real_llm;
 mod replay_audit;
 mod stale_knowledge;
