@@ -8,6 +8,10 @@
 # tests (once, outside the clone; see docs/embeddings.md), and the multilingual-e5-small
 # embeddings server of scripts/embed-server.sh (likewise) unless RAGTRAIL_TEST_EMBED_BASE_URL
 # names one already.
+# Starts a real model server for the LLM planner's end-to-end tests (crates/cli/tests/it/real_llm.rs)
+# with scripts/llm-server.sh unless RAGTRAIL_TEST_LLM_BASE_URL names one already: llama-cpp-python
+# and SmolLM2-135M are built and installed once into ~/.cache/ragtrail/llm (about 9 minutes on 2
+# idle cores the first time, nothing after); if the server cannot be started the run fails here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
@@ -27,10 +31,19 @@ python3 scripts/check-layers.py
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+pg_dir=
+embed_dir=
+llm_dir=
+# One EXIT trap stops every server this run started.
+cleanup() {
+  if [ -n "$pg_dir" ]; then bash scripts/pg-test.sh stop "$pg_dir" || true; fi
+  if [ -n "$embed_dir" ]; then bash scripts/embed-server.sh stop "$embed_dir" || true; fi
+  if [ -n "$llm_dir" ]; then bash scripts/llm-server.sh stop "$llm_dir" || true; fi
+}
+trap cleanup EXIT
 if [ -z "${RAGTRAIL_TEST_DATABASE_URL:-}" ]; then
   echo "== starting a throwaway PostgreSQL (scripts/pg-test.sh)"
   pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-pg-test.XXXXXX")
-  trap 'bash scripts/pg-test.sh stop "$pg_dir" || true' EXIT
   if ! pg_out=$(bash scripts/pg-test.sh start "$pg_dir"); then
     echo "error: could not start PostgreSQL for the database tests (see above)" >&2
     exit 1
@@ -46,8 +59,6 @@ echo "== PostgreSQL for the tests: $(printf '%s' "$RAGTRAIL_TEST_DATABASE_URL" |
 if [ -z "${RAGTRAIL_TEST_EMBED_BASE_URL:-}" ]; then
   echo "== starting the multilingual-e5-small embeddings server (scripts/embed-server.sh)"
   embed_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-embed-test.XXXXXX")
-  # One EXIT trap for both servers.
-  trap 'bash scripts/embed-server.sh stop "$embed_dir" || true; [ -n "${pg_dir:-}" ] && bash scripts/pg-test.sh stop "$pg_dir" || true' EXIT
   if ! embed_out=$(bash scripts/embed-server.sh start "$embed_dir"); then
     echo "error: could not start the embeddings server for the tests (see above)" >&2
     exit 1
@@ -60,6 +71,21 @@ if [ -z "${RAGTRAIL_TEST_EMBED_BASE_URL:-}" ]; then
   export RAGTRAIL_TEST_EMBED_BASE_URL RAGTRAIL_TEST_EMBED_MODEL RAGTRAIL_TEST_EMBED_MARKING
 fi
 echo "== embeddings server for the tests: $RAGTRAIL_TEST_EMBED_BASE_URL (${RAGTRAIL_TEST_EMBED_MODEL:-?}, marking ${RAGTRAIL_TEST_EMBED_MARKING:-?})"
+
+if [ -z "${RAGTRAIL_TEST_LLM_BASE_URL:-}" ]; then
+  echo "== starting a real model server (scripts/llm-server.sh: SmolLM2-135M behind llama-cpp-python)"
+  llm_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-llm-test.XXXXXX")
+  if ! llm_out=$(bash scripts/llm-server.sh start "$llm_dir"); then
+    echo "error: could not start the model server for the real-model tests (see above)" >&2
+    exit 1
+  fi
+  RAGTRAIL_TEST_LLM_BASE_URL=$(printf '%s\n' "$llm_out" | sed -n 's/^RAGTRAIL_LLM_BASE_URL=//p' | tail -1)
+  RAGTRAIL_TEST_LLM_MODEL=$(printf '%s\n' "$llm_out" | sed -n 's/^RAGTRAIL_LLM_MODEL=//p' | tail -1)
+  RAGTRAIL_TEST_LLM_CONTEXT_TOKENS=$(printf '%s\n' "$llm_out" | sed -n 's/^RAGTRAIL_LLM_CONTEXT_TOKENS=//p' | tail -1)
+  [ -n "$RAGTRAIL_TEST_LLM_BASE_URL" ] || { echo "error: llm-server.sh printed no RAGTRAIL_LLM_BASE_URL" >&2; exit 1; }
+  export RAGTRAIL_TEST_LLM_BASE_URL RAGTRAIL_TEST_LLM_MODEL RAGTRAIL_TEST_LLM_CONTEXT_TOKENS
+fi
+echo "== model server for the real-model tests: $RAGTRAIL_TEST_LLM_BASE_URL (${RAGTRAIL_TEST_LLM_MODEL:-smollm2})"
 
 echo "== cargo test"
 cargo test --workspace --all-targets --locked

@@ -45,6 +45,11 @@ pub struct LlmArgs {
     /// limit [env: RAGTRAIL_LLM_BUDGET_SECS] [default: 600].
     #[arg(long, value_name = "SECS")]
     pub llm_budget: Option<f64>,
+    /// The model's context size in tokens: the oldest search results are trimmed from what is
+    /// sent to stay inside it, and the trace says which; 0 for no trimming [env:
+    /// RAGTRAIL_LLM_CONTEXT_TOKENS] [default: no trimming].
+    #[arg(long, value_name = "TOKENS")]
+    pub llm_context_tokens: Option<u32>,
 }
 
 impl LlmArgs {
@@ -54,6 +59,7 @@ impl LlmArgs {
             model: self.llm_model.clone(),
             timeout_secs: self.llm_timeout,
             budget_secs: self.llm_budget,
+            context_tokens: self.llm_context_tokens,
         }
     }
 }

@@ -1006,3 +1006,113 @@ fn a_declared_greeting_is_answered_without_a_search_and_an_uncited_policy_claim_
     let refused = server.requests()[2].tool_results();
     assert!(refused[0].1.to_string().contains("refused"), "{refused:?}");
 }
+
+/// SmolLM2-135M's first reply to every question (issue 22, and again in real_llm): a give-up
+/// before any search. The planner searches the question's own words instead, says so in the
+/// search's reason (the trace) and to the model, and accepts a second give-up once that search
+/// was seen.
+#[test]
+fn a_give_up_before_any_search_is_overridden_by_a_search_of_the_questions_words() {
+    let (ws, engine) = small();
+    let gave_up = || {
+        tool_calls(&[(
+            "call_1",
+            "reportNoEvidence",
+            json!({"reason": "too many options"}),
+        )])
+    };
+    let server = ScriptedLlm::start(config, move |reqs| match reqs.len() {
+        1 => gave_up(),
+        _ => answer_from_latest(reqs.last().expect("req"), "fin").0,
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销需要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(outcome.rounds.len(), 1);
+    let round = &outcome.rounds[0];
+    assert!(
+        round
+            .reason
+            .starts_with(ragtrail::agent::llm::OVERRODE_GIVE_UP)
+            && round.reason.contains("too many options")
+            && round.reason.contains("overrode"),
+        "{}",
+        round.reason
+    );
+    assert!(
+        round.keywords.iter().any(|k| k.contains("高铁")),
+        "{:?}",
+        round.keywords
+    );
+    // The model's call is answered with the hits, and it is told why.
+    let reqs = server.requests();
+    let results = reqs[1].tool_results();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].0, "call_1");
+    assert!(!results[0].1["hits"].as_array().expect("hits").is_empty());
+    assert!(
+        results[0].1["instruction"]
+            .as_str()
+            .is_some_and(|i| i.contains("not accepted before any search")),
+        "{}",
+        results[0].1
+    );
+    for req in &reqs {
+        assert_tool_pairing(req);
+    }
+    // The trace says the planner overrode the model.
+    let path = &outcome.trace.as_ref().expect("trace").path;
+    let searches: Vec<String> = trace::read_trace(path)
+        .expect("trace")
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::Search(s) => Some(s.reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(searches.len(), 1);
+    assert!(searches[0].contains("overrode"), "{searches:?}");
+
+    // Giving up again after that search is accepted, and names what was tried.
+    let server = ScriptedLlm::start(config, move |_| gave_up());
+    let outcome = server.ask(&ws, &engine, "养宠物有补贴吗？");
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "one override, then the give-up stands"
+    );
+    assert_eq!(outcome.rounds.len(), 1);
+    let message = no_evidence_message(outcome);
+    assert!(message.contains("Keywords tried: ["), "{message}");
+}
+
+/// llama-cpp-python's server refuses an assistant message whose `content` is `null` (what the
+/// planner sent after a reply with only tool calls), and its chat template fails on one without
+/// `content`: both with these HTTP 500s, so every run ended in an error on its second model
+/// call. The content is now an empty string, which every server accepts.
+#[test]
+fn an_assistant_message_with_only_tool_calls_carries_empty_content() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| {
+        let req = reqs.last().expect("req");
+        for m in req.messages().iter().filter(|m| m["role"] == "assistant") {
+            match m.get("content") {
+                Some(Value::Null) => {
+                    return error(
+                        500,
+                        "7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}",
+                        Vec::new(),
+                    );
+                }
+                None => return error(500, "'dict object' has no attribute 'content'", Vec::new()),
+                Some(_) => {}
+            }
+        }
+        match reqs.len() {
+            1 => calls(&[search("call_1", &["高铁票", "报销凭证"])]),
+            _ => answer_from_latest(req, "fin").0,
+        }
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销需要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(server.requests().len(), 2);
+}

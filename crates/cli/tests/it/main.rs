@@ -19,5 +19,6 @@ mod leaks;
 mod llm_planner;
 mod local_model;
 mod postgres;
+mod real_llm;
 mod replay_audit;
 mod stale_knowledge;

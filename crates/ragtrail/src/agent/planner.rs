@@ -91,6 +91,8 @@ pub struct PlannerStep {
     pub message_count: Option<u32>,
     pub usage: Option<Usage>,
     pub retries: u32,
+    /// How the request fitted the model's context, when a context budget is set.
+    pub context: Option<crate::trace::ContextFit>,
 }
 
 /// What the planner may read about the run so far.

@@ -25,7 +25,11 @@ pub enum ChatMessage {
         content: String,
     },
     Assistant {
-        /// Null when the reply had only tool calls.
+        /// Sent as `""` when the reply had only tool calls: llama-cpp-python's server refuses
+        /// `null` (HTTP 500, "Input should be a valid string") and its chat templates fail on a
+        /// missing `content` (HTTP 500, "'dict object' has no attribute 'content'"); OpenAI
+        /// accepts all three.
+        #[serde(serialize_with = "empty_if_none")]
         content: Option<String>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireToolCall>,
@@ -34,6 +38,10 @@ pub enum ChatMessage {
         tool_call_id: String,
         content: String,
     },
+}
+
+fn empty_if_none<S: serde::Serializer>(content: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(content.as_deref().unwrap_or(""))
 }
 
 /// A tool call as it is sent back in the assistant message.
@@ -111,6 +119,7 @@ pub struct ChatClient {
     max_run_reply_bytes: u64,
     /// Reply bytes received so far by this client (one run).
     received_bytes: u64,
+    max_reply_tokens: Option<u32>,
 }
 
 impl ChatClient {
@@ -139,6 +148,7 @@ impl ChatClient {
             max_reply_bytes: config.max_reply_bytes,
             max_run_reply_bytes: config.max_run_reply_bytes,
             received_bytes: 0,
+            max_reply_tokens: None,
         })
     }
 
@@ -158,14 +168,24 @@ impl ChatClient {
         }
     }
 
+    /// Caps every reply at this many tokens (`max_tokens`), so a reply cannot outgrow the room
+    /// left for it in the model's context (`None`: the server's default).
+    pub fn set_max_reply_tokens(&mut self, max: Option<u32>) {
+        self.max_reply_tokens = max;
+    }
+
     /// The request body for these messages and tools.
     pub fn request_body(&self, messages: &[ChatMessage], tools: &Value) -> Value {
-        json!({
+        let mut body = json!({
             "model": self.model,
             "messages": messages,
             "tools": tools,
             "tool_choice": "auto",
-        })
+        });
+        if let Some(max) = self.max_reply_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        body
     }
 
     /// One chat completion. Retries as the policy allows, inside the run's budget.
@@ -363,7 +383,7 @@ mod tests {
             serde_json::to_value(&msgs).expect("json"),
             json!([
                 {"role": "system", "content": "s"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call_1", "type": "function",
                      "function": {"name": "searchDocs", "arguments": "{\"keywords\":[\"a\"]}"}}
                 ]},

@@ -12,6 +12,7 @@
 //! | run budget | `--llm-budget` | `RAGTRAIL_LLM_BUDGET_SECS` (default 600, 0 = none) |
 //! | largest reply | — | `RAGTRAIL_LLM_MAX_REPLY_BYTES` (default 4 MiB) |
 //! | all replies of a run | — | `RAGTRAIL_LLM_MAX_RUN_REPLY_BYTES` (default 16 MiB) |
+//! | context size | `--llm-context-tokens` | `RAGTRAIL_LLM_CONTEXT_TOKENS` (default: none, nothing trimmed) |
 //!
 //! A chat endpoint counts as configured when a base URL is set; an API key alone does not send
 //! questions to a hosted provider. Errors name the setting that supplied the value (a base URL
@@ -39,6 +40,8 @@ pub struct LlmFlags {
     pub timeout_secs: Option<f64>,
     /// Run budget in seconds (0: none).
     pub budget_secs: Option<f64>,
+    /// The model's context size in tokens (0: unknown, nothing trimmed).
+    pub context_tokens: Option<u32>,
 }
 
 /// A resolved chat endpoint.
@@ -60,6 +63,9 @@ pub struct ChatConfig {
     pub max_reply_bytes: u64,
     /// The most bytes all the replies of one run (one client) may have together.
     pub max_run_reply_bytes: u64,
+    /// The model's context size in tokens: the planner trims the oldest evidence to stay
+    /// inside it (`None`: unknown, nothing trimmed).
+    pub context_tokens: Option<u32>,
 }
 
 impl std::fmt::Debug for ChatConfig {
@@ -70,6 +76,7 @@ impl std::fmt::Debug for ChatConfig {
             .field("model", &self.model)
             .field("policy", &self.policy)
             .field("run_budget", &self.run_budget)
+            .field("context_tokens", &self.context_tokens)
             .finish()
     }
 }
@@ -96,6 +103,7 @@ impl ChatConfig {
             budget_setting: "RAGTRAIL_LLM_BUDGET_SECS",
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             max_run_reply_bytes: DEFAULT_MAX_RUN_REPLY_BYTES,
+            context_tokens: None,
         }
     }
 
@@ -145,6 +153,39 @@ fn seconds(
         )));
     }
     Ok(Some((value, setting)))
+}
+
+/// Smallest context size accepted: the system prompt and the tools alone take about this much.
+pub const MIN_CONTEXT_TOKENS: u32 = 512;
+
+fn context_tokens(
+    flag: Option<u32>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<u32>, LlmError> {
+    const VAR: &str = "RAGTRAIL_LLM_CONTEXT_TOKENS";
+    let (n, setting) = match flag {
+        Some(n) => (n, "--llm-context-tokens"),
+        None => match nonblank(env(VAR)) {
+            Some(text) => (
+                text.parse::<u32>().map_err(|_| {
+                    LlmError::Config(format!(
+                        "{VAR}={text:?} must be a whole number of tokens (the model's context size)"
+                    ))
+                })?,
+                VAR,
+            ),
+            None => return Ok(None),
+        },
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    if n < MIN_CONTEXT_TOKENS {
+        return Err(LlmError::Config(format!(
+            "{setting} is {n}; the system prompt and the tools alone need about {MIN_CONTEXT_TOKENS} tokens (0 turns trimming off)"
+        )));
+    }
+    Ok(Some(n))
 }
 
 /// Whether a chat endpoint is configured (a base URL is set).
@@ -249,6 +290,7 @@ pub fn resolve_chat_config(
         config.run_budget = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
         config.budget_setting = setting;
     }
+    config.context_tokens = context_tokens(flags.context_tokens, env)?;
     Ok(Some(config))
 }
 
@@ -311,12 +353,14 @@ mod tests {
         assert_eq!(c.policy.request_timeout, Duration::from_secs(7));
         assert_eq!(c.policy.max_retries, 0);
         assert_eq!(c.settings.model, "RAGTRAIL_LLM_MODEL");
+        assert_eq!(c.context_tokens, None, "no budget unless one is set");
 
         let flags = LlmFlags {
             base_url: Some("http://flag/v1".into()),
             model: Some("m-flag".into()),
             timeout_secs: Some(3.0),
             budget_secs: Some(0.0),
+            context_tokens: Some(2048),
         };
         let c = resolve_chat_config(&flags, &e)
             .expect("ok")
@@ -328,6 +372,7 @@ mod tests {
         assert_eq!(c.settings.base_url, "--llm-base-url");
         assert_eq!(c.policy.request_timeout, Duration::from_secs(3));
         assert_eq!(c.run_budget, None, "0 means no budget");
+        assert_eq!(c.context_tokens, Some(2048));
         assert!(!format!("{c:?}").contains("sk-rt"));
     }
 
@@ -356,5 +401,28 @@ mod tests {
             err.to_string().contains("RAGTRAIL_LLM_MAX_RETRIES"),
             "{err}"
         );
+        for (value, ok) in [("4096", Some(4096)), ("0", None)] {
+            let pairs = [
+                ("RAGTRAIL_LLM_BASE_URL", "http://rt/v1"),
+                ("RAGTRAIL_LLM_MODEL", "m"),
+                ("RAGTRAIL_LLM_CONTEXT_TOKENS", value),
+            ];
+            let e = env(&pairs);
+            let c = resolve_chat_config(&LlmFlags::default(), &e).expect("ok");
+            assert_eq!(c.expect("configured").context_tokens, ok, "{value}");
+        }
+        for value in ["4k", "100", "-1"] {
+            let pairs = [
+                ("RAGTRAIL_LLM_BASE_URL", "http://rt/v1"),
+                ("RAGTRAIL_LLM_MODEL", "m"),
+                ("RAGTRAIL_LLM_CONTEXT_TOKENS", value),
+            ];
+            let e = env(&pairs);
+            let err = resolve_chat_config(&LlmFlags::default(), &e).expect_err(value);
+            assert!(
+                err.to_string().contains("RAGTRAIL_LLM_CONTEXT_TOKENS"),
+                "{err}"
+            );
+        }
     }
 }

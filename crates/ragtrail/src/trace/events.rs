@@ -159,6 +159,31 @@ pub struct LlmTurn {
     pub retries: u32,
 }
 
+/// How one request to the model was fitted into its context budget: what was sent and what
+/// was left out this turn (the oldest search results first, then the oldest earlier turns of a
+/// conversation). Trimmed hits stay citable: the engine checks citations against every hit the
+/// run returned, not against what the model still sees.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContextFit {
+    /// The configured context size, in tokens.
+    pub budget_tokens: u32,
+    /// Estimated prompt tokens of the request as sent (after trimming).
+    pub prompt_tokens_estimate: u32,
+    /// Search rounds whose hits were replaced by a short stub in this turn.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trimmed_rounds: Vec<u32>,
+    /// The chunk ids of those hits.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trimmed_chunks: Vec<String>,
+    /// Earlier conversation turns left out in this turn.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trimmed_history_turns: u32,
+    /// Still over the budget with everything trimmable trimmed (sent anyway).
+    #[serde(skip_serializing_if = "is_false")]
+    pub over_budget: bool,
+}
+
 /// Token counts reported by the chat endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -291,6 +316,10 @@ pub enum RunStatus {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `ts` as RFC 3339 UTC with milliseconds on output; any RFC 3339 offset accepted on input.

@@ -23,7 +23,7 @@ mod tests;
 pub use canonical::{ZERO_HASH, canonical_json, digest_hex, event_hash};
 pub use error::TraceError;
 pub use events::{
-    AnswerEvent, Citation, EmbedderInfo, EventBody, LegStats, LlmTurn, RefusedCitation,
+    AnswerEvent, Citation, ContextFit, EmbedderInfo, EventBody, LegStats, LlmTurn, RefusedCitation,
     RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, Sufficiency, TRACE_VERSION,
     TokenUsage, TraceEvent, TracedHit,
 };

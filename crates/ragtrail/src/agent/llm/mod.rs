@@ -15,7 +15,9 @@
 //! Every turn reports the number of messages sent, the token usage and the retries, so the
 //! `llm_turn` trace events are enough to replay a run without the model.
 
+pub mod context;
 pub mod prompt;
+pub mod question_search;
 pub mod tools;
 
 use std::collections::HashSet;
@@ -26,6 +28,7 @@ use super::planner::{
     Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep, Usage,
 };
 use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError, WireToolCall};
+use context::ContextBudget;
 
 /// How the previous reply's parts are answered on the next turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,19 +51,43 @@ pub struct LlmPlanner {
     pending: Vec<Pending>,
     told_answer_only: bool,
     calls_named: u32,
+    /// Set when the model's context size is known (`RAGTRAIL_LLM_CONTEXT_TOKENS`).
+    context: Option<ContextBudget>,
+    /// A give-up before any search was turned into a search of the question's words.
+    overrode_give_up: bool,
+    /// The call whose give-up was overridden, until it is answered.
+    overridden_call: Option<String>,
 }
+
+/// Starts the reason of the search made instead of a give-up before any search.
+pub const OVERRODE_GIVE_UP: &str = "the model gave up before any search";
 
 impl LlmPlanner {
     /// Builds the client; nothing is sent until the first turn.
     pub fn new(config: &ChatConfig) -> Result<Self, LlmError> {
+        let mut client = ChatClient::new(config)?;
+        client.set_max_reply_tokens(config.context_tokens.map(context::reply_reserve));
         Ok(Self {
-            client: ChatClient::new(config)?,
+            client,
             tools: tools::definitions(),
             messages: Vec::new(),
             pending: Vec::new(),
             told_answer_only: false,
             calls_named: 0,
+            context: config.context_tokens.map(ContextBudget::new),
+            overrode_give_up: false,
+            overridden_call: None,
         })
+    }
+
+    /// Adds a message carrying an observation; search hits are noted as trimmable evidence.
+    fn push_observation(&mut self, message: ChatMessage, obs: Option<(&Observation, &Value)>) {
+        if let (Some(budget), Some((Observation::Hits { round, .. }, json))) =
+            (&mut self.context, obs)
+        {
+            budget.evidence_at(self.messages.len(), *round, json);
+        }
+        self.messages.push(message);
     }
 
     /// The conversation so far (the system prompt first).
@@ -76,53 +103,79 @@ impl LlmPlanner {
             .iter()
             .any(|p| matches!(p, Pending::Call { .. } | Pending::Text));
         let mut observed = observations.iter();
-        let mut tool_messages = Vec::new();
-        let mut user_messages = Vec::new();
+        let mut tool_messages: Vec<(ChatMessage, Option<(&Observation, Value)>)> = Vec::new();
+        let mut user_messages: Vec<(ChatMessage, Option<(&Observation, Value)>)> = Vec::new();
         for p in pending {
             match p {
                 Pending::Call { id } => {
-                    let content = match observed.next() {
-                        Some(o) => tools::observation_json(o, left),
-                        None => serde_json::json!({
-                            "error": "not_run",
-                            "message": "This call was not carried out.",
-                        }),
+                    let (content, obs) = match observed.next() {
+                        Some(o) => {
+                            let mut v = tools::observation_json(o, left);
+                            if self.overridden_call.as_deref() == Some(id.as_str()) {
+                                v["instruction"] = Value::String(prompt::GIVE_UP_OVERRIDDEN.into());
+                            }
+                            (v.clone(), Some((o, v)))
+                        }
+                        None => (
+                            serde_json::json!({
+                                "error": "not_run",
+                                "message": "This call was not carried out.",
+                            }),
+                            None,
+                        ),
                     };
-                    tool_messages.push(ChatMessage::Tool {
-                        tool_call_id: id,
-                        content: content.to_string(),
-                    });
+                    tool_messages.push((
+                        ChatMessage::Tool {
+                            tool_call_id: id,
+                            content: content.to_string(),
+                        },
+                        obs,
+                    ));
                 }
-                Pending::Refused { id, error } => tool_messages.push(ChatMessage::Tool {
-                    tool_call_id: id,
-                    content: error.to_string(),
-                }),
+                Pending::Refused { id, error } => tool_messages.push((
+                    ChatMessage::Tool {
+                        tool_call_id: id,
+                        content: error.to_string(),
+                    },
+                    None,
+                )),
                 Pending::Text => {
                     let mut content = observed
                         .next()
                         .map(|o| tools::observation_json(o, left))
                         .unwrap_or_else(|| serde_json::json!({}));
                     content["instruction"] = Value::String(prompt::USE_SUBMIT_ANSWER.into());
-                    user_messages.push(ChatMessage::User {
-                        content: content.to_string(),
-                    });
+                    user_messages.push((
+                        ChatMessage::User {
+                            content: content.to_string(),
+                        },
+                        None,
+                    ));
                 }
-                Pending::Empty => user_messages.push(ChatMessage::User {
-                    content: prompt::EMPTY_REPLY.to_string(),
-                }),
+                Pending::Empty => user_messages.push((
+                    ChatMessage::User {
+                        content: prompt::EMPTY_REPLY.to_string(),
+                    },
+                    None,
+                )),
             }
         }
         // Observations the loop added on its own (e.g. "neither a search nor an answer" after a
         // reply whose calls were all refused here) say nothing the errors above did not.
         if had_actions {
             for o in observed {
-                user_messages.push(ChatMessage::User {
-                    content: tools::observation_json(o, left).to_string(),
-                });
+                let v = tools::observation_json(o, left);
+                user_messages.push((
+                    ChatMessage::User {
+                        content: v.to_string(),
+                    },
+                    Some((o, v)),
+                ));
             }
         }
-        self.messages.extend(tool_messages);
-        self.messages.extend(user_messages);
+        for (message, obs) in tool_messages.into_iter().chain(user_messages) {
+            self.push_observation(message, obs.as_ref().map(|(o, v)| (*o, v)));
+        }
     }
 
     fn call_id(&mut self, given: Option<&str>, used: &mut HashSet<String>) -> String {
@@ -166,6 +219,9 @@ impl Planner for LlmPlanner {
                 self.messages.push(ChatMessage::User {
                     content: turn.question.clone(),
                 });
+                if let Some(budget) = &mut self.context {
+                    budget.earlier_answer_at(self.messages.len());
+                }
                 self.messages.push(ChatMessage::Assistant {
                     content: Some(prompt::earlier_answer(turn)),
                     tool_calls: Vec::new(),
@@ -184,10 +240,17 @@ impl Planner for LlmPlanner {
             });
         }
         let message_count = u32::try_from(self.messages.len()).unwrap_or(u32::MAX);
+        let fit = self
+            .context
+            .as_mut()
+            .map(|budget| budget.fit(&mut self.messages, &self.tools));
         let reply = self
             .client
             .complete(&self.messages, &self.tools)
             .map_err(|e| PlannerError::Failed(e.to_string()))?;
+        if let (Some(budget), Some(usage)) = (&mut self.context, reply.usage) {
+            budget.calibrate(usage.prompt_tokens);
+        }
         let message = reply.message;
         let mut actions = Vec::new();
         let mut wire_calls = Vec::new();
@@ -212,6 +275,43 @@ impl Planner for LlmPlanner {
                 call.name.clone(),
                 call.arguments.clone(),
             ));
+        }
+        // A give-up before any search is not accepted, once per run: the question's own words
+        // are always worth one search. The call is answered with that search's hits.
+        if ctx.searches_done == 0 && !self.overrode_give_up && ctx.max_searches > 0 {
+            let searched_before = |i: usize| {
+                actions[..i].iter().any(|a| {
+                    matches!(a, PlannerAction::Search { keywords, .. } if crate::agent::validate_keywords(keywords).is_ok())
+                })
+            };
+            if let Some(i) = actions
+                .iter()
+                .position(|a| matches!(a, PlannerAction::GiveUp { .. }))
+                .filter(|i| !searched_before(*i))
+                && let Some(keywords) =
+                    question_search::question_keywords(ctx.question, &|t| ctx.lookup.doc_freq(t))
+                && let PlannerAction::GiveUp { reason: why } = &actions[i]
+            {
+                let why = why.strip_prefix("no_relevant_hits").unwrap_or(why);
+                let why = why.trim_start_matches(':').trim();
+                let reason = format!(
+                    "{OVERRODE_GIVE_UP} ({why}); the planner overrode it and searched the question's own words"
+                );
+                actions[i] = PlannerAction::Search {
+                    keywords,
+                    reason,
+                    top_k: None,
+                };
+                self.overrode_give_up = true;
+                self.overridden_call = self
+                    .pending
+                    .iter()
+                    .filter_map(|p| match p {
+                        Pending::Call { id } => Some(id.clone()),
+                        _ => None,
+                    })
+                    .nth(i);
+            }
         }
         if wire_calls.is_empty() {
             match &message.content {
@@ -239,6 +339,7 @@ impl Planner for LlmPlanner {
                 completion_tokens: u.completion_tokens,
             }),
             retries: reply.retries,
+            context: fit,
         })
     }
 }

@@ -27,6 +27,12 @@ pub const USE_SUBMIT_ANSWER: &str = "Your last reply was plain text, not a tool 
     call submitAnswer with citations (chunkId and a verbatim quote from a hit); to search, call \
     searchDocs; if the knowledge base lacks the answer, call reportNoEvidence.";
 
+/// Answers a `reportNoEvidence` call made before any search, with the hits of the search made
+/// instead.
+pub const GIVE_UP_OVERRIDDEN: &str = "reportNoEvidence is not accepted before any search: the \
+    question's own words were searched instead, and these are the hits. Answer with submitAnswer \
+    citing them, search with other keywords, or call reportNoEvidence again if they do not help.";
+
 /// Earlier turns of a conversation sent with a new question.
 pub const HISTORY_TURNS: usize = 4;
 

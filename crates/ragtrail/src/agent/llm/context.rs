@@ -1,0 +1,376 @@
+//! Keeping each request inside the model's context (`RAGTRAIL_LLM_CONTEXT_TOKENS`).
+//!
+//! The planner counts what it sends — the system prompt, the tools, earlier turns of a
+//! conversation, every tool result with its hits — and, when the request would not leave room
+//! for a reply, trims the oldest evidence first: the lowest-ranked hits of the oldest search go
+//! first, the best hits of the latest search last. A trimmed tool result keeps its round, its
+//! keywords and the ids of the hits it lost, so the model knows they existed (citations are
+//! checked by the engine against every hit of the run, not against what the model still sees).
+//! Only then are earlier conversation answers shortened. What was left out goes to the trace.
+//!
+//! Token counts are estimates: no tokenizer of an arbitrary remote model is at hand. The
+//! estimate is corrected by the prompt tokens the server reports for the previous request,
+//! so after the first turn it is the server's own count, scaled to the new request.
+
+use serde_json::Value;
+
+use crate::llm::ChatMessage;
+use crate::trace::ContextFit;
+
+/// Tokens per message the chat templates add (role markers, separators), roughly.
+const MESSAGE_OVERHEAD: u32 = 4;
+
+/// A rough, deliberately high token count for text: a token per three ASCII characters, one
+/// per other character (CJK text costs about that on small-vocabulary tokenizers).
+pub fn estimate_tokens(text: &str) -> u32 {
+    let (ascii, other) = text.chars().fold((0u32, 0u32), |(a, o), c| {
+        if c.is_ascii() {
+            (a.saturating_add(1), o)
+        } else {
+            (a, o.saturating_add(1))
+        }
+    });
+    ascii.div_ceil(3).saturating_add(other)
+}
+
+/// Estimated tokens of one message as sent.
+pub fn message_tokens(m: &ChatMessage) -> u32 {
+    let body = match m {
+        ChatMessage::System { content } | ChatMessage::User { content } => estimate_tokens(content),
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+        } => estimate_tokens(tool_call_id).saturating_add(estimate_tokens(content)),
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => tool_calls
+            .iter()
+            .fold(content.as_deref().map_or(0, estimate_tokens), |n, c| {
+                n.saturating_add(estimate_tokens(&c.function.name))
+                    .saturating_add(estimate_tokens(&c.function.arguments))
+                    .saturating_add(MESSAGE_OVERHEAD)
+            }),
+    };
+    body.saturating_add(MESSAGE_OVERHEAD)
+}
+
+/// Tokens kept free for the model's reply: a quarter of the context, at most 1024.
+pub fn reply_reserve(budget: u32) -> u32 {
+    (budget / 4).min(1024)
+}
+
+/// A message that carries search hits, and how many of them are still sent.
+#[derive(Debug, Clone)]
+struct Evidence {
+    /// Index in the planner's messages.
+    index: usize,
+    round: u32,
+    /// The observation as first sent (with every hit).
+    full: Value,
+    kept: usize,
+    trimmed: Vec<String>,
+}
+
+impl Evidence {
+    fn hits(&self) -> usize {
+        self.full["hits"].as_array().map_or(0, Vec::len)
+    }
+
+    /// The message content with only the kept hits, and a note naming the others.
+    fn render(&self) -> String {
+        let mut v = self.full.clone();
+        if let Some(hits) = v["hits"].as_array_mut() {
+            hits.truncate(self.kept);
+        }
+        if !self.trimmed.is_empty() {
+            v["trimmed"] = serde_json::json!({
+                "chunkIds": self.trimmed,
+                "note": "These hits of this search were left out to fit the model's context. \
+                         Prefer the hits you still see; search again if you need them.",
+            });
+        }
+        v.to_string()
+    }
+}
+
+/// An earlier answer of the conversation sent with the question, and whether it was shortened.
+#[derive(Debug, Clone)]
+struct EarlierAnswer {
+    index: usize,
+    shortened: bool,
+}
+
+/// Sent in place of an earlier conversation answer that did not fit.
+pub const EARLIER_ANSWER_LEFT_OUT: &str =
+    "(earlier answer left out to fit the model's context; its question is above)";
+
+/// What of the planner's conversation may be trimmed, and how the estimate is calibrated.
+#[derive(Debug, Clone)]
+pub struct ContextBudget {
+    budget: u32,
+    evidence: Vec<Evidence>,
+    earlier: Vec<EarlierAnswer>,
+    /// Server-reported prompt tokens over the estimate of the same request.
+    scale: f64,
+    last_estimate: u32,
+}
+
+impl ContextBudget {
+    pub fn new(budget: u32) -> Self {
+        Self {
+            budget,
+            evidence: Vec::new(),
+            earlier: Vec::new(),
+            scale: 1.0,
+            last_estimate: 0,
+        }
+    }
+
+    pub fn budget(&self) -> u32 {
+        self.budget
+    }
+
+    /// Notes that `messages[index]` carries the hits of `round` in the JSON `observation`.
+    pub fn evidence_at(&mut self, index: usize, round: u32, observation: &Value) {
+        let kept = observation["hits"].as_array().map_or(0, Vec::len);
+        if kept > 0 {
+            self.evidence.push(Evidence {
+                index,
+                round,
+                full: observation.clone(),
+                kept,
+                trimmed: Vec::new(),
+            });
+        }
+    }
+
+    /// Notes that `messages[index]` is an earlier answer of the conversation.
+    pub fn earlier_answer_at(&mut self, index: usize) {
+        self.earlier.push(EarlierAnswer {
+            index,
+            shortened: false,
+        });
+    }
+
+    /// Corrects later estimates with the prompt tokens the server counted for the last request.
+    pub fn calibrate(&mut self, reported_prompt_tokens: u32) {
+        if self.last_estimate > 0 && reported_prompt_tokens > 0 {
+            self.scale =
+                (f64::from(reported_prompt_tokens) / f64::from(self.last_estimate)).clamp(0.5, 4.0);
+        }
+    }
+
+    fn scaled(&self, raw: u32) -> u32 {
+        (f64::from(raw) * self.scale)
+            .ceil()
+            .min(f64::from(u32::MAX)) as u32
+    }
+
+    /// Trims `messages` in place until the request (with `tools`) leaves room for a reply, and
+    /// says what this call trimmed.
+    pub fn fit(&mut self, messages: &mut [ChatMessage], tools: &Value) -> ContextFit {
+        let limit = self.budget.saturating_sub(reply_reserve(self.budget));
+        let mut raw = messages
+            .iter()
+            .map(message_tokens)
+            .fold(estimate_tokens(&tools.to_string()), u32::saturating_add);
+        let mut fit = ContextFit {
+            budget_tokens: self.budget,
+            ..ContextFit::default()
+        };
+        // Oldest search first; within it the lowest-ranked hit first.
+        for e in &mut self.evidence {
+            if self.scale * f64::from(raw) <= f64::from(limit) {
+                break;
+            }
+            let Some(message) = messages.get_mut(e.index) else {
+                continue;
+            };
+            while e.kept > 0 && self.scale * f64::from(raw) > f64::from(limit) {
+                e.kept -= 1;
+                if let Some(id) = e.full["hits"][e.kept]["chunkId"].as_str() {
+                    e.trimmed.insert(0, id.to_string());
+                    fit.trimmed_chunks.push(id.to_string());
+                }
+                let before = message_tokens(message);
+                set_content(message, e.render());
+                raw = raw
+                    .saturating_sub(before)
+                    .saturating_add(message_tokens(message));
+                if fit.trimmed_rounds.last() != Some(&e.round) {
+                    fit.trimmed_rounds.push(e.round);
+                }
+            }
+            debug_assert!(e.kept <= e.hits());
+        }
+        for a in &mut self.earlier {
+            if self.scale * f64::from(raw) <= f64::from(limit) {
+                break;
+            }
+            if a.shortened {
+                continue;
+            }
+            let Some(message) = messages.get_mut(a.index) else {
+                continue;
+            };
+            let before = message_tokens(message);
+            set_content(message, EARLIER_ANSWER_LEFT_OUT.to_string());
+            raw = raw
+                .saturating_sub(before)
+                .saturating_add(message_tokens(message));
+            a.shortened = true;
+            fit.trimmed_history_turns += 1;
+        }
+        self.last_estimate = raw;
+        fit.prompt_tokens_estimate = self.scaled(raw);
+        fit.over_budget = fit.prompt_tokens_estimate > limit;
+        fit
+    }
+}
+
+fn set_content(message: &mut ChatMessage, text: String) {
+    match message {
+        ChatMessage::System { content }
+        | ChatMessage::User { content }
+        | ChatMessage::Tool { content, .. } => *content = text,
+        ChatMessage::Assistant { content, .. } => *content = Some(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn hits_message(round: u32, n: usize, text_len: usize) -> (ChatMessage, Value) {
+        let hits: Vec<Value> = (0..n)
+            .map(|i| json!({"chunkId": format!("r{round}_c{i}"), "snippet": "x".repeat(text_len)}))
+            .collect();
+        let v = json!({"round": round, "keywords": ["k"], "hits": hits});
+        (
+            ChatMessage::Tool {
+                tool_call_id: format!("call_{round}"),
+                content: v.to_string(),
+            },
+            v,
+        )
+    }
+
+    fn conversation(rounds: u32) -> (Vec<ChatMessage>, ContextBudget) {
+        let mut messages = vec![
+            ChatMessage::System {
+                content: "s".repeat(300),
+            },
+            ChatMessage::User {
+                content: "q".into(),
+            },
+        ];
+        let mut budget = ContextBudget::new(2048);
+        for r in 1..=rounds {
+            messages.push(ChatMessage::Assistant {
+                content: None,
+                tool_calls: Vec::new(),
+            });
+            let (m, v) = hits_message(r, 5, 300);
+            budget.evidence_at(messages.len(), r, &v);
+            messages.push(m);
+        }
+        (messages, budget)
+    }
+
+    #[test]
+    fn nothing_is_trimmed_when_the_request_fits() {
+        let (mut messages, mut budget) = conversation(1);
+        let before = messages.clone();
+        let fit = budget.fit(&mut messages, &json!([]));
+        assert_eq!(messages, before);
+        assert!(fit.trimmed_chunks.is_empty() && !fit.over_budget, "{fit:?}");
+        assert!(fit.prompt_tokens_estimate > 0);
+    }
+
+    #[test]
+    fn the_oldest_rounds_lowest_hits_go_first_and_the_latest_best_hit_stays() {
+        let (mut messages, mut budget) = conversation(3);
+        let fit = budget.fit(&mut messages, &json!([]));
+        assert!(!fit.over_budget, "{fit:?}");
+        assert!(fit.prompt_tokens_estimate <= 2048 - reply_reserve(2048));
+        assert_eq!(fit.trimmed_rounds[0], 1, "{fit:?}");
+        assert_eq!(
+            fit.trimmed_chunks[0], "r1_c4",
+            "the oldest round's last hit first"
+        );
+        let latest: Value = match &messages[messages.len() - 1] {
+            ChatMessage::Tool { content, .. } => serde_json::from_str(content).expect("json"),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(latest["hits"][0]["chunkId"], "r3_c0", "{latest}");
+        // The trimmed round still names what it lost.
+        let oldest: Value = match &messages[3] {
+            ChatMessage::Tool { content, .. } => serde_json::from_str(content).expect("json"),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(oldest["round"], 1);
+        assert!(
+            !oldest["trimmed"]["chunkIds"]
+                .as_array()
+                .expect("ids")
+                .is_empty()
+        );
+        // A second fit of the same messages trims nothing more.
+        let again = budget.fit(&mut messages, &json!([]));
+        assert!(again.trimmed_chunks.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_server_count_higher_than_the_estimate_trims_more_next_time() {
+        let (mut messages, mut budget) = conversation(1);
+        let first = budget.fit(&mut messages, &json!([]));
+        assert!(first.trimmed_chunks.is_empty());
+        budget.calibrate(first.prompt_tokens_estimate * 3);
+        let second = budget.fit(&mut messages, &json!([]));
+        assert!(!second.trimmed_chunks.is_empty(), "{second:?}");
+    }
+
+    #[test]
+    fn earlier_answers_go_after_all_evidence_and_overflow_is_reported() {
+        let mut messages = vec![
+            ChatMessage::System {
+                content: "s".repeat(9000),
+            },
+            ChatMessage::User {
+                content: "earlier question".into(),
+            },
+            ChatMessage::Assistant {
+                content: Some("a".repeat(600)),
+                tool_calls: Vec::new(),
+            },
+            ChatMessage::User {
+                content: "q".into(),
+            },
+        ];
+        let mut budget = ContextBudget::new(2048);
+        budget.earlier_answer_at(2);
+        let fit = budget.fit(&mut messages, &json!([]));
+        assert_eq!(fit.trimmed_history_turns, 1);
+        assert!(
+            fit.over_budget,
+            "the system prompt alone is too long: {fit:?}"
+        );
+        assert_eq!(
+            messages[2],
+            ChatMessage::Assistant {
+                content: Some(EARLIER_ANSWER_LEFT_OUT.into()),
+                tool_calls: Vec::new()
+            }
+        );
+    }
+
+    #[test]
+    fn estimates_count_cjk_per_character() {
+        assert_eq!(estimate_tokens("abcdef"), 2);
+        assert_eq!(estimate_tokens("高铁票"), 3);
+        assert_eq!(estimate_tokens(""), 0);
+    }
+}
