@@ -107,8 +107,7 @@ fn migrations_apply_from_empty_and_are_idempotent() {
     };
     let err = PgStore::connect(&db.url, manual.clone()).expect_err("pending migrations");
     assert!(
-        matches!(err, PgError::MigrationsPending { pending, .. }
-            if pending == ragtrail::store::postgres::MIGRATOR.migrations.len()),
+        matches!(err, PgError::MigrationsPending { pending, .. } if pending == MIGRATOR.iter().count()),
         "{err}"
     );
     assert!(err.to_string().contains("ragtrail migrate"), "{err}");
@@ -219,6 +218,37 @@ fn ingest_twice_changes_nothing() {
     let third = ws.ingest(&mut engine);
     assert_eq!(third.unchanged, 2);
     assert_eq!(fingerprint(engine.postgres().expect("postgres")), before);
+}
+
+#[test]
+fn chunks_of_the_markdown_text_format_are_rewritten_by_the_next_ingest() {
+    let db = TestDb::new();
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    let mut engine = pg_engine(&ws.data(), &db);
+    ws.ingest(&mut engine);
+    let store = engine.postgres().expect("postgres");
+    assert_eq!(
+        store.text_format().expect("format"),
+        ragtrail::knowledge::TEXT_FORMAT
+    );
+    // What a database written before plain text holds: format 1, chunks in Markdown.
+    exec(&db.url, "update kb_state set text_format = 1");
+    exec(
+        &db.url,
+        "update chunks set content = '| 一线城市 | 600元 |' where title_path = '差旅报销制度 / 住宿费'",
+    );
+    drop(engine);
+    let mut engine = pg_engine(&ws.data(), &db);
+    let again = ws.ingest(&mut engine);
+    assert_eq!(again.changed, vec!["finance/travel.md"], "{again:?}");
+    let store = engine.postgres().expect("postgres");
+    assert_eq!(store.text_format().expect("format"), 2);
+    let content = scalar_text(
+        store,
+        "select content from chunks where title_path = '差旅报销制度 / 住宿费'",
+    );
+    assert!(content.contains("城市：一线城市，标准：600元"), "{content}");
 }
 
 #[test]
