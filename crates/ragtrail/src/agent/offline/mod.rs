@@ -16,10 +16,10 @@
 //!
 //! Nothing here knows the sample knowledge base: only text, term rarity and the hits.
 //!
-//! The planner's parts, by job: [`question`] reads the question (its content words, nouns no
-//! chunk mentions, small talk, a follow-up leaning on the previous turn), [`references`] mines
-//! a chunk's text for the references and names it points at, [`follow`] chooses the next
-//! search, [`answer`] chooses the chunks to cite and writes the answer.
+//! The planner's parts, by job: `question` reads the question (its content words, nouns no
+//! chunk mentions, small talk, a follow-up leaning on the previous turn), `references` mines a
+//! chunk's text for the references and names it points at, `follow` chooses the next search,
+//! `answer` chooses the chunks to cite and writes the answer.
 
 mod answer;
 mod follow;
@@ -69,7 +69,7 @@ pub struct OfflinePlanner {
     searched_terms: HashSet<String>,
     seen_chunks: HashSet<String>,
     followed: HashSet<String>,
-    /// The question's nouns no chunk mentions ([`unknown_nouns`]); fixed for the run, so
+    /// The question's nouns no chunk mentions (`question::unknown_nouns`); fixed for the run, so
     /// found once, with the question words.
     unknown_nouns: Vec<String>,
 }
