@@ -338,24 +338,81 @@ pub fn is_stop_term(term: &str) -> bool {
     ZH.contains(&term) || EN.contains(&term)
 }
 
-/// Sentence spans (byte ranges) of `s`, split after 。！？；, newlines and `. ` style ends.
+/// What ends a sentence for [`sentence_spans_with`]. Every caller ends one after 。！？；and at
+/// a newline; they differ in what must follow a Latin `.`, `!` or `?`, whether an ASCII `;`
+/// ends one too, and whether whitespace-only pieces are kept. The defaults are the snippet's
+/// rules ([`sentence_spans`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentenceEnds {
+    /// An ASCII `;` ends a sentence like `.` does (followed by [`Self::stop_then`]).
+    pub semicolon: bool,
+    /// What must follow a Latin stop for it to end a sentence; at the end of the text any stop
+    /// ends one (the last piece is the same either way).
+    pub stop_then: StopThen,
+    /// Keep whitespace-only pieces, so that the spans tile the whole text (a caller that joins
+    /// pieces again keeps every byte); otherwise they are left out.
+    pub keep_blank: bool,
+}
+
+/// What must follow a Latin `.`, `!` or `?` for it to end a sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopThen {
+    /// ASCII whitespace: space, tab, newline, form feed, carriage return.
+    AsciiWhitespace,
+    /// Any Unicode whitespace (also the ideographic space U+3000 and the no-break space).
+    Whitespace,
+    /// A plain space (U+0020) only.
+    Space,
+}
+
+impl StopThen {
+    fn allows(self, next: char) -> bool {
+        match self {
+            Self::AsciiWhitespace => next.is_ascii_whitespace(),
+            Self::Whitespace => next.is_whitespace(),
+            Self::Space => next == ' ',
+        }
+    }
+}
+
+impl Default for SentenceEnds {
+    fn default() -> Self {
+        Self {
+            semicolon: true,
+            stop_then: StopThen::AsciiWhitespace,
+            keep_blank: false,
+        }
+    }
+}
+
+/// Sentence spans (byte ranges) of `s`, split after 。！？；, newlines and `. ` style ends (also
+/// `; `); whitespace-only pieces left out. The snippet's splitter: [`SentenceEnds::default`].
 pub fn sentence_spans(s: &str) -> Vec<(usize, usize)> {
+    sentence_spans_with(s, SentenceEnds::default())
+}
+
+/// Sentence spans (byte ranges) of `s` under `ends`, in order; each ends just after its stop,
+/// so a piece keeps the whitespace that follows the previous stop.
+pub fn sentence_spans_with(s: &str, ends: SentenceEnds) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut start = 0;
-    let bytes = s.as_bytes();
     for (i, c) in s.char_indices() {
         let end = i + c.len_utf8();
+        let latin_stop = matches!(c, '.' | '!' | '?') || (ends.semicolon && c == ';');
         let is_end = matches!(c, '。' | '！' | '？' | '；' | '\n')
-            || (matches!(c, '.' | '!' | '?' | ';')
-                && bytes.get(end).is_none_or(|b| b.is_ascii_whitespace()));
+            || (latin_stop
+                && s[end..]
+                    .chars()
+                    .next()
+                    .is_none_or(|next| ends.stop_then.allows(next)));
         if is_end {
-            if s[start..end].trim().chars().count() > 0 {
+            if ends.keep_blank || !s[start..end].trim().is_empty() {
                 spans.push((start, end));
             }
             start = end;
         }
     }
-    if start < s.len() && !s[start..].trim().is_empty() {
+    if start < s.len() && (ends.keep_blank || !s[start..].trim().is_empty()) {
         spans.push((start, s.len()));
     }
     spans
@@ -435,6 +492,46 @@ mod tests {
         for term in terms(s) {
             assert!(s.is_char_boundary(term.start) && s.is_char_boundary(term.end));
         }
+    }
+
+    #[test]
+    fn sentence_ends_differ_only_where_configured() {
+        let s = "One; two. Three.\u{3000}Four。\n五";
+        let pieces = |ends: SentenceEnds| -> Vec<&str> {
+            sentence_spans_with(s, ends)
+                .into_iter()
+                .map(|(a, b)| &s[a..b])
+                .collect()
+        };
+        // The snippet's: `; ` ends a sentence, U+3000 after a stop does not, blanks dropped.
+        assert_eq!(
+            pieces(SentenceEnds::default()),
+            ["One;", " two.", " Three.\u{3000}Four。", "五"]
+        );
+        assert_eq!(
+            sentence_spans(s),
+            sentence_spans_with(s, SentenceEnds::default())
+        );
+        let any_whitespace = SentenceEnds {
+            semicolon: false,
+            stop_then: StopThen::Whitespace,
+            keep_blank: false,
+        };
+        assert_eq!(
+            pieces(any_whitespace),
+            ["One; two.", " Three.", "\u{3000}Four。", "五"]
+        );
+        // Blank pieces kept: the spans tile the text.
+        let space_only = SentenceEnds {
+            semicolon: false,
+            stop_then: StopThen::Space,
+            keep_blank: true,
+        };
+        assert_eq!(
+            pieces(space_only),
+            ["One; two.", " Three.\u{3000}Four。", "\n", "五"]
+        );
+        assert_eq!(pieces(space_only).concat(), s);
     }
 
     #[test]

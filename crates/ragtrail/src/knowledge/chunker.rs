@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::plain::{inline_to_plain, markdown_to_plain};
 use super::{Chunk, Document, TITLE_SEPARATOR, chunk_id, sha256_hex};
-use crate::text::char_len;
+use crate::text::{SentenceEnds, StopThen, char_len, sentence_spans_with};
 
 /// Size limits, in characters.
 #[derive(Debug, Clone, Copy)]
@@ -351,22 +351,21 @@ fn split_table(rows: &[String], max: usize) -> Vec<String> {
     parts
 }
 
+/// Where a long paragraph is cut, not the snippet's sentence ends: an ASCII `;` ends no
+/// sentence, a Latin stop ends one only before a plain space, and whitespace-only pieces are
+/// kept, since the pieces are joined again byte for byte. Chunk ids and content hashes follow
+/// these cuts, so they stay as they were.
+const PARAGRAPH_SENTENCE_ENDS: SentenceEnds = SentenceEnds {
+    semicolon: false,
+    stop_then: StopThen::Space,
+    keep_blank: true,
+};
+
 /// Splits a long paragraph at sentence ends, and a sentence longer than `max` at `max` characters.
 fn split_paragraph(p: &str, max: usize) -> Vec<String> {
-    let mut sentences = Vec::new();
-    let mut start = 0;
-    for (i, c) in p.char_indices() {
-        if matches!(c, '。' | '！' | '？' | '；' | '\n')
-            || (matches!(c, '.' | '!' | '?') && p[i + 1..].starts_with(' '))
-        {
-            let end = i + c.len_utf8();
-            sentences.push(&p[start..end]);
-            start = end;
-        }
-    }
-    if start < p.len() {
-        sentences.push(&p[start..]);
-    }
+    let sentences = sentence_spans_with(p, PARAGRAPH_SENTENCE_ENDS)
+        .into_iter()
+        .map(|(start, end)| &p[start..end]);
     let mut out = Vec::new();
     let mut current = String::new();
     for sentence in sentences {
@@ -581,5 +580,20 @@ mod tests {
         );
         assert_eq!(chunks.len(), 1);
         assert_eq!(chunks[0].title_path, "n");
+    }
+
+    #[test]
+    fn long_paragraphs_are_cut_after_a_stop_and_a_space_keeping_every_byte() {
+        // The newline after 。 is a piece of its own and counts towards the cap: without it the
+        // two sentences (8 characters) would be glued into one piece.
+        assert_eq!(
+            split_paragraph("一二三。\n四五六。", 8),
+            ["一二三。", "四五六。"]
+        );
+        // `;` and a stop before a tab cut nothing; a stop before a space does.
+        assert_eq!(
+            split_paragraph("Do this; then that.\tAnd more. Last one.", 30),
+            ["Do this; then that.\tAnd more.", "Last one."]
+        );
     }
 }

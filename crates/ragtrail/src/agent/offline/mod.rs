@@ -16,10 +16,10 @@
 //!
 //! Nothing here knows the sample knowledge base: only text, term rarity and the hits.
 //!
-//! The planner's parts, by job: [`question`] reads the question (its content words, nouns no
-//! chunk mentions, small talk, a follow-up leaning on the previous turn), [`references`] mines
-//! a chunk's text for the references and names it points at, [`follow`] chooses the next
-//! search, [`answer`] chooses the chunks to cite and writes the answer.
+//! The planner's parts, by job: `question` reads the question (its content words, nouns no
+//! chunk mentions, small talk, a follow-up leaning on the previous turn), `references` mines a
+//! chunk's text for the references and names it points at, `follow` chooses the next search,
+//! `answer` chooses the chunks to cite and writes the answer.
 
 mod answer;
 mod follow;
@@ -35,7 +35,7 @@ use crate::search::SearchHit;
 use crate::search::sufficiency::{
     Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms,
 };
-use crate::text::{self, char_len, is_stop_term};
+use crate::text::{self, SentenceEnds, StopThen, char_len, is_stop_term};
 use question::small_talk_reply;
 
 /// Round-1 keywords at most: every content word the validator allows. A question's commoner
@@ -69,7 +69,7 @@ pub struct OfflinePlanner {
     searched_terms: HashSet<String>,
     seen_chunks: HashSet<String>,
     followed: HashSet<String>,
-    /// The question's nouns no chunk mentions ([`unknown_nouns`]); fixed for the run, so
+    /// The question's nouns no chunk mentions (`question::unknown_nouns`); fixed for the run, so
     /// found once, with the question words.
     unknown_nouns: Vec<String>,
 }
@@ -179,22 +179,22 @@ fn analysed(word: &str) -> Vec<String> {
         .collect()
 }
 
+/// The planner's sentence ends, not the snippet's: an ASCII `;` ends no sentence, and a Latin
+/// stop ends one before any whitespace (also U+3000 or a no-break space), not only ASCII
+/// whitespace. Kept as they were: the answer quotes these sentences and scores by them.
+const SENTENCE_ENDS: SentenceEnds = SentenceEnds {
+    semicolon: false,
+    stop_then: StopThen::Whitespace,
+    keep_blank: false,
+};
+
 /// Sentences (and table rows) of a chunk, trimmed, separator rows dropped.
 fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, c) in text.char_indices() {
-        let end = i + c.len_utf8();
-        let boundary = matches!(c, '。' | '！' | '？' | '；' | '\n')
-            || (matches!(c, '.' | '!' | '?') && text[end..].starts_with(char::is_whitespace));
-        if boundary {
-            out.push(text[start..end].trim());
-            start = end;
-        }
-    }
-    out.push(text[start..].trim());
-    out.retain(|s| char_len(s) >= 4 && !s.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')));
-    out
+    text::sentence_spans_with(text, SENTENCE_ENDS)
+        .into_iter()
+        .map(|(start, end)| text[start..end].trim())
+        .filter(|s| char_len(s) >= 4 && !s.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')))
+        .collect()
 }
 
 /// Every hit returned so far, with the round that returned it (first time only).
@@ -296,6 +296,15 @@ mod tests {
                 "| 一线 | 600元 |",
                 "End.",
                 "Next one"
+            ]
+        );
+        // Unlike a snippet's sentence, `; ` ends none; any whitespace after a stop ends one.
+        assert_eq!(
+            sentences("Order it in the portal; IT ships it. Done.\u{3000}Thanks all"),
+            [
+                "Order it in the portal; IT ships it.",
+                "Done.",
+                "Thanks all"
             ]
         );
     }
