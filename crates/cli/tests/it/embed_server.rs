@@ -21,7 +21,10 @@ use ragtrail::search::{SearchError, SearchHit, SearchRequest};
 
 fn config(settings: &embed_server::Settings) -> HttpEmbedderConfig {
     let mut c = HttpEmbedderConfig::new(settings.base_url.clone(), settings.model.clone());
-    c.marking = settings.marking.parse().expect("the script's marking parses");
+    c.marking = settings
+        .marking
+        .parse()
+        .expect("the script's marking parses");
     c
 }
 
@@ -134,10 +137,7 @@ fn queries_and_passages_are_embedded_differently() {
     let q = e.embed_query(&[text]).expect("query").remove(0);
     let p = e.embed(&[text]).expect("passage").remove(0);
     let cos: f32 = q.iter().zip(&p).map(|(a, b)| a * b).sum();
-    assert!(
-        cos < 0.999,
-        "the input_type reached the server: cos {cos}"
-    );
+    assert!(cos < 0.999, "the input_type reached the server: cos {cos}");
     assert!(cos > 0.8, "still the same text: cos {cos}");
 }
 
@@ -266,7 +266,10 @@ fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ing
     for i in 0..12 {
         ws.write(
             &format!("finance/rule-{i}.md"),
-            &format!("# 差旅规则{i}\n\n第{i}条：出差住宿费凭酒店增值税发票报销，每晚不超过{}元。\n", 300 + i),
+            &format!(
+                "# 差旅规则{i}\n\n第{i}条：出差住宿费凭酒店增值税发票报销，每晚不超过{}元。\n",
+                300 + i
+            ),
         );
     }
     let mut stopped = false;

@@ -40,7 +40,8 @@ pub enum Side {
 pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
 
 /// The preset names [`Marking::from_str`] accepts, for help texts and errors.
-pub const PRESETS: &str = "none, input-type, e5, bge, nomic, input-type:QUERY,PASSAGE or prefix:QUERY|PASSAGE";
+pub const PRESETS: &str =
+    "none, input-type, e5, bge, nomic, input-type:QUERY,PASSAGE or prefix:QUERY|PASSAGE";
 
 impl Marking {
     pub fn is_none(&self) -> bool {

@@ -39,7 +39,10 @@ fn script(args: &[&str]) -> Settings {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
-    match (out.status.success(), parse(&String::from_utf8_lossy(&out.stdout))) {
+    match (
+        out.status.success(),
+        parse(&String::from_utf8_lossy(&out.stdout)),
+    ) {
         (true, Some(s)) => s,
         _ => panic!(
             "`scripts/embed-server.sh {}` could not start the embeddings server.\n\
