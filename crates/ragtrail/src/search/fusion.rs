@@ -758,6 +758,8 @@ mod tests {
             },
             Fusion::Bm25Only => Fusion::VectorOnly,
             Fusion::VectorOnly => Fusion::Bm25Only,
+            // Not generated: its weight is not a mirror image (BM25 leads).
+            f @ Fusion::Agreement { .. } => f,
         }
     }
 
