@@ -25,6 +25,10 @@ pub const DEFAULT_RRF_K: f64 = 60.0;
 /// BM25's weight in min-max fusion when none is given (`minmax` without a weight), and the
 /// engine's default with the hashing embedder (see `search::default_fusion_for`).
 pub const DEFAULT_BM25_WEIGHT: f64 = 0.3;
+/// [`Fusion::Agreement`]'s vector weight at full agreement when none is given (`agree`).
+pub const DEFAULT_AGREEMENT_WEIGHT: f64 = 0.5;
+/// How deep [`Fusion::Agreement`] compares the legs' tops.
+pub const AGREEMENT_DEPTH: usize = 10;
 
 /// One hit of one leg, as returned by that leg (best first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,6 +87,15 @@ pub enum Fusion {
         /// `w`, in `[0, 1]` (default [`DEFAULT_BM25_WEIGHT`]).
         bm25_weight: f64,
     },
+    /// Min-max fusion whose vector weight is earned per query: `v · a`, where `a` is the share
+    /// of the top [`AGREEMENT_DEPTH`] of each leg that the other leg's top also holds. Legs
+    /// that agree rerank each other; a vector leg that disagrees with BM25 (a lexical leg
+    /// finding other words, or a model off its language) only breaks ties and fills in after
+    /// BM25's hits, so the fusion cannot fall far below BM25 alone.
+    Agreement {
+        /// `v`, the vector weight at full agreement, in `[0, 1]`.
+        max_vector_weight: f64,
+    },
     /// The BM25 leg alone, in its order, with its raw scores.
     Bm25Only,
     /// The vector leg alone, in its order, with its raw scores.
@@ -98,8 +111,8 @@ impl Default for Fusion {
 /// Invalid fusion name or parameter.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FusionError {
-    /// Not one of `rrf`, `minmax`, `bm25`, `vector`.
-    #[error("unknown fusion {0:?}: expected one of rrf, minmax, bm25, vector")]
+    /// Not one of `rrf`, `minmax`, `agree`, `bm25`, `vector`.
+    #[error("unknown fusion {0:?}: expected one of rrf, minmax, agree, bm25, vector")]
     UnknownName(String),
     /// RRF `k` must be finite and non-negative.
     #[error("RRF k must be finite and >= 0, got {0}")]
@@ -131,6 +144,9 @@ impl Fusion {
             Fusion::MinMax { bm25_weight: w } if !(0.0..=1.0).contains(&w) => {
                 Err(FusionError::InvalidWeight(w))
             }
+            Fusion::Agreement {
+                max_vector_weight: w,
+            } if !(0.0..=1.0).contains(&w) => Err(FusionError::InvalidWeight(w)),
             _ => Ok(()),
         }
     }
@@ -140,6 +156,7 @@ impl Fusion {
         match self {
             Fusion::Rrf { .. } => "rrf",
             Fusion::MinMax { .. } => "minmax",
+            Fusion::Agreement { .. } => "agree",
             Fusion::Bm25Only => "bm25",
             Fusion::VectorOnly => "vector",
         }
@@ -153,6 +170,7 @@ impl fmt::Display for Fusion {
         match self {
             Fusion::Rrf { k } => write!(f, "rrf:{k}"),
             Fusion::MinMax { bm25_weight } => write!(f, "minmax:{bm25_weight}"),
+            Fusion::Agreement { max_vector_weight } => write!(f, "agree:{max_vector_weight}"),
             _ => f.write_str(self.name()),
         }
     }
@@ -173,6 +191,13 @@ impl FromStr for Fusion {
             return match name.trim().to_ascii_lowercase().as_str() {
                 "rrf" => Fusion::rrf(value),
                 "minmax" => Fusion::min_max(value),
+                "agree" => {
+                    let fusion = Fusion::Agreement {
+                        max_vector_weight: value,
+                    };
+                    fusion.validate()?;
+                    Ok(fusion)
+                }
                 _ => Err(FusionError::UnknownName(s.to_owned())),
             };
         }
@@ -183,6 +208,10 @@ impl FromStr for Fusion {
         } else if is("minmax") {
             Ok(Fusion::MinMax {
                 bm25_weight: DEFAULT_BM25_WEIGHT,
+            })
+        } else if is("agree") {
+            Ok(Fusion::Agreement {
+                max_vector_weight: DEFAULT_AGREEMENT_WEIGHT,
             })
         } else if is("bm25") {
             Ok(Fusion::Bm25Only)
@@ -374,11 +403,19 @@ pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) ->
                 })
                 .collect()
         }
-        Fusion::MinMax { bm25_weight } => {
-            let w = if bm25_weight.is_nan() {
-                DEFAULT_BM25_WEIGHT
-            } else {
-                bm25_weight.clamp(0.0, 1.0)
+        Fusion::MinMax { .. } | Fusion::Agreement { .. } => {
+            let w = match fusion {
+                Fusion::MinMax { bm25_weight } if bm25_weight.is_nan() => DEFAULT_BM25_WEIGHT,
+                Fusion::MinMax { bm25_weight } => bm25_weight.clamp(0.0, 1.0),
+                Fusion::Agreement { max_vector_weight } => {
+                    let v = if max_vector_weight.is_nan() {
+                        DEFAULT_AGREEMENT_WEIGHT
+                    } else {
+                        max_vector_weight.clamp(0.0, 1.0)
+                    };
+                    1.0 - v * agreement(bm25, vector)
+                }
+                _ => DEFAULT_BM25_WEIGHT,
             };
             let b_scale = MinMaxScale::over(entries.iter().filter_map(|u| u.bm25.map(|s| s.score)));
             let v_scale =
@@ -411,10 +448,71 @@ pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) ->
     scored.into_iter().map(|(u, s)| u.into_hit(s)).collect()
 }
 
+/// The share of the two legs' tops (first [`AGREEMENT_DEPTH`] distinct ids of each) found in
+/// both, in `[0, 1]`: 0 when either leg is empty.
+pub fn agreement(bm25: &[LegHit], vector: &[LegHit]) -> f64 {
+    fn top(leg: &[LegHit]) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::with_capacity(AGREEMENT_DEPTH);
+        for h in leg {
+            if out.len() == AGREEMENT_DEPTH {
+                break;
+            }
+            if !out.contains(&h.id.as_str()) {
+                out.push(h.id.as_str());
+            }
+        }
+        out
+    }
+    let (b, v) = (top(bm25), top(vector));
+    let depth = b.len().min(v.len());
+    if depth == 0 {
+        return 0.0;
+    }
+    let shared = b.iter().filter(|id| v.contains(id)).count();
+    (shared as f64 / depth as f64).min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn agreement_weighs_the_vector_leg_by_the_share_of_tops_both_legs_hold() {
+        let bm25 = leg(&[("a", 9.0), ("b", 8.0), ("c", 1.0)]);
+        let disagree = leg(&[("x", 0.9), ("y", 0.8), ("z", 0.7)]);
+        assert_eq!(agreement(&bm25, &disagree), 0.0);
+        let fusion = Fusion::Agreement {
+            max_vector_weight: 0.5,
+        };
+        // No agreement: BM25's order, the vector-only hits after it.
+        let hits = fuse(fusion, &bm25, &disagree, 10);
+        assert_eq!(ids(&hits)[..3], ["a", "b", "c"]);
+        // Full agreement: min-max at 0.5, so c, first in the vector leg, rises to the top.
+        let agree = leg(&[("c", 0.9), ("b", 0.8), ("a", 0.1)]);
+        assert_eq!(agreement(&bm25, &agree), 1.0);
+        assert_eq!(
+            ids(&fuse(fusion, &bm25, &agree, 10)),
+            ids(&fuse(
+                Fusion::MinMax { bm25_weight: 0.5 },
+                &bm25,
+                &agree,
+                10
+            ))
+        );
+        let one_of_two = leg(&[("b", 0.9), ("q", 0.8)]);
+        assert_eq!(agreement(&bm25, &one_of_two), 0.5);
+        assert_eq!(agreement(&[], &agree), 0.0);
+        let parsed: Fusion = "agree:0.7".parse().expect("parse");
+        assert_eq!(
+            parsed,
+            Fusion::Agreement {
+                max_vector_weight: 0.7
+            }
+        );
+        assert_eq!(parsed.to_string(), "agree:0.7");
+        assert!("agree:1.5".parse::<Fusion>().is_err());
+    }
     use std::collections::HashSet;
 
     fn leg(hits: &[(&str, f32)]) -> Vec<LegHit> {
@@ -662,6 +760,8 @@ mod tests {
             },
             Fusion::Bm25Only => Fusion::VectorOnly,
             Fusion::VectorOnly => Fusion::Bm25Only,
+            // Not generated: its weight is not a mirror image (BM25 leads).
+            f @ Fusion::Agreement { .. } => f,
         }
     }
 
