@@ -224,9 +224,14 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(match outcome.status {
         RunStatus::Answered => 0,
         RunStatus::InsufficientEvidence => 1,
+        RunStatus::Evidence => EXIT_EVIDENCE,
         _ => super::EXIT_ERROR,
     }))
 }
+
+/// `ask`'s exit status when the run ends with evidence to read rather than an answer (2 is a
+/// usage error, 3 an error).
+pub const EXIT_EVIDENCE: u8 = 4;
 
 fn status_name(status: &RunStatus) -> String {
     serde_json::to_value(status)
@@ -263,7 +268,11 @@ fn outcome_text(o: &AgentOutcome) -> String {
         }
         Some(answer) => {
             out.push_str(&output::terminal_safe(&answer.text));
-            out.push_str("\n\nSources:\n");
+            out.push_str(if o.status == RunStatus::Evidence {
+                "\n\nSources of the evidence:\n"
+            } else {
+                "\n\nSources:\n"
+            });
             for (i, c) in answer.citations.iter().enumerate() {
                 out.push_str(&format!(
                     "  [{}] {}\n      {}  ({})\n      “{}”\n",

@@ -59,6 +59,7 @@ fn search(keywords: &[&str]) -> PlannerAction {
         keywords: keywords.iter().map(|s| s.to_string()).collect(),
         reason: "test".into(),
         top_k: None,
+        query: None,
     }
 }
 
@@ -519,7 +520,7 @@ fn unanswerable_question_is_insufficient_evidence_listing_the_keywords() {
     let outcome = ws.ask(&engine, &mut planner, "公司的健身房会员费可以报销吗？");
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     let message = outcome.message.expect("message");
-    assert!(message.contains("Keywords tried"), "{message}");
+    assert!(message.contains("已尝试的关键词"), "{message}");
     assert!(
         outcome
             .keyword_sets_tried

@@ -15,4 +15,5 @@ mod ingest_search;
 mod llm_planner;
 mod local_model;
 mod postgres;
+mod outcomes;
 mod replay_audit;

@@ -149,6 +149,7 @@ fn replay_round(engine: &Engine, s: &SearchRound, recorded_access: &AccessContex
     let mut req = SearchRequest::new(s.keywords.clone(), s.top_k.max(1) as usize, access);
     req.include_superseded = s.filters.include_superseded;
     req.fusion = s.fusion.parse().ok();
+    req.query = s.query.clone();
     let recorded: Vec<String> = s.hits.iter().map(|h| h.hit.chunk_id.clone()).collect();
     let mut drift: Vec<Drift> = s
         .hits

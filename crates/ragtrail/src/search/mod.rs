@@ -53,6 +53,10 @@ pub struct SearchRequest {
     pub include_superseded: bool,
     /// How the legs are combined (`None`: the engine's default).
     pub fusion: Option<Fusion>,
+    /// The question in words, embedded for the vector leg instead of the joined keywords (a
+    /// semantic embedder reads meaning from a sentence). The BM25 leg, the weak-hit filter and
+    /// the sufficiency decision still use the keywords.
+    pub query: Option<String>,
 }
 
 impl SearchRequest {
@@ -63,6 +67,7 @@ impl SearchRequest {
             access,
             include_superseded: false,
             fusion: None,
+            query: None,
         }
     }
 }
@@ -269,6 +274,7 @@ pub fn search_docs_with(
         settings,
         &LegsQuery {
             keywords: &keywords,
+            query: req.query.as_deref().map(str::trim).filter(|q| !q.is_empty()),
             access: &req.access,
             include_superseded: req.include_superseded,
             fusion,
@@ -375,6 +381,8 @@ pub fn search_docs_with(
 /// What both legs are asked.
 struct LegsQuery<'a> {
     keywords: &'a [String],
+    /// What the vector leg embeds instead of the joined keywords.
+    query: Option<&'a str>,
     access: &'a AccessContext,
     include_superseded: bool,
     fusion: Fusion,
@@ -444,7 +452,7 @@ fn run_legs(
             return Ok((Vec::new(), LegStats::default()));
         }
         let started = Instant::now();
-        let query_text = keywords.join(" ");
+        let query_text = q.query.map_or_else(|| keywords.join(" "), str::to_string);
         let query = embedder
             .embed(&[query_text.as_str()])?
             .pop()
@@ -520,6 +528,7 @@ pub fn search_ranked(
         settings,
         &LegsQuery {
             keywords: &keywords,
+            query: None,
             access: req.access,
             include_superseded: false,
             fusion: req.fusion,

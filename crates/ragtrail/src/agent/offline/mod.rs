@@ -1085,6 +1085,7 @@ impl Planner for OfflinePlanner {
                     )
                 },
                 top_k: None,
+                query: None,
             });
         }
         let sufficiency = self.question_sufficiency(ctx);
@@ -1108,6 +1109,7 @@ impl Planner for OfflinePlanner {
                 keywords,
                 reason,
                 top_k: None,
+                query: None,
             }),
             None if covered => step(self.answer(ctx)),
             None => step(give_up()),
