@@ -264,7 +264,11 @@ pub fn audit_text(r: &AuditReport) -> String {
         } else {
             "answer"
         };
-        let _ = writeln!(out, "{label}:\n  {}", terminal_safe(a).replace('\n', "\n  "));
+        let _ = writeln!(
+            out,
+            "{label}:\n  {}",
+            terminal_safe(a).replace('\n', "\n  ")
+        );
     }
     for (i, c) in r.citations.iter().enumerate() {
         let _ = writeln!(

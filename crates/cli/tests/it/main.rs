@@ -14,6 +14,6 @@ mod http_embed;
 mod ingest_search;
 mod llm_planner;
 mod local_model;
-mod postgres;
 mod outcomes;
+mod postgres;
 mod replay_audit;

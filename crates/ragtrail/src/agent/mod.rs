@@ -21,8 +21,8 @@ pub use keywords::{
 };
 pub use options::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
 pub use planner::{
-    EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
-    ProposedCitation, RefusalReason, Usage,
+    ChunkTermSet, EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext,
+    PlannerError, PlannerStep, ProposedCitation, RefusalReason, Usage,
 };
 
 use crate::access::AccessContext;
@@ -164,6 +164,17 @@ impl EvidenceLookup for Lookup<'_> {
 
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str> {
         self.returned.get(chunk_id).map(String::as_str)
+    }
+
+    fn returned_chunk_terms(&self, chunk_id: &str, title_path: &str) -> Option<ChunkTermSet<'_>> {
+        let text = self.returned.get(chunk_id)?;
+        // `returned` holds this store's text of the chunk, so the store's analysis of the
+        // record is the same analysis whenever the hit's titlePath is the record's too (checked:
+        // a hit served from a conversation's cache was recorded in an earlier turn).
+        Some(match self.engine.store().get_analysed(chunk_id) {
+            Some((chunk, terms)) if chunk.title_path == title_path => ChunkTermSet::cached(terms),
+            _ => ChunkTermSet::analyse(title_path, text),
+        })
     }
 
     fn mentions(&self, word: &str) -> bool {

@@ -1,10 +1,14 @@
 //! The planner decides, turn by turn, whether to search (and with which keywords) or to answer.
 //! The offline heuristic planner and the LLM planner implement the same trait.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::search::SearchHit;
 use crate::search::sufficiency::Sufficiency;
+use crate::store::ChunkTerms;
+use crate::text;
 
 /// A cited chunk and a short verbatim quote from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +135,62 @@ pub trait EvidenceLookup {
     /// in its searches) contains one of `word`'s analysed terms. Unlike [`Self::doc_freq`],
     /// which counts the whole index, the answer says nothing about other tenants' documents.
     fn mentions(&self, word: &str) -> bool;
+    /// The analysed terms of a chunk returned in this run, whose hit gave `title_path` as its
+    /// titlePath. This default analyses [`Self::returned_chunk_text`]; the engine's lookup
+    /// reads the store's cache instead, which holds the same analysis.
+    fn returned_chunk_terms(&self, chunk_id: &str, title_path: &str) -> Option<ChunkTermSet<'_>> {
+        let text = self.returned_chunk_text(chunk_id)?;
+        Some(ChunkTermSet::analyse(title_path, text))
+    }
+}
+
+/// A returned chunk's analysed terms as `searchDocs` sees a hit: its titlePath and its text,
+/// each analysed on its own, then merged; and the lowercased `titlePath\ntext` (CJK key terms
+/// are matched in it as written).
+pub struct ChunkTermSet<'a>(TermSource<'a>);
+
+enum TermSource<'a> {
+    /// The store's cached analysis.
+    Cached(&'a ChunkTerms),
+    Analysed {
+        terms: HashSet<String>,
+        lowercase: String,
+    },
+}
+
+impl<'a> ChunkTermSet<'a> {
+    /// Analyses a chunk's titlePath and text.
+    pub fn analyse(title_path: &str, text: &str) -> Self {
+        let terms = text::terms(title_path)
+            .into_iter()
+            .chain(text::terms(text))
+            .map(|t| t.text)
+            .collect();
+        let lowercase = format!("{title_path}\n{text}").to_lowercase();
+        Self(TermSource::Analysed { terms, lowercase })
+    }
+
+    /// The store's analysis of a chunk ([`ChunkTerms::new`] analyses the titlePath and the text
+    /// apart too).
+    pub fn cached(terms: &'a ChunkTerms) -> Self {
+        Self(TermSource::Cached(terms))
+    }
+
+    /// Whether the titlePath or the text has the analysed term `term`.
+    pub fn contains(&self, term: &str) -> bool {
+        match &self.0 {
+            TermSource::Cached(terms) => terms.contains(term),
+            TermSource::Analysed { terms, .. } => terms.contains(term),
+        }
+    }
+
+    /// The lowercased `titlePath\ntext`.
+    pub fn lowercase(&self) -> &str {
+        match &self.0 {
+            TermSource::Cached(terms) => terms.lowercase(),
+            TermSource::Analysed { lowercase, .. } => lowercase,
+        }
+    }
 }
 
 /// Why a planner could not produce a turn (network, model, protocol).
@@ -154,4 +214,33 @@ pub trait Planner {
         ctx: &PlannerContext<'_>,
         observations: &[Observation],
     ) -> Result<PlannerStep, PlannerError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::knowledge::{ScanOptions, scan};
+
+    /// A planner reads the same terms from the store's cache as from the default's analysis,
+    /// on every chunk of the bundled knowledge.
+    #[test]
+    fn cached_and_analysed_chunk_terms_agree() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../knowledge");
+        let report = scan(&root, &ScanOptions::default()).expect("bundled knowledge");
+        assert!(report.chunks.len() > 100);
+        for chunk in &report.chunks {
+            let store_terms = ChunkTerms::new(chunk);
+            let cached = ChunkTermSet::cached(&store_terms);
+            let analysed = ChunkTermSet::analyse(&chunk.title_path, &chunk.text);
+            assert_eq!(cached.lowercase(), analysed.lowercase());
+            let TermSource::Analysed { terms, .. } = &analysed.0 else {
+                panic!("analyse gives analysed terms");
+            };
+            assert_eq!(store_terms.term_count(), terms.len(), "{}", chunk.id);
+            assert!(terms.iter().all(|t| cached.contains(t)), "{}", chunk.id);
+            assert!(!cached.contains("no-such-term") && !analysed.contains("no-such-term"));
+        }
+    }
 }

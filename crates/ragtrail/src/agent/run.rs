@@ -417,7 +417,8 @@ impl<'a> Run<'a> {
             };
             return Ok((resp, Some((c.turn, c.round))));
         }
-        let mut req = SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
+        let mut req =
+            SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
         req.query = query.map(str::to_string);
         let resp = self.engine.search_docs(&req)?;
         if let Some(conv) = &settings.conversation
@@ -593,15 +594,16 @@ impl<'a> Run<'a> {
             reason,
             answer,
         } = finish.unwrap_or_else(|| self.out_of_turns());
-        let message = matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(|| {
-            insufficient_message(
-                self.question,
-                &status,
-                &reason,
-                &self.rounds,
-                &self.keyword_sets_tried,
-            )
-        });
+        let message =
+            matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(|| {
+                insufficient_message(
+                    self.question,
+                    &status,
+                    &reason,
+                    &self.rounds,
+                    &self.keyword_sets_tried,
+                )
+            });
         if let Some(message) = &message
             && status == RunStatus::InsufficientEvidence
         {

@@ -15,18 +15,28 @@
 //!   key terms (in its text or its heading) or answers a reference the others delegated.
 //!
 //! Nothing here knows the sample knowledge base: only text, term rarity and the hits.
+//!
+//! The planner's parts, by job: [`question`] reads the question (its content words, nouns no
+//! chunk mentions, small talk, a follow-up leaning on the previous turn), [`references`] mines
+//! a chunk's text for the references and names it points at, [`follow`] chooses the next
+//! search, [`answer`] chooses the chunks to cite and writes the answer.
 
-use std::collections::{HashMap, HashSet};
+mod answer;
+mod follow;
+mod question;
+mod references;
+
+use std::collections::HashSet;
 
 use super::planner::{
     Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
-    ProposedCitation,
 };
 use crate::search::SearchHit;
 use crate::search::sufficiency::{
-    Sufficiency, SufficiencyThresholds, covered, covered_by, decide, idf, key_terms,
+    KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, key_terms,
 };
 use crate::text::{self, char_len, is_stop_term};
+use question::small_talk_reply;
 
 /// Round-1 keywords at most: every content word the validator allows. A question's commoner
 /// words often name the section that answers (golden set evidence recall 0.814 with the six
@@ -62,6 +72,21 @@ pub struct OfflinePlanner {
     /// The question's nouns no chunk mentions ([`unknown_nouns`]); fixed for the run, so
     /// found once, with the question words.
     unknown_nouns: Vec<String>,
+    /// The question's function words ([`question::function_words`]): they may add to a hit's coverage but
+    /// never count against it.
+    function_words: HashSet<String>,
+}
+
+/// What the evidence so far supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// A returned chunk covers the question: answer it.
+    Answer,
+    /// Returned chunks bear on the question's topic, but the planner cannot stand behind an
+    /// answer: show them as evidence to read.
+    Evidence,
+    /// Nothing on point.
+    Absent,
 }
 
 impl OfflinePlanner {
@@ -75,6 +100,255 @@ impl OfflinePlanner {
             ..Self::default()
         }
     }
+
+    /// Notes what the last turn's searches used and returned; whether they brought a chunk not
+    /// seen before.
+    fn take_in(&mut self, observations: &[Observation]) -> bool {
+        let mut new_evidence = false;
+        for o in observations {
+            if let Observation::Hits { keywords, hits, .. } = o {
+                for k in keywords {
+                    self.searched_terms.extend(analysed(k));
+                    self.followed.insert(k.clone());
+                }
+                for h in hits {
+                    new_evidence |= self.seen_chunks.insert(h.chunk_id.clone());
+                }
+            }
+        }
+        new_evidence
+    }
+
+    /// The first search: the question's content words, rarest first.
+    fn first_search(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
+        if self.question_words.is_empty() {
+            return PlannerAction::GiveUp {
+                reason: "the question has no content words to search".to_string(),
+            };
+        }
+        let keywords: Vec<String> = self
+            .question_words
+            .iter()
+            .take(FIRST_ROUND_KEYWORDS)
+            .map(|(w, _)| w.clone())
+            .collect();
+        PlannerAction::Search {
+            keywords,
+            reason: if self.carried.is_empty() {
+                "content words of the question, rarest first".to_string()
+            } else {
+                format!(
+                    "content words of the question, rarest first, with the previous turn's topic carried over: {}",
+                    self.carried.join(", ")
+                )
+            },
+            top_k: None,
+            // The vector leg reads the question itself: a semantic embedder finds meaning in a
+            // sentence that a keyword list has lost.
+            query: Some(self.effective_question(ctx)),
+        }
+    }
+
+    /// What the question's key terms and every chunk returned so far support (a later round's
+    /// keywords come from the hits themselves, so their own coverage says nothing about the
+    /// question), with the account the user sees.
+    ///
+    /// A hit's coverage is the IDF-weighted share of the question's key terms in its heading or
+    /// text, as `searchDocs` measures it, except that function words
+    /// ([`question::function_words`]: 去, 谁, 来, "where") count when a hit has them and never
+    /// against it.
+    /// - Answer: a hit covers the question (the bar met, words the knowledge base never uses
+    ///   weighing the most, as in `searchDocs`) and no noun of the question is absent from it.
+    /// - Evidence: not so, but leaving out the words the knowledge base never uses (老婆 for
+    ///   配偶, "laptop"), a hit covers the question, and a hit's own heading is named by the
+    ///   question (every term of its last titlePath segment is one of the question's): the
+    ///   documents' vocabulary says the section is about what was asked, in other words.
+    /// - Absent: nothing on point.
+    fn verdict(&self, ctx: &PlannerContext<'_>) -> (Verdict, Sufficiency) {
+        let question = self.effective_question(ctx);
+        let keys = key_terms(
+            std::slice::from_ref(&question),
+            &|t: &str| ctx.lookup.doc_freq(t),
+            ctx.lookup.num_chunks(),
+        );
+        let (weak, mut strong): (Vec<KeyTerm>, Vec<KeyTerm>) = keys
+            .into_iter()
+            .partition(|k| self.function_words.contains(&k.term));
+        let weak = if strong.is_empty() {
+            strong = weak;
+            Vec::new()
+        } else {
+            weak
+        };
+        let is_absent = |k: &KeyTerm| k.parts.iter().any(|p| ctx.lookup.doc_freq(p) == 0);
+        let known_terms: HashSet<String> = strong
+            .iter()
+            .chain(&weak)
+            .filter(|k| !is_absent(k))
+            .flat_map(|k| k.parts.iter().cloned())
+            .collect();
+        let known_keys: Vec<String> = strong
+            .iter()
+            .chain(&weak)
+            .filter(|k| !is_absent(k))
+            .map(|k| k.term.clone())
+            .collect();
+        let all: Vec<KeyTerm> = strong.iter().chain(&weak).cloned().collect();
+        // The store's cached analysis of each hit, not jieba over its text again.
+        let hits: Vec<(&SearchHit, HashSet<String>, bool)> = all_hits(ctx)
+            .filter_map(|(h, _)| {
+                let terms = ctx
+                    .lookup
+                    .returned_chunk_terms(&h.chunk_id, &h.title_path)?;
+                let present = covered_by(&all, |t| terms.contains(t), terms.lowercase());
+                let leaf = h
+                    .title_path
+                    .rsplit(crate::knowledge::TITLE_SEPARATOR)
+                    .next()
+                    .unwrap_or_default();
+                let named = h.title_path.contains(crate::knowledge::TITLE_SEPARATOR)
+                    && heading_named_by(leaf, &known_keys, &known_terms);
+                Some((h, present, named))
+            })
+            .collect();
+        let share = |present: &HashSet<String>, with_absent: bool| -> f64 {
+            let counted = |k: &&KeyTerm| with_absent || !is_absent(k);
+            let total: f64 = strong.iter().filter(counted).map(|k| k.weight).sum::<f64>()
+                + weak
+                    .iter()
+                    .filter(|k| present.contains(&k.term))
+                    .map(|k| k.weight)
+                    .sum::<f64>();
+            let found: f64 = strong
+                .iter()
+                .chain(&weak)
+                .filter(counted)
+                .filter(|k| present.contains(&k.term))
+                .map(|k| k.weight)
+                .sum();
+            if total <= 0.0 { 0.0 } else { found / total }
+        };
+        let coverage = hits
+            .iter()
+            .map(|(_, p, _)| share(p, true))
+            .fold(0.0, f64::max);
+        let known_coverage = hits
+            .iter()
+            .map(|(_, p, _)| share(p, false))
+            .fold(0.0, f64::max);
+        let missing: Vec<String> = strong
+            .iter()
+            .filter(|k| !hits.iter().any(|(_, p, _)| p.contains(&k.term)))
+            .map(|k| k.term.clone())
+            .collect();
+        let total: f64 = strong.iter().map(|k| k.weight).sum();
+        let missing_weight: f64 = strong
+            .iter()
+            .filter(|k| missing.contains(&k.term))
+            .map(|k| k.weight)
+            .sum();
+        let named_heading = hits
+            .iter()
+            .find(|(_, _, named)| *named)
+            .map(|(h, _, _)| h.title_path.clone());
+        let bar = self.thresholds.min_coverage;
+        let verdict = if hits.is_empty() || total <= 0.0 {
+            Verdict::Absent
+        } else if coverage >= bar && self.unknown_nouns.is_empty() {
+            Verdict::Answer
+        } else if known_coverage >= bar && named_heading.is_some() {
+            Verdict::Evidence
+        } else {
+            Verdict::Absent
+        };
+        let mut reason = if hits.is_empty() {
+            "no hits".to_string()
+        } else if total <= 0.0 {
+            "the keywords have no content words (only stop words)".to_string()
+        } else if verdict == Verdict::Answer {
+            format!(
+                "best hit covers {:.0}% of the key terms (bar {:.0}%)",
+                coverage * 100.0,
+                bar * 100.0
+            )
+        } else {
+            // The bar may have been met; "bar 35%" alone would read as a pass.
+            format!(
+                "best hit covers {:.0}% of the key terms ({:.0}% of those the knowledge base uses; {:.0}% needed)",
+                coverage * 100.0,
+                known_coverage * 100.0,
+                bar * 100.0
+            )
+        };
+        if !missing.is_empty() {
+            reason.push_str(&format!("; not found in any hit: {}", missing.join(", ")));
+        }
+        if !self.unknown_nouns.is_empty() {
+            reason.push_str(&format!(
+                "; no chunk of the knowledge base mentions {}",
+                self.unknown_nouns.join(", ")
+            ));
+        }
+        if verdict == Verdict::Evidence
+            && let Some(heading) = &named_heading
+        {
+            reason.push_str(&format!("; the question names the section {heading}"));
+        }
+        let sufficiency = Sufficiency {
+            sufficient: verdict == Verdict::Answer,
+            reason,
+            coverage,
+            union_coverage: if total > 0.0 {
+                1.0 - missing_weight / total
+            } else {
+                0.0
+            },
+            missing_terms: missing,
+        };
+        (verdict, sufficiency)
+    }
+
+    /// Evidence to read: the passages an answer would quote, shown as passages, not as an
+    /// answer (`why`: the verdict's account, recorded as the run's reason).
+    fn evidence(&self, ctx: &PlannerContext<'_>, why: &str) -> PlannerAction {
+        match self.answer(ctx) {
+            PlannerAction::Answer { citations, .. } => PlannerAction::Evidence {
+                citations,
+                reason: format!("evidence: {why}"),
+            },
+            other => other,
+        }
+    }
+}
+
+/// Whether a heading is named by the question's words: every Han character of it lies in an
+/// occurrence of one of the question's (known) CJK key terms, and every other term of it is one
+/// of the question's. A heading with nothing to name is not named.
+fn heading_named_by(heading: &str, keys: &[String], terms: &HashSet<String>) -> bool {
+    let lower = heading.to_lowercase();
+    let chars: Vec<(usize, char)> = lower.char_indices().collect();
+    let mut covered = vec![false; chars.len()];
+    for key in keys.iter().filter(|k| k.chars().any(text::is_ideograph)) {
+        for (start, _) in lower.match_indices(key.as_str()) {
+            let end = start + key.len();
+            for (i, (at, _)) in chars.iter().enumerate() {
+                if *at >= start && *at < end {
+                    covered[i] = true;
+                }
+            }
+        }
+    }
+    let han: Vec<usize> = (0..chars.len())
+        .filter(|&i| text::is_ideograph(chars[i].1))
+        .collect();
+    let latin: String = chars
+        .iter()
+        .map(|&(_, c)| if text::is_ideograph(c) { ' ' } else { c })
+        .collect();
+    let latin_terms = analysed(&latin);
+    (!han.is_empty() || !latin_terms.is_empty())
+        && han.iter().all(|&i| covered[i])
+        && latin_terms.iter().all(|t| terms.contains(t))
 }
 
 fn analysed(word: &str) -> Vec<String> {
@@ -83,298 +357,6 @@ fn analysed(word: &str) -> Vec<String> {
         .map(|t| t.text)
         .filter(|t| !is_stop_term(t))
         .collect()
-}
-
-/// The question's content words with their weight (the rarest analysed term in each).
-fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
-    let mut seen = HashSet::new();
-    // HMM on: it finds words the dictionary lacks (年假), which the index matches by bigrams.
-    let tokens: Vec<String> = text::jieba()
-        .cut(question, true)
-        .into_iter()
-        .map(|t| t.word.trim().to_string())
-        .collect();
-    let repaired = text::repaired_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t));
-    let mut words: Vec<(String, f64)> = tokens
-        .into_iter()
-        .chain(repaired)
-        .filter(|w| !w.is_empty() && seen.insert(w.to_lowercase()))
-        .filter_map(|w| {
-            let terms = analysed(&w);
-            // Rarest *known* term: a word the index has never seen cannot retrieve anything,
-            // so it goes last (df 0 ⇒ weight 0), not first.
-            let n = ctx.lookup.num_chunks();
-            let weight = terms
-                .iter()
-                .map(|t| match ctx.lookup.doc_freq(t) {
-                    0 => 0.0,
-                    df => idf(df, n),
-                })
-                .fold(0.0, f64::max);
-            let latin_letter = w.chars().all(|c| c.is_ascii_alphabetic()) && w.len() < 2;
-            (!terms.is_empty() && !latin_letter).then_some((w, weight))
-        })
-        .collect();
-    // Single characters are weak keywords; keep them only if no longer word the index knows is
-    // left (a word it has never seen retrieves nothing: "东西坏了能换吗" still has 坏 and 换).
-    if words
-        .iter()
-        .any(|(w, weight)| char_len(w) > 1 && *weight > 0.0)
-    {
-        words.retain(|(w, _)| char_len(w) > 1 || w.chars().all(|c| c.is_ascii_alphanumeric()));
-    }
-    words.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    words
-}
-
-/// The question's common nouns that no chunk mentions: words of two or more CJK characters that
-/// jieba's dictionary tags as nouns (`n`) and none of whose index terms occurs in any chunk the
-/// run may see ("洗衣服", "月薪"). A question about a thing the knowledge base never names
-/// cannot be answered from it, however well its other words are covered. `mentions` answers
-/// under the run's access context, so the rule reveals nothing about other tenants' documents.
-/// Proper names (`nr`, `ns`, …) are left out: a rule for "other cities" covers a city it does
-/// not list. Words the HMM made up (not in the dictionary, "能报") are segmentation noise, and a
-/// word with a known part ("坐飞机": 飞机) is something the knowledge base does talk about.
-/// Chinese only: English has no part-of-speech tagger here.
-fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
-    let jieba = text::jieba();
-    let mut out: Vec<String> = Vec::new();
-    for tag in jieba.tag(question, true) {
-        let word = tag.word.trim();
-        if tag.tag != "n"
-            || char_len(word) < 2
-            || !word.chars().all(text::is_cjk)
-            || !jieba.has_word(word)
-            || out.iter().any(|w| w == word)
-        {
-            continue;
-        }
-        if !analysed(word).is_empty() && !mentions(word) {
-            out.push(word.to_string());
-        }
-    }
-    out
-}
-
-/// A greeting or thanks, and nothing else.
-fn is_small_talk(question: &str) -> bool {
-    const PHRASES: &[&str] = &[
-        "你好",
-        "您好",
-        "嗨",
-        "哈喽",
-        "早上好",
-        "下午好",
-        "晚上好",
-        "谢谢",
-        "谢谢你",
-        "谢谢您",
-        "多谢",
-        "感谢",
-        "好的谢谢",
-        "hi",
-        "hello",
-        "hey",
-        "good morning",
-        "good afternoon",
-        "good evening",
-        "thanks",
-        "thank you",
-        "thanks a lot",
-        "thx",
-        "ok thanks",
-    ];
-    let normalized: String = question
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| {
-            !c.is_ascii_punctuation() && !matches!(c, '！' | '，' | '。' | '？' | '～' | '~')
-        })
-        .collect();
-    let normalized = normalized.trim();
-    PHRASES.contains(&normalized)
-}
-
-fn is_thanks(question: &str) -> bool {
-    let q = question.to_lowercase();
-    ["谢", "感谢", "thank", "thx"].iter().any(|w| q.contains(w))
-}
-
-/// Whether a question leans on the previous turn: short, or pointing back ("那…呢", "this").
-fn refers_back(question: &str) -> bool {
-    let q = question.trim().to_lowercase();
-    const MARKERS: &[&str] = &[
-        "那",
-        "这个",
-        "这些",
-        "它",
-        "其",
-        "上面",
-        "刚才",
-        "呢",
-        "what about",
-        "how about",
-        "that",
-        "this",
-        "those",
-        "these",
-        " it",
-        "the same",
-    ];
-    let cjk = q.chars().filter(|c| text::is_cjk(*c)).count();
-    let short = if cjk > 0 {
-        cjk <= 12
-    } else {
-        q.split_whitespace().count() <= 6
-    };
-    short || MARKERS.iter().any(|m| q.contains(m))
-}
-
-/// The references of `text` named in a sentence that shares a question word, each with whether
-/// it is strong (see [`references_with_strength`]) and the sentence's question-term weight. A
-/// reference in a sentence about something else leads away from the question ("submit it in
-/// 易报" sends a question about hotel rates to the expense system).
-fn references_near_question(
-    text: &str,
-    weights: &HashMap<String, f64>,
-) -> Vec<(String, bool, f64)> {
-    let mut out = Vec::new();
-    for sentence in sentences(text) {
-        let sentence_terms: HashSet<String> =
-            text::terms(sentence).into_iter().map(|t| t.text).collect();
-        let score: f64 = weights
-            .iter()
-            .filter(|(t, _)| sentence_terms.contains(*t))
-            .map(|(_, w)| w)
-            .sum();
-        if score > 0.0 {
-            out.extend(
-                references_with_strength(sentence)
-                    .into_iter()
-                    .map(|(r, strong)| (r, strong, score)),
-            );
-        }
-    }
-    out
-}
-
-/// Names a chunk points at: 《…》, “…”, 「…」, "…" quotes and codes like `FIN-07`, with whether
-/// each is a document title (《…》) or a code: by convention those point at another rule or
-/// form, while quotes often just name a term or a system.
-fn references_with_strength(text: &str) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
-    for (open, close) in [('《', '》'), ('“', '”'), ('「', '」'), ('"', '"')] {
-        let mut rest = text;
-        while let Some(i) = rest.find(open) {
-            let after = &rest[i + open.len_utf8()..];
-            let Some(j) = after.find(close) else { break };
-            // American punctuation puts a sentence's comma or period inside the quotes
-            // ("The Apprentice," he said): not part of the name.
-            let name = after[..j]
-                .trim()
-                .trim_end_matches([',', '.', ';', ':', '，', '。', '；', '：']);
-            let n = char_len(name);
-            if (2..=24).contains(&n) && !name.contains('\n') {
-                out.push((name.to_string(), open == '《'));
-            }
-            rest = &after[j + close.len_utf8()..];
-        }
-    }
-    // Form and document codes: two or more capitals, a dash, digits (FIN-07, HR-12).
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_uppercase() && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()) {
-            let start = i;
-            while i < bytes.len() && bytes[i].is_ascii_uppercase() {
-                i += 1;
-            }
-            if i - start >= 2
-                && i + 1 < bytes.len()
-                && bytes[i] == b'-'
-                && bytes[i + 1].is_ascii_digit()
-            {
-                let mut end = i + 1;
-                while end < bytes.len() && bytes[end].is_ascii_digit() {
-                    end += 1;
-                }
-                out.push((text[start..end].to_string(), true));
-                i = end;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    let mut seen = HashSet::new();
-    out.retain(|(r, _)| seen.insert(r.clone()));
-    out
-}
-
-/// Words that may join the capitalised words of one name ("Bank of England", "Kiss and Tell").
-const NAME_JOINERS: &[&str] = &["of", "and", "the", "de", "von", "van", "for", "in", "&"];
-
-/// Names in Latin-script prose: runs of capitalised words (joiners allowed inside), cut at
-/// clause punctuation. Prose names the next thing to look up this way ("… portrayed by Shirley
-/// Temple") far more often than in quotes.
-fn names(sentence: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut run: Vec<&str> = Vec::new();
-    let flush = |run: &mut Vec<&str>, out: &mut Vec<String>| {
-        while run.last().is_some_and(|w| NAME_JOINERS.contains(w)) {
-            run.pop();
-        }
-        if !run.is_empty() {
-            out.push(run.join(" "));
-        }
-        run.clear();
-    };
-    let mut run_start = 0;
-    for (i, raw) in sentence.split_whitespace().enumerate() {
-        let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
-        let capital = word.chars().next().is_some_and(|c| c.is_ascii_uppercase());
-        if capital || (!run.is_empty() && NAME_JOINERS.contains(&word)) {
-            if run.is_empty() {
-                run_start = i;
-            }
-            run.push(word);
-        } else {
-            // Every sentence starts with a capital: a lone first word is no name ("Complete the …").
-            let capitals = run.iter().filter(|w| !NAME_JOINERS.contains(w)).count();
-            if run_start == 0 && capitals == 1 {
-                run.clear();
-            }
-            flush(&mut run, &mut out);
-        }
-        if raw.ends_with([',', '.', ';', ':', ')', '"', '?', '!']) {
-            flush(&mut run, &mut out);
-        }
-    }
-    flush(&mut run, &mut out);
-    // Weekdays and months are capitalised too, but name no thing to look up.
-    const CALENDAR: &[&str] = &[
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    out.retain(|n| char_len(n) <= 40 && !CALENDAR.contains(&n.as_str()));
-    out
 }
 
 /// Sentences (and table rows) of a chunk, trimmed, separator rows dropped.
@@ -393,580 +375,6 @@ fn sentences(text: &str) -> Vec<&str> {
     out.push(text[start..].trim());
     out.retain(|s| char_len(s) >= 4 && !s.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')));
     out
-}
-
-/// The next search's names (each with the titlePath it came from, best first) and the question
-/// words the best name's chunk lacks.
-struct NamesToFollow {
-    names: Vec<(String, String)>,
-    lacking: Vec<String>,
-}
-
-struct Scored<'a> {
-    chunk: String,
-    sentence: &'a str,
-    score: f64,
-    round: u32,
-}
-
-impl OfflinePlanner {
-    /// The question with the topic words carried over from the previous turn, if any.
-    fn effective_question(&self, ctx: &PlannerContext<'_>) -> String {
-        if self.carried.is_empty() {
-            ctx.question.to_string()
-        } else {
-            format!("{} {}", self.carried.join(" "), ctx.question)
-        }
-    }
-
-    fn weights(&self) -> HashMap<String, f64> {
-        let mut w = HashMap::new();
-        for (word, weight) in &self.question_words {
-            for t in analysed(word) {
-                w.entry(t).or_insert(*weight);
-            }
-        }
-        w
-    }
-
-    /// The `searchDocs` sufficiency decision, applied to the question's key terms and every
-    /// chunk returned so far (a later round's keywords come from the hits themselves, so their
-    /// own coverage says nothing about the question).
-    fn question_sufficiency(&self, ctx: &PlannerContext<'_>) -> Sufficiency {
-        let keys = key_terms(
-            &[self.effective_question(ctx)],
-            &|t: &str| ctx.lookup.doc_freq(t),
-            ctx.lookup.num_chunks(),
-        );
-        let per_hit: Vec<HashSet<String>> = all_hits(ctx)
-            .filter_map(|(h, _)| {
-                let text = ctx.lookup.returned_chunk_text(&h.chunk_id)?;
-                let terms: HashSet<String> = text::terms(&h.title_path)
-                    .into_iter()
-                    .chain(text::terms(text))
-                    .map(|t| t.text)
-                    .collect();
-                Some(covered(
-                    &keys,
-                    &terms,
-                    &format!("{}\n{}", h.title_path, text).to_lowercase(),
-                ))
-            })
-            .collect();
-        let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
-        if !self.unknown_nouns.is_empty() {
-            let mentions = format!(
-                "no chunk of the knowledge base mentions {}",
-                self.unknown_nouns.join(", ")
-            );
-            // The coverage bar was met: its "bar 35%" would read as a pass.
-            sufficiency.reason = if sufficiency.sufficient {
-                format!(
-                    "{mentions} (the best hit covers {:.0}% of the question's key terms)",
-                    sufficiency.coverage * 100.0
-                )
-            } else {
-                format!("{mentions}; {}", sufficiency.reason)
-            };
-            sufficiency.sufficient = false;
-        }
-        sufficiency
-    }
-
-    fn next_keywords(&self, ctx: &PlannerContext<'_>) -> Option<(Vec<String>, String)> {
-        let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
-            return None;
-        };
-        let top_question: Vec<String> = self
-            .question_words
-            .iter()
-            .take(2)
-            .map(|(w, _)| w.clone())
-            .collect();
-        let own_titles: HashSet<String> = hits
-            .iter()
-            .filter_map(|h| {
-                h.title_path
-                    .split(crate::knowledge::TITLE_SEPARATOR)
-                    .next()
-                    .map(str::to_string)
-            })
-            .collect();
-        // 1. A rule, document or form the best hits point at; among several, the one named in
-        //    the sentence that matches the question best (then the better-ranked hit).
-        let weights = self.weights();
-        let mut best: Option<(f64, String, &str)> = None;
-        for hit in hits.iter().take(3) {
-            let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
-                continue;
-            };
-            for (reference, strong, score) in references_near_question(text, &weights) {
-                let score = if strong { score + 100.0 } else { score };
-                if !self.unfollowed(&reference) || own_titles.contains(&reference) {
-                    continue;
-                }
-                if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
-                    best = Some((score, reference, hit.title_path.as_str()));
-                }
-            }
-        }
-        if let Some((_, reference, from)) = best {
-            let mut keywords = vec![reference.clone()];
-            keywords.extend(top_question.iter().filter(|w| **w != reference).cloned());
-            return Some((
-                keywords,
-                format!("follow the reference to {reference} in {from}"),
-            ));
-        }
-        // 2. Names the best hits introduce, with the question words the best one's chunk lacks.
-        if let Some(follow) = self.names_to_follow(ctx) {
-            // "follow the names A, B in T1; C in T2"
-            let mut by_source: Vec<(&str, Vec<&str>)> = Vec::new();
-            for (name, from) in &follow.names {
-                match by_source.iter_mut().find(|(f, _)| f == from) {
-                    Some((_, names)) => names.push(name),
-                    None => by_source.push((from, vec![name])),
-                }
-            }
-            let named: Vec<String> = by_source
-                .iter()
-                .map(|(from, names)| format!("{} in {from}", names.join(", ")))
-                .collect();
-            let reason = format!(
-                "follow the name{} {}",
-                if follow.names.len() > 1 { "s" } else { "" },
-                named.join("; ")
-            );
-            let mut keywords: Vec<String> = follow.names.into_iter().map(|(n, _)| n).collect();
-            keywords.extend(follow.lacking);
-            return Some((keywords, reason));
-        }
-        // 3. Headings of the best hits that were not searched.
-        let mut fresh = Vec::new();
-        for hit in hits.iter().take(3) {
-            for part in hit
-                .title_path
-                .split(crate::knowledge::TITLE_SEPARATOR)
-                .skip(1)
-            {
-                let terms = analysed(part);
-                if !terms.is_empty()
-                    && terms.iter().any(|t| !self.searched_terms.contains(t))
-                    && !fresh.contains(&part.to_string())
-                    && char_len(part) <= 20
-                {
-                    fresh.push(part.to_string());
-                }
-            }
-        }
-        if fresh.is_empty() {
-            return None;
-        }
-        fresh.truncate(3);
-        let mut keywords = fresh.clone();
-        keywords.extend(top_question);
-        keywords.truncate(super::MAX_KEYWORDS);
-        Some((
-            keywords,
-            format!(
-                "broaden with the headings of the best hits: {}",
-                fresh.join(", ")
-            ),
-        ))
-    }
-
-    /// The names the best hits of every round introduce that are the likeliest next lookups, at
-    /// most [`NAMES_PER_SEARCH`], best first: each taken from a sentence sharing (IDF-weighted)
-    /// question terms, not already in the question, not the title of a chunk already seen, not
-    /// followed before; a rarer name scores a little higher. Returned with the question words
-    /// the best name's chunk lacks (what the next chunk must hold).
-    fn names_to_follow(&self, ctx: &PlannerContext<'_>) -> Option<NamesToFollow> {
-        let question: HashSet<String> = self
-            .question_words
-            .iter()
-            .flat_map(|(w, _)| analysed(w))
-            .collect();
-        let n = ctx.lookup.num_chunks();
-        let weight = |t: &str| match ctx.lookup.doc_freq(t) {
-            0 => 0.0,
-            df => idf(df, n),
-        };
-        let mut seen_titles: HashSet<String> = HashSet::new();
-        let mut best_hits: Vec<&SearchHit> = Vec::new();
-        for o in ctx.rounds {
-            if let Observation::Hits { hits, .. } = o {
-                seen_titles.extend(hits.iter().map(|h| h.title_path.to_lowercase()));
-                best_hits.extend(hits.iter().take(3));
-            }
-        }
-        let term_set = |text: &str| -> HashSet<String> {
-            text::terms(text).into_iter().map(|t| t.text).collect()
-        };
-        // The IDF weight of the question terms found in any of `sets`.
-        let shared = |sets: &[&HashSet<String>]| -> f64 {
-            question
-                .iter()
-                .filter(|t| sets.iter().any(|s| s.contains(*t)))
-                .map(|t| weight(t))
-                .sum()
-        };
-        let mut scored: Vec<(f64, String, &SearchHit)> = Vec::new();
-        for hit in best_hits {
-            let Some(body) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
-                continue;
-            };
-            let title = term_set(&hit.title_path);
-            // The title names part of the question and the chunk leaves another part open.
-            let subject_with_a_gap = shared(&[&title]) > 0.0 && {
-                let body = term_set(body);
-                !question
-                    .iter()
-                    .all(|t| title.contains(t) || body.contains(t))
-            };
-            for sentence in sentences(body) {
-                let candidates = names(sentence);
-                if candidates.is_empty() {
-                    continue;
-                }
-                // The bridge of a multi-hop question is where the prose meets the question: a
-                // name in a sentence sharing none of its words leads elsewhere — unless the
-                // chunk is about the question's subject and leaves a gap: prose names its
-                // subject once and then says "he" or "the company", and the title is that
-                // subject. The title's words count for every sentence of its chunk.
-                let own = term_set(sentence);
-                if shared(&[&own]) <= 0.0 && !subject_with_a_gap {
-                    continue;
-                }
-                let overlap = shared(&[&own, &title]);
-                for name in candidates {
-                    let terms = analysed(&name);
-                    if terms.is_empty()
-                        || terms.iter().all(|t| question.contains(t))
-                        || terms.iter().all(|t| self.searched_terms.contains(t))
-                        || seen_titles.contains(&name.to_lowercase())
-                        || self.followed.contains(&name)
-                    {
-                        continue;
-                    }
-                    let rarity = terms.iter().map(|t| weight(t)).fold(0.0, f64::max);
-                    scored.push((overlap + 0.1 * rarity, name, hit));
-                }
-            }
-        }
-        // Best first; among equals, the first found (earlier rounds, better hits, earlier text).
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut names: Vec<(String, &SearchHit)> = Vec::new();
-        for (_, name, hit) in scored {
-            if names.len() == NAMES_PER_SEARCH {
-                break;
-            }
-            if !names.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
-                names.push((name, hit));
-            }
-        }
-        let &(_, hit) = names.first()?;
-        let hit_terms: HashSet<String> = ctx
-            .lookup
-            .returned_chunk_text(&hit.chunk_id)
-            .map(|body| {
-                text::terms(&format!("{}\n{}", hit.title_path, body))
-                    .into_iter()
-                    .map(|t| t.text)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let lacking: Vec<String> = self
-            .question_words
-            .iter()
-            .filter(|(w, _)| {
-                let terms = analysed(w);
-                !terms.is_empty() && terms.iter().all(|t| !hit_terms.contains(t))
-            })
-            .map(|(w, _)| w.clone())
-            .take(3)
-            .collect();
-        Some(NamesToFollow {
-            names: names
-                .into_iter()
-                .map(|(name, hit)| (name, hit.title_path.clone()))
-                .collect(),
-            lacking,
-        })
-    }
-
-    fn pending_reference(&self, ctx: &PlannerContext<'_>) -> bool {
-        // Prose that names something new where it meets the question is the bridge of a
-        // multi-hop question: one chunk covering the question's words does not end it.
-        if self.names_to_follow(ctx).is_some() {
-            return true;
-        }
-        let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
-            return false;
-        };
-        let own_titles: HashSet<&str> = hits
-            .iter()
-            .filter_map(|h| h.title_path.split(crate::knowledge::TITLE_SEPARATOR).next())
-            .collect();
-        // Any reference counts here, even one far from the question's words: the best hits
-        // delegating part of the rule elsewhere is reason enough for another round (which
-        // reference is then searched is chosen by its sentence; following only references near
-        // the question's words here too ended 7 golden questions a round earlier and lost one
-        // expected section).
-        hits.iter().take(2).any(|hit| {
-            ctx.lookup
-                .returned_chunk_text(&hit.chunk_id)
-                .is_some_and(|text| {
-                    references_with_strength(text)
-                        .iter()
-                        .any(|(r, _)| self.unfollowed(r) && !own_titles.contains(r.as_str()))
-                })
-        })
-    }
-
-    /// Whether a reference is still worth a search: not followed, and naming something new.
-    fn unfollowed(&self, reference: &str) -> bool {
-        let terms = analysed(reference);
-        !self.followed.contains(reference)
-            && !terms.is_empty()
-            && terms.iter().any(|t| !self.searched_terms.contains(t))
-    }
-
-    fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
-        let weights = self.weights();
-        let keys = key_terms(
-            &[self.effective_question(ctx)],
-            &|t: &str| ctx.lookup.doc_freq(t),
-            ctx.lookup.num_chunks(),
-        );
-        let total: f64 = keys
-            .iter()
-            .map(|k| k.weight)
-            .sum::<f64>()
-            .max(f64::MIN_POSITIVE);
-        // Which chunks to cite: the one covering the question best (a heading naming the
-        // question's words counts extra), then others nearly as good only when they cover key
-        // terms the cited ones do not, or answer a reference that a cited chunk names.
-        struct Candidate<'h> {
-            hit: &'h SearchHit,
-            round: u32,
-            score: f64,
-            /// The reference a later round followed, when this chunk's title names it.
-            reference: Option<String>,
-            present: HashSet<String>,
-            in_title: HashSet<String>,
-            /// Each sentence of the text with its analysed terms (scored again for the answer).
-            sentences: Vec<(&'h str, HashSet<String>)>,
-        }
-        let share = |present: &HashSet<String>| {
-            keys.iter()
-                .filter(|k| present.contains(&k.term))
-                .map(|k| k.weight)
-                .sum::<f64>()
-                / total
-        };
-        let mut candidates: Vec<Candidate<'_>> = all_hits(ctx)
-            .filter_map(|(hit, round)| {
-                let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;
-                let title_terms: HashSet<String> = text::terms(&hit.title_path)
-                    .into_iter()
-                    .map(|t| t.text)
-                    .collect();
-                let sentences: Vec<(&str, HashSet<String>)> = sentences(text)
-                    .into_iter()
-                    .map(|sentence| {
-                        let terms = text::terms(sentence).into_iter().map(|t| t.text).collect();
-                        (sentence, terms)
-                    })
-                    .collect();
-                let text_terms: HashSet<String> =
-                    text::terms(text).into_iter().map(|t| t.text).collect();
-                let lower = format!("{}\n{}", hit.title_path, text).to_lowercase();
-                let present = covered_by(
-                    &keys,
-                    |t| text_terms.contains(t) || title_terms.contains(t),
-                    &lower,
-                );
-                let in_title = covered(&keys, &title_terms, &hit.title_path.to_lowercase());
-                // A sentence that holds the question's terms together is stronger evidence than
-                // the same terms scattered over a long chunk: half the text score comes from the
-                // best sentence (with the headings it stands under).
-                let best_sentence = sentences
-                    .iter()
-                    .map(|(sentence, terms)| {
-                        let lower = format!("{}\n{}", hit.title_path, sentence).to_lowercase();
-                        let in_sentence = |t: &str| terms.contains(t) || title_terms.contains(t);
-                        share(&covered_by(&keys, in_sentence, &lower))
-                    })
-                    .fold(0.0, f64::max);
-                let score = (1.0 - SENTENCE_SHARE) * share(&present)
-                    + SENTENCE_SHARE * best_sentence
-                    + 0.6 * share(&in_title);
-                let reference = match ctx.rounds.get(round as usize - 1) {
-                    Some(Observation::Hits { keywords, .. }) if round > 1 => keywords
-                        .first()
-                        .filter(|k| hit.title_path.to_lowercase().contains(&k.to_lowercase()))
-                        .cloned(),
-                    _ => None,
-                };
-                Some(Candidate {
-                    hit,
-                    round,
-                    score,
-                    reference,
-                    present,
-                    in_title,
-                    sentences,
-                })
-            })
-            .collect();
-        candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
-        let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
-        let mut chosen: Vec<&Candidate<'_>> = Vec::new();
-        let mut cited_terms: HashSet<String> = HashSet::new();
-        let mut cited_title_terms: HashSet<String> = HashSet::new();
-        for c in candidates
-            .iter()
-            .filter(|c| c.score >= 0.85 * best && c.score > 0.0)
-        {
-            if chosen.len() == MAX_CITED_CHUNKS {
-                break;
-            }
-            // New key terms in its text, or in its heading (a section named for a part of the
-            // question the cited headings do not name).
-            let fresh: HashSet<String> = c.present.difference(&cited_terms).cloned().collect();
-            let fresh_title: HashSet<String> =
-                c.in_title.difference(&cited_title_terms).cloned().collect();
-            if chosen.is_empty()
-                || share(&fresh) >= MIN_CITATION_GAIN
-                || share(&fresh_title) >= MIN_CITATION_GAIN
-            {
-                cited_terms.extend(c.present.iter().cloned());
-                cited_title_terms.extend(c.in_title.iter().cloned());
-                chosen.push(c);
-            }
-        }
-        // A followed reference answers the part of the question a cited chunk delegated to it,
-        // whatever its own words; a reference named only by an uncited chunk answers nothing.
-        for c in &candidates {
-            if chosen.len() == MAX_CITED_CHUNKS {
-                break;
-            }
-            let Some(reference) = &c.reference else {
-                continue;
-            };
-            let delegated = chosen.iter().any(|d| {
-                ctx.lookup
-                    .returned_chunk_text(&d.hit.chunk_id)
-                    .is_some_and(|t| t.to_lowercase().contains(&reference.to_lowercase()))
-            });
-            let already = chosen.iter().any(|d| d.hit.chunk_id == c.hit.chunk_id);
-            if delegated && !already {
-                chosen.push(c);
-            }
-        }
-        let mut scored: Vec<Scored<'_>> = Vec::new();
-        for c in &chosen {
-            let (hit, round) = (c.hit, c.round);
-            let round_terms: HashSet<String> = match ctx.rounds.get(round as usize - 1) {
-                Some(Observation::Hits { keywords, .. }) => {
-                    keywords.iter().flat_map(|k| analysed(k)).collect()
-                }
-                _ => HashSet::new(),
-            };
-            let before = scored.len();
-            for &(sentence, ref terms) in &c.sentences {
-                if char_len(sentence) > MAX_SENTENCE_CHARS {
-                    continue;
-                }
-                let q: f64 = weights
-                    .iter()
-                    .filter(|(t, _)| terms.contains(*t))
-                    .map(|(_, w)| w)
-                    .sum();
-                let r = round_terms.iter().filter(|t| terms.contains(*t)).count() as f64;
-                if q + r > 0.0 {
-                    scored.push(Scored {
-                        chunk: hit.chunk_id.clone(),
-                        sentence,
-                        score: q + 0.5 * r,
-                        round,
-                    });
-                }
-            }
-            // A chosen chunk in other words than the question (a followed reference): its
-            // opening sentence states what it is about.
-            if scored.len() == before
-                && let Some(&(first, _)) = c
-                    .sentences
-                    .iter()
-                    .find(|(s, _)| char_len(s) <= MAX_SENTENCE_CHARS)
-            {
-                scored.push(Scored {
-                    chunk: hit.chunk_id.clone(),
-                    sentence: first,
-                    score: 0.1,
-                    round,
-                });
-            }
-        }
-        scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
-        let mut picked: Vec<&Scored<'_>> = Vec::new();
-        // The best sentence of every round first (a followed reference answers part of the
-        // question in other words), then the best remaining ones.
-        for round in 1..=ctx.rounds.len() as u32 {
-            if let Some(s) = scored
-                .iter()
-                .find(|s| s.round == round && !picked.iter().any(|p| p.sentence == s.sentence))
-            {
-                picked.push(s);
-            }
-        }
-        for s in &scored {
-            if picked.len() >= ANSWER_SENTENCES {
-                break;
-            }
-            let per_chunk = picked.iter().filter(|p| p.chunk == s.chunk).count();
-            if per_chunk < 2 && !picked.iter().any(|p| p.sentence == s.sentence) {
-                picked.push(s);
-            }
-        }
-        picked.truncate(ANSWER_SENTENCES);
-        if picked.is_empty() {
-            return PlannerAction::GiveUp {
-                reason: "no_relevant_hits".to_string(),
-            };
-        }
-        picked.sort_by(|a, b| b.score.total_cmp(&a.score));
-        let mut order: Vec<String> = Vec::new();
-        let mut citations = Vec::new();
-        let mut lines = Vec::new();
-        for s in &picked {
-            let n = match order.iter().position(|c| *c == s.chunk) {
-                Some(i) => i + 1,
-                None => {
-                    order.push(s.chunk.clone());
-                    citations.push(ProposedCitation {
-                        chunk_id: s.chunk.clone(),
-                        quote: s.sentence.to_string(),
-                    });
-                    order.len()
-                }
-            };
-            lines.push(format!("{} [{n}]", s.sentence));
-        }
-        let chinese = ctx.question.chars().any(text::is_cjk);
-        let mut text = String::from(if chinese {
-            "根据知识库："
-        } else {
-            "According to the knowledge base: "
-        });
-        text.push_str(&lines[0]);
-        for line in &lines[1..] {
-            text.push_str("\n- ");
-            text.push_str(line);
-        }
-        PlannerAction::Answer { text, citations }
-    }
 }
 
 /// Every hit returned so far, with the round that returned it (first time only).
@@ -998,48 +406,16 @@ impl Planner for OfflinePlanner {
                 ..PlannerStep::default()
             })
         };
-        if ctx.searches_done == 0 && observations.is_empty() && is_small_talk(ctx.question) {
-            let chinese = ctx.question.chars().any(text::is_cjk);
-            let text = match (chinese, is_thanks(ctx.question)) {
-                (true, true) => "不客气！还有其他制度方面的问题吗？",
-                (true, false) => "你好！请问想了解哪方面的制度？",
-                (false, true) => "You're welcome! Anything else about the policies?",
-                (false, false) => "Hello! What would you like to know about the policies?",
-            };
+        if ctx.searches_done == 0
+            && observations.is_empty()
+            && let Some(text) = small_talk_reply(ctx.question)
+        {
             return step(PlannerAction::Reply {
                 text: text.to_string(),
             });
         }
         if self.question_words.is_empty() && ctx.searches_done == 0 {
-            self.question_words = question_words(ctx.question, ctx);
-            if let Some(previous) = ctx.history.iter().rev().find(|t| !t.keywords.is_empty())
-                && refers_back(ctx.question)
-            {
-                // A follow-up that omits its topic ("需要提供什么证明？") searches with the previous
-                // turn's topic words in front.
-                let own: HashSet<String> = self
-                    .question_words
-                    .iter()
-                    .flat_map(|(w, _)| analysed(w))
-                    .collect();
-                let top = self.question_words.first().map(|w| w.1).unwrap_or(1.0) + 1.0;
-                let carried: Vec<String> = previous
-                    .keywords
-                    .first()
-                    .into_iter()
-                    .flatten()
-                    .filter(|k| analysed(k).iter().any(|t| !own.contains(t)))
-                    .take(2)
-                    .cloned()
-                    .collect();
-                for (i, word) in carried.iter().enumerate() {
-                    self.question_words.insert(i, (word.clone(), top));
-                }
-                self.carried = carried;
-            }
-            self.unknown_nouns = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
-                ctx.lookup.mentions(word)
-            });
+            self.read_question(ctx);
         }
         // A refused answer is not retried with the same evidence.
         if observations
@@ -1050,58 +426,30 @@ impl Planner for OfflinePlanner {
                 reason: "refused_citations".to_string(),
             });
         }
-        let mut new_evidence = false;
-        for o in observations {
-            if let Observation::Hits { keywords, hits, .. } = o {
-                for k in keywords {
-                    self.searched_terms.extend(analysed(k));
-                    self.followed.insert(k.clone());
-                }
-                for h in hits {
-                    new_evidence |= self.seen_chunks.insert(h.chunk_id.clone());
-                }
-            }
-        }
+        let new_evidence = self.take_in(observations);
         if ctx.searches_done == 0 {
-            if self.question_words.is_empty() {
-                return step(PlannerAction::GiveUp {
-                    reason: "the question has no content words to search".to_string(),
-                });
-            }
-            let keywords: Vec<String> = self
-                .question_words
-                .iter()
-                .take(FIRST_ROUND_KEYWORDS)
-                .map(|(w, _)| w.clone())
-                .collect();
-            return step(PlannerAction::Search {
-                keywords,
-                reason: if self.carried.is_empty() {
-                    "content words of the question, rarest first".to_string()
-                } else {
-                    format!(
-                        "content words of the question, rarest first, with the previous turn's topic carried over: {}",
-                        self.carried.join(", ")
-                    )
-                },
-                top_k: None,
-                query: None,
-            });
+            return step(self.first_search(ctx));
         }
-        let sufficiency = self.question_sufficiency(ctx);
-        let covered = sufficiency.sufficient;
+        let (verdict, sufficiency) = self.verdict(ctx);
+        let covered = verdict == Verdict::Answer;
         // The decision the user sees: about the question and every hit so far, not only the
         // last search's own keywords.
-        let give_up = || PlannerAction::GiveUp {
-            reason: format!("no_relevant_hits: {}", sufficiency.reason),
+        let conclude = |planner: &Self| match verdict {
+            Verdict::Answer => planner.answer(ctx),
+            Verdict::Evidence => planner.evidence(ctx, &sufficiency.reason),
+            Verdict::Absent => PlannerAction::GiveUp {
+                reason: format!("no_relevant_hits: {}", sufficiency.reason),
+            },
         };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
-            return step(if covered && (last_had_hits || ctx.searches_done > 1) {
-                self.answer(ctx)
+            return step(if last_had_hits || ctx.searches_done > 1 {
+                conclude(self)
             } else {
-                give_up()
+                PlannerAction::GiveUp {
+                    reason: format!("no_relevant_hits: {}", sufficiency.reason),
+                }
             });
         }
         match self.next_keywords(ctx) {
@@ -1111,8 +459,7 @@ impl Planner for OfflinePlanner {
                 top_k: None,
                 query: None,
             }),
-            None if covered => step(self.answer(ctx)),
-            None => step(give_up()),
+            None => step(conclude(self)),
         }
     }
 }
@@ -1121,73 +468,31 @@ impl Planner for OfflinePlanner {
 mod tests {
     use super::*;
 
-    fn references(text: &str) -> Vec<String> {
-        references_with_strength(text)
-            .into_iter()
-            .map(|(r, _)| r)
-            .collect()
-    }
-
     #[test]
-    fn unknown_nouns_are_dictionary_nouns_no_chunk_mentions_in_any_part() {
-        // The knowledge base mentions every word except those with 衣, 薪 or 拉萨 in them.
-        let mentions = |w: &str| !(w.contains('衣') || w.contains('薪') || w.contains("拉萨"));
-        assert_eq!(
-            unknown_nouns("出差时酒店洗衣服的钱能报销吗？", &mentions),
-            ["洗衣服"]
-        );
-        assert_eq!(
-            unknown_nouns("P5职级的月薪范围是多少？", &mentions),
-            ["月薪"]
-        );
-        // A place name: a rule for "other cities" still covers it.
-        assert!(unknown_nouns("去拉萨出差住宿标准是多少？", &mentions).is_empty());
-        // A noun the knowledge base mentions (the index finds 坐飞机 through its part 飞机).
-        assert!(unknown_nouns("坐飞机能订什么舱位？", &mentions).is_empty());
-        // Nothing unknown at all.
-        assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| true).is_empty());
-    }
-
-    #[test]
-    fn references_are_found_in_quotes_and_codes() {
-        let r = references(
-            "详见《铁路电子客票报销规定》，超标须填写FIN-07“费用超标说明单”。See \"Travel Policy\".",
-        );
-        assert_eq!(
-            r,
-            vec![
-                "铁路电子客票报销规定",
-                "费用超标说明单",
-                "Travel Policy",
-                "FIN-07"
-            ]
-        );
-        assert!(references("no refs, A-1 is too short, XFIN-").is_empty());
-        assert_eq!(
-            references("He hosted \"The Apprentice,\" then \"Dragons' Den.\""),
-            vec!["The Apprentice", "Dragons' Den"]
-        );
-    }
-
-    #[test]
-    fn names_are_capitalised_runs_not_sentence_openers() {
-        assert_eq!(
-            names("She was portrayed by Shirley Temple in Kiss and Tell, a film."),
-            vec!["Shirley Temple in Kiss and Tell"]
-        );
-        assert_eq!(
-            names("Complete the self-assessment in HR Connect within 30 days."),
-            vec!["HR Connect"]
-        );
-        assert_eq!(
-            names("The Bank of England was founded."),
-            vec!["The Bank of England"]
-        );
-        assert!(names("出差 报销 须在30天内提交").is_empty());
-        assert_eq!(
-            names("Staffed 24 hours, Monday to Friday, by Ann Lee."),
-            vec!["Ann Lee"]
-        );
+    fn a_heading_is_named_when_the_question_s_words_spell_it() {
+        let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let terms = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
+        assert!(heading_named_by(
+            "陪产假",
+            &keys(&["陪产", "产假"]),
+            &terms(&[])
+        ));
+        assert!(!heading_named_by(
+            "不予报销的项目",
+            &keys(&["报销"]),
+            &terms(&[])
+        ));
+        assert!(heading_named_by(
+            "Sick leave",
+            &keys(&[]),
+            &terms(&["sick", "leav"])
+        ));
+        assert!(!heading_named_by(
+            "Lost equipment",
+            &keys(&[]),
+            &terms(&["lost"])
+        ));
+        assert!(!heading_named_by("", &keys(&["报销"]), &terms(&[])));
     }
 
     #[test]

@@ -1,0 +1,319 @@
+//! The extractive answer: which returned chunks to cite, and their sentences that best match
+//! the question, each with its citation and a verbatim quote.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{
+    ANSWER_SENTENCES, MAX_CITED_CHUNKS, MAX_SENTENCE_CHARS, MIN_CITATION_GAIN, OfflinePlanner,
+    SENTENCE_SHARE, all_hits, analysed, sentences,
+};
+use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
+use crate::search::SearchHit;
+use crate::search::sufficiency::{KeyTerm, covered, covered_by, key_terms};
+use crate::text::{self, char_len};
+
+/// The question's key terms, to measure how much of the question a set of terms covers.
+struct QuestionKeys {
+    keys: Vec<KeyTerm>,
+    /// Their summed weight (never 0).
+    total: f64,
+}
+
+impl QuestionKeys {
+    fn new(question: String, ctx: &PlannerContext<'_>) -> Self {
+        let keys = key_terms(
+            &[question],
+            &|t: &str| ctx.lookup.doc_freq(t),
+            ctx.lookup.num_chunks(),
+        );
+        let total: f64 = keys
+            .iter()
+            .map(|k| k.weight)
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        Self { keys, total }
+    }
+
+    /// The share of the key terms' weight that `present` holds.
+    fn share(&self, present: &HashSet<String>) -> f64 {
+        self.keys
+            .iter()
+            .filter(|k| present.contains(&k.term))
+            .map(|k| k.weight)
+            .sum::<f64>()
+            / self.total
+    }
+}
+
+/// A returned chunk that may be cited.
+struct Candidate<'h> {
+    hit: &'h SearchHit,
+    round: u32,
+    score: f64,
+    /// The reference a later round followed, when this chunk's title names it.
+    reference: Option<String>,
+    /// Key terms in its text or heading.
+    present: HashSet<String>,
+    /// Key terms in its heading.
+    in_title: HashSet<String>,
+    /// Each sentence of the text with its analysed terms (scored again for the answer).
+    sentences: Vec<(&'h str, HashSet<String>)>,
+}
+
+/// A sentence of a cited chunk, scored against the question.
+struct Scored<'a> {
+    chunk: String,
+    sentence: &'a str,
+    score: f64,
+    round: u32,
+}
+
+impl OfflinePlanner {
+    /// The answer from the chunks worth citing: their best sentences, each marked with its
+    /// citation; gives up when no sentence matches.
+    pub(super) fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
+        let weights = self.weights();
+        let keys = QuestionKeys::new(self.effective_question(ctx), ctx);
+        let candidates = candidates(ctx, &keys);
+        let chosen = chosen(ctx, &candidates, &keys);
+        let scored = scored_sentences(ctx, &weights, &chosen);
+        let picked = picked(ctx, &scored);
+        if picked.is_empty() {
+            return PlannerAction::GiveUp {
+                reason: "no_relevant_hits".to_string(),
+            };
+        }
+        answer_text(ctx.question, &picked)
+    }
+}
+
+/// Every returned chunk scored by how well it covers the question, best first: its text, its
+/// best sentence, and its heading naming the question's words.
+fn candidates<'h>(ctx: &'h PlannerContext<'_>, keys: &QuestionKeys) -> Vec<Candidate<'h>> {
+    let mut candidates: Vec<Candidate<'_>> = all_hits(ctx)
+        .filter_map(|(hit, round)| {
+            let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;
+            let title_terms: HashSet<String> = text::terms(&hit.title_path)
+                .into_iter()
+                .map(|t| t.text)
+                .collect();
+            let sentences: Vec<(&str, HashSet<String>)> = sentences(text)
+                .into_iter()
+                .map(|sentence| {
+                    let terms = text::terms(sentence).into_iter().map(|t| t.text).collect();
+                    (sentence, terms)
+                })
+                .collect();
+            // The titlePath's and the text's terms: the store's cached analysis.
+            let chunk_terms = ctx
+                .lookup
+                .returned_chunk_terms(&hit.chunk_id, &hit.title_path)?;
+            let present = covered_by(
+                &keys.keys,
+                |t| chunk_terms.contains(t),
+                chunk_terms.lowercase(),
+            );
+            let in_title = covered(&keys.keys, &title_terms, &hit.title_path.to_lowercase());
+            // A sentence that holds the question's terms together is stronger evidence than
+            // the same terms scattered over a long chunk: half the text score comes from the
+            // best sentence (with the headings it stands under).
+            let best_sentence = sentences
+                .iter()
+                .map(|(sentence, terms)| {
+                    let lower = format!("{}\n{}", hit.title_path, sentence).to_lowercase();
+                    let in_sentence = |t: &str| terms.contains(t) || title_terms.contains(t);
+                    keys.share(&covered_by(&keys.keys, in_sentence, &lower))
+                })
+                .fold(0.0, f64::max);
+            let score = (1.0 - SENTENCE_SHARE) * keys.share(&present)
+                + SENTENCE_SHARE * best_sentence
+                + 0.6 * keys.share(&in_title);
+            let reference = match ctx.rounds.get(round as usize - 1) {
+                Some(Observation::Hits { keywords, .. }) if round > 1 => keywords
+                    .first()
+                    .filter(|k| hit.title_path.to_lowercase().contains(&k.to_lowercase()))
+                    .cloned(),
+                _ => None,
+            };
+            Some(Candidate {
+                hit,
+                round,
+                score,
+                reference,
+                present,
+                in_title,
+                sentences,
+            })
+        })
+        .collect();
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
+    candidates
+}
+
+/// Which chunks to cite: the one covering the question best (a heading naming the question's
+/// words counts extra), then others nearly as good only when they cover key terms the cited
+/// ones do not, or answer a reference that a cited chunk names.
+fn chosen<'c, 'h>(
+    ctx: &PlannerContext<'_>,
+    candidates: &'c [Candidate<'h>],
+    keys: &QuestionKeys,
+) -> Vec<&'c Candidate<'h>> {
+    let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
+    let mut chosen: Vec<&Candidate<'_>> = Vec::new();
+    let mut cited_terms: HashSet<String> = HashSet::new();
+    let mut cited_title_terms: HashSet<String> = HashSet::new();
+    for c in candidates
+        .iter()
+        .filter(|c| c.score >= 0.85 * best && c.score > 0.0)
+    {
+        if chosen.len() == MAX_CITED_CHUNKS {
+            break;
+        }
+        // New key terms in its text, or in its heading (a section named for a part of the
+        // question the cited headings do not name).
+        let fresh: HashSet<String> = c.present.difference(&cited_terms).cloned().collect();
+        let fresh_title: HashSet<String> =
+            c.in_title.difference(&cited_title_terms).cloned().collect();
+        if chosen.is_empty()
+            || keys.share(&fresh) >= MIN_CITATION_GAIN
+            || keys.share(&fresh_title) >= MIN_CITATION_GAIN
+        {
+            cited_terms.extend(c.present.iter().cloned());
+            cited_title_terms.extend(c.in_title.iter().cloned());
+            chosen.push(c);
+        }
+    }
+    // A followed reference answers the part of the question a cited chunk delegated to it,
+    // whatever its own words; a reference named only by an uncited chunk answers nothing.
+    for c in candidates {
+        if chosen.len() == MAX_CITED_CHUNKS {
+            break;
+        }
+        let Some(reference) = &c.reference else {
+            continue;
+        };
+        let delegated = chosen.iter().any(|d| {
+            ctx.lookup
+                .returned_chunk_text(&d.hit.chunk_id)
+                .is_some_and(|t| t.to_lowercase().contains(&reference.to_lowercase()))
+        });
+        let already = chosen.iter().any(|d| d.hit.chunk_id == c.hit.chunk_id);
+        if delegated && !already {
+            chosen.push(c);
+        }
+    }
+    chosen
+}
+
+/// The sentences of the chosen chunks that share the question's words or their round's
+/// keywords, best first (a chunk with none gives its opening sentence, scored low).
+fn scored_sentences<'h>(
+    ctx: &PlannerContext<'_>,
+    weights: &HashMap<String, f64>,
+    chosen: &[&Candidate<'h>],
+) -> Vec<Scored<'h>> {
+    let mut scored: Vec<Scored<'_>> = Vec::new();
+    for c in chosen {
+        let (hit, round) = (c.hit, c.round);
+        let round_terms: HashSet<String> = match ctx.rounds.get(round as usize - 1) {
+            Some(Observation::Hits { keywords, .. }) => {
+                keywords.iter().flat_map(|k| analysed(k)).collect()
+            }
+            _ => HashSet::new(),
+        };
+        let before = scored.len();
+        for &(sentence, ref terms) in &c.sentences {
+            if char_len(sentence) > MAX_SENTENCE_CHARS {
+                continue;
+            }
+            let q: f64 = weights
+                .iter()
+                .filter(|(t, _)| terms.contains(*t))
+                .map(|(_, w)| w)
+                .sum();
+            let r = round_terms.iter().filter(|t| terms.contains(*t)).count() as f64;
+            if q + r > 0.0 {
+                scored.push(Scored {
+                    chunk: hit.chunk_id.clone(),
+                    sentence,
+                    score: q + 0.5 * r,
+                    round,
+                });
+            }
+        }
+        // A chosen chunk in other words than the question (a followed reference): its
+        // opening sentence states what it is about.
+        if scored.len() == before
+            && let Some(&(first, _)) = c
+                .sentences
+                .iter()
+                .find(|(s, _)| char_len(s) <= MAX_SENTENCE_CHARS)
+        {
+            scored.push(Scored {
+                chunk: hit.chunk_id.clone(),
+                sentence: first,
+                score: 0.1,
+                round,
+            });
+        }
+    }
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.round.cmp(&b.round)));
+    scored
+}
+
+/// The answer's sentences, best first: the best of every round first (a followed reference
+/// answers part of the question in other words), then the best remaining ones, at most two
+/// per chunk and [`ANSWER_SENTENCES`] in all.
+fn picked<'s, 'h>(ctx: &PlannerContext<'_>, scored: &'s [Scored<'h>]) -> Vec<&'s Scored<'h>> {
+    let mut picked: Vec<&Scored<'_>> = Vec::new();
+    for round in 1..=ctx.rounds.len() as u32 {
+        if let Some(s) = scored
+            .iter()
+            .find(|s| s.round == round && !picked.iter().any(|p| p.sentence == s.sentence))
+        {
+            picked.push(s);
+        }
+    }
+    for s in scored {
+        if picked.len() >= ANSWER_SENTENCES {
+            break;
+        }
+        let per_chunk = picked.iter().filter(|p| p.chunk == s.chunk).count();
+        if per_chunk < 2 && !picked.iter().any(|p| p.sentence == s.sentence) {
+            picked.push(s);
+        }
+    }
+    picked.truncate(ANSWER_SENTENCES);
+    picked.sort_by(|a, b| b.score.total_cmp(&a.score));
+    picked
+}
+
+/// The answer text: one line per sentence with its citation number, in the question's
+/// language; each chunk cited once, quoting its first sentence in the answer.
+fn answer_text(question: &str, picked: &[&Scored<'_>]) -> PlannerAction {
+    let mut order: Vec<String> = Vec::new();
+    let mut citations = Vec::new();
+    let mut lines = Vec::new();
+    for s in picked {
+        let n = match order.iter().position(|c| *c == s.chunk) {
+            Some(i) => i + 1,
+            None => {
+                order.push(s.chunk.clone());
+                citations.push(ProposedCitation {
+                    chunk_id: s.chunk.clone(),
+                    quote: s.sentence.to_string(),
+                });
+                order.len()
+            }
+        };
+        lines.push(format!("{} [{n}]", s.sentence));
+    }
+    let chinese = question.chars().any(text::is_cjk);
+    let lead = if chinese {
+        "根据知识库："
+    } else {
+        "According to the knowledge base: "
+    };
+    let text = format!("{lead}{}", lines.join("\n- "));
+    PlannerAction::Answer { text, citations }
+}
