@@ -285,7 +285,17 @@ pub fn audit_text(r: &AuditReport) -> String {
         let _ = writeln!(out, "  {p}");
     }
     if let Some(a) = &r.answer {
-        let _ = writeln!(out, "answer:\n  {}", terminal_safe(a).replace('\n', "\n  "));
+        // Evidence is passages to read, not an answer: labelled so.
+        let label = if r.status == "evidence" {
+            "evidence"
+        } else {
+            "answer"
+        };
+        let _ = writeln!(
+            out,
+            "{label}:\n  {}",
+            terminal_safe(a).replace('\n', "\n  ")
+        );
     }
     for (i, c) in r.citations.iter().enumerate() {
         let _ = writeln!(
@@ -360,7 +370,12 @@ pub fn audit_markdown(r: &AuditReport) -> String {
     if let Some(a) = &r.answer {
         let _ = writeln!(
             out,
-            "\n### Answer\n\n> {}",
+            "\n### {}\n\n> {}",
+            if r.status == "evidence" {
+                "Evidence (not an answer)"
+            } else {
+                "Answer"
+            },
             terminal_safe(a).replace('\n', "\n> ")
         );
     }
