@@ -465,8 +465,8 @@ fn default_fusion_follows_the_embedder_and_a_request_overrides_it() {
         "rrf:60"
     );
 
-    // The lexical hashing embedder keeps the golden-set calibration: BM25 weight 0.3.
+    // The lexical hashing embedder: BM25 leads, the vector leg weighs by agreement.
     let tmp = tempfile::tempdir().expect("tempdir");
     let engine = Engine::open(tmp.path()).expect("engine");
-    assert_eq!(engine.settings.fusion, Fusion::MinMax { bm25_weight: 0.3 });
+    assert_eq!(engine.settings.fusion.to_string(), "agree:0.5");
 }
