@@ -216,14 +216,9 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(match outcome.status {
         RunStatus::Answered => 0,
         RunStatus::InsufficientEvidence => 1,
-        RunStatus::Evidence => EXIT_EVIDENCE,
         _ => super::EXIT_ERROR,
     }))
 }
-
-/// `ask`'s exit status when the run ends with evidence to read rather than an answer (2 is a
-/// usage error, 3 an error).
-pub const EXIT_EVIDENCE: u8 = 4;
 
 fn status_name(status: &RunStatus) -> String {
     serde_json::to_value(status)
@@ -299,11 +294,7 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
         }
         Some(answer) => {
             out.push_str(&output::terminal_safe(&answer.text));
-            out.push_str(match (o.status == RunStatus::Evidence, lang) {
-                (true, Lang::Zh) => "\n\n证据来源：\n",
-                (true, Lang::En) => "\n\nSources of the evidence:\n",
-                (false, lang) => lang.pick("\n\nSources:\n", "\n\n来源：\n"),
-            });
+            out.push_str(lang.pick("\n\nSources:\n", "\n\n来源：\n"));
             for (i, c) in answer.citations.iter().enumerate() {
                 let seen = match output::first_seen(&o.rounds, &c.chunk_id) {
                     Some((round, n)) => match lang {

@@ -436,20 +436,8 @@ pub fn agent_summary(r: &agent_eval::AgentReport) -> String {
             format!("{:.3} (of {})", r.answered_answerable, r.answerable),
         ),
         (
-            "answerable questions given as evidence",
-            format!("{:.3}", r.evidence_answerable),
-        ),
-        (
-            "answerable: answered or evidence, an expected section cited",
-            format!("{:.3}", r.answered_or_evidence_cited),
-        ),
-        (
             "unanswerable questions refused",
             format!("{:.3} (of {})", r.refused_unanswerable, r.unanswerable),
-        ),
-        (
-            "unanswerable questions given as evidence",
-            format!("{:.3}", r.evidence_unanswerable),
         ),
         ("mean rounds", format!("{:.2}", r.mean_rounds)),
         (

@@ -285,17 +285,7 @@ pub fn audit_text(r: &AuditReport) -> String {
         let _ = writeln!(out, "  {p}");
     }
     if let Some(a) = &r.answer {
-        // Evidence is passages to read, not an answer: labelled so.
-        let label = if r.status == "evidence" {
-            "evidence"
-        } else {
-            "answer"
-        };
-        let _ = writeln!(
-            out,
-            "{label}:\n  {}",
-            terminal_safe(a).replace('\n', "\n  ")
-        );
+        let _ = writeln!(out, "answer:\n  {}", terminal_safe(a).replace('\n', "\n  "));
     }
     for (i, c) in r.citations.iter().enumerate() {
         let _ = writeln!(
@@ -370,12 +360,7 @@ pub fn audit_markdown(r: &AuditReport) -> String {
     if let Some(a) = &r.answer {
         let _ = writeln!(
             out,
-            "\n### {}\n\n> {}",
-            if r.status == "evidence" {
-                "Evidence (not an answer)"
-            } else {
-                "Answer"
-            },
+            "\n### Answer\n\n> {}",
             terminal_safe(a).replace('\n', "\n> ")
         );
     }

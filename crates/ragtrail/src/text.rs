@@ -143,19 +143,6 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F)
 }
 
-/// A Han ideograph (CJK unified ideographs, their extensions and compatibility forms): not
-/// kana or hangul.
-pub fn is_ideograph(c: char) -> bool {
-    matches!(c as u32,
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
-}
-
-/// Whether the agent's own messages about `question` are written in Chinese: the question
-/// holds a Han ideograph (else English).
-pub fn asks_in_chinese(question: &str) -> bool {
-    question.chars().any(is_ideograph)
-}
-
 /// Number of characters, the unit of every length limit (bytes would penalise Chinese 3×).
 pub fn char_len(s: &str) -> usize {
     s.chars().count()

@@ -29,23 +29,11 @@ pub enum PlannerAction {
         reason: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         top_k: Option<u32>,
-        /// The question (or its rewrite) in words, for the vector leg: a semantic embedder
-        /// reads meaning from a sentence, not from a keyword list. `None`: the keywords.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        query: Option<String>,
     },
     /// Finish with an answer citing chunks returned in this run.
     Answer {
         text: String,
         citations: Vec<ProposedCitation>,
-    },
-    /// Finish with the passages that bear on the question, shown as evidence to read, not as an
-    /// answer: the planner found them but cannot compose an answer it can stand behind. The
-    /// citations are checked like an answer's.
-    Evidence {
-        citations: Vec<ProposedCitation>,
-        /// Why there is no answer (recorded as the run's reason).
-        reason: String,
     },
     /// Finish without an answer: the evidence is not there.
     GiveUp { reason: String },

@@ -222,16 +222,12 @@ impl<'a> Run<'a> {
                     keywords,
                     reason,
                     top_k,
-                    query,
                 } => {
-                    self.search_round(keywords, reason, top_k, query, on_event)?;
+                    self.search_round(keywords, reason, top_k, on_event)?;
                     None
                 }
                 PlannerAction::Answer { text, citations } => {
                     self.answer(text, citations, on_event)?
-                }
-                PlannerAction::Evidence { citations, reason } => {
-                    self.evidence(citations, reason, on_event)?
                 }
                 PlannerAction::GiveUp { reason } => Some(Finish {
                     status: RunStatus::InsufficientEvidence,
@@ -261,7 +257,6 @@ impl<'a> Run<'a> {
         keywords: Vec<String>,
         reason: String,
         top_k: Option<u32>,
-        query: Option<String>,
         on_event: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Result<(), AgentError> {
         if self.rounds.len() as u32 >= self.options.max_search_rounds {
@@ -280,9 +275,6 @@ impl<'a> Run<'a> {
                 return Ok(());
             }
         };
-        let query = query
-            .map(|q| q.trim().to_string())
-            .filter(|q| !q.is_empty());
         let key = normalized_set(&keywords);
         if let Some(&first_round) = self.searched.get(&key) {
             return self.repeated(keywords, reason, first_round, on_event);
@@ -291,8 +283,7 @@ impl<'a> Run<'a> {
         let top_k = top_k
             .unwrap_or(self.options.top_k_per_round)
             .clamp(1, self.options.top_k_per_round.max(1));
-        let searched = self.cached_or_searched(&key, &keywords, query.as_deref(), top_k, round);
-        let (resp, cached_from) = match searched {
+        let (resp, cached_from) = match self.cached_or_searched(&key, &keywords, top_k, round) {
             Ok(found) => found,
             Err(e) => {
                 self.reject(format!("search failed: {e}"), on_event);
@@ -311,7 +302,6 @@ impl<'a> Run<'a> {
         self.recorder.event(EventBody::Search(SearchRound {
             round,
             keywords: keywords.clone(),
-            query,
             reason: reason.clone(),
             top_k,
             fusion: resp.fusion.to_string(),
@@ -364,7 +354,6 @@ impl<'a> Run<'a> {
         self.recorder.event(EventBody::Search(SearchRound {
             round: first_round,
             keywords: keywords.clone(),
-            query: None,
             reason,
             top_k: 0,
             fusion: String::new(),
@@ -389,15 +378,13 @@ impl<'a> Run<'a> {
         &self,
         key: &[String],
         keywords: &[String],
-        query: Option<&str>,
         top_k: u32,
         round: u32,
     ) -> Result<(SearchResponse, CachedFrom), EngineError> {
         let settings = self.settings;
         let cache_key = format!(
-            "{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}",
             key.join("\u{1f}"),
-            query.unwrap_or(""),
             settings.access.tenant,
             settings.access.roles.join(","),
             top_k,
@@ -417,9 +404,7 @@ impl<'a> Run<'a> {
             };
             return Ok((resp, Some((c.turn, c.round))));
         }
-        let mut req =
-            SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
-        req.query = query.map(str::to_string);
+        let req = SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
         let resp = self.engine.search_docs(&req)?;
         if let Some(conv) = &settings.conversation
             && let Ok(mut s) = conv.lock()
@@ -486,69 +471,6 @@ impl<'a> Run<'a> {
         }))
     }
 
-    /// Evidence to read: passages the planner found but could not compose into an answer. Its
-    /// citations are checked like an answer's; refused, the planner may try again. The text the
-    /// user reads says plainly that it is no answer, in the question's language.
-    fn evidence(
-        &mut self,
-        proposed: Vec<ProposedCitation>,
-        reason: String,
-        on_event: &mut dyn FnMut(AgentEvent<'_>),
-    ) -> Result<Option<Finish>, AgentError> {
-        // Evidence without a citation is nothing to read, whatever `require_source` says.
-        let mut refused = self.refusals(&proposed);
-        if proposed.is_empty() && refused.is_empty() {
-            refused.push(RefusalReason {
-                chunk_id: String::new(),
-                quote: String::new(),
-                reason: "evidence must cite at least one chunk returned in this run".to_string(),
-            });
-        }
-        let cited = cite(&proposed, &self.rounds);
-        let text = evidence_text(self.question, &cited);
-        if !refused.is_empty() {
-            self.refused_any = true;
-            self.recorder.event(EventBody::Answer(AnswerEvent {
-                text,
-                citations: cited,
-                grounded: false,
-                refused: refused
-                    .iter()
-                    .map(|r| RefusedCitation {
-                        chunk_id: r.chunk_id.clone(),
-                        quote: r.quote.clone(),
-                        reason: r.reason.clone(),
-                    })
-                    .collect(),
-                unsourced: false,
-            }))?;
-            on_event(AgentEvent::Refused(&refused));
-            self.observations
-                .push(Observation::CitationsRefused { refused });
-            return Ok(None);
-        }
-        self.recorder.event(EventBody::Answer(AnswerEvent {
-            text: text.clone(),
-            citations: cited.clone(),
-            grounded: true,
-            refused: Vec::new(),
-            unsourced: false,
-        }))?;
-        Ok(Some(Finish {
-            status: RunStatus::Evidence,
-            reason: if reason.trim().is_empty() {
-                "evidence".to_string()
-            } else {
-                reason
-            },
-            answer: Some(FinalAnswer {
-                text,
-                citations: cited,
-                unsourced: false,
-            }),
-        }))
-    }
-
     /// Why an answer's citations are refused, when the options require sources: a chunk not
     /// returned in this run, a quote not in its chunk, or no citation at all.
     fn refusals(&self, proposed: &[ProposedCitation]) -> Vec<RefusalReason> {
@@ -594,16 +516,9 @@ impl<'a> Run<'a> {
             reason,
             answer,
         } = finish.unwrap_or_else(|| self.out_of_turns());
-        let message =
-            matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(|| {
-                insufficient_message(
-                    self.question,
-                    &status,
-                    &reason,
-                    &self.rounds,
-                    &self.keyword_sets_tried,
-                )
-            });
+        let message = (status != RunStatus::Answered).then(|| {
+            insufficient_message(&status, &reason, &self.rounds, &self.keyword_sets_tried)
+        });
         if let Some(message) = &message
             && status == RunStatus::InsufficientEvidence
         {
@@ -668,70 +583,39 @@ fn cite(proposed: &[ProposedCitation], rounds: &[RoundRecord]) -> Vec<Citation> 
         .collect()
 }
 
-/// What the user reads for evidence: it is no answer, then each passage as a numbered quote (the
-/// numbers are the citations'), in the question's language.
-fn evidence_text(question: &str, cited: &[Citation]) -> String {
-    let mut out = String::from(if crate::text::asks_in_chinese(question) {
-        "这不是答案：知识库中没有能直接回答这个问题的内容，以下段落与问题相关，请阅读原文自行判断。"
-    } else {
-        "This is not an answer: the knowledge base holds nothing the agent can answer this question from, but these passages bear on it. Read them to judge for yourself."
-    });
-    for (i, c) in cited.iter().enumerate() {
-        out.push_str(&format!("\n[{}] “{}”", i + 1, c.quote));
-    }
-    out
-}
-
-/// The user-facing explanation when there is no grounded answer, in the question's language
-/// (Chinese when it holds a Han ideograph). The keywords and the planner's or the last search's
-/// account are quoted as they were recorded.
+/// The user-facing explanation when there is no grounded answer.
 fn insufficient_message(
-    question: &str,
     status: &RunStatus,
     reason: &str,
     rounds: &[RoundRecord],
     tried: &[Vec<String>],
 ) -> String {
-    let chinese = crate::text::asks_in_chinese(question);
-    let mut out = match (status, chinese) {
-        (RunStatus::Error, true) => format!("运行出错而中止：{reason}。"),
-        (RunStatus::Error, false) => format!("The run stopped with an error: {reason}."),
-        (_, true) => "知识库中没有足够的依据回答这个问题。".to_string(),
-        (_, false) => {
+    let mut out = match status {
+        RunStatus::Error => format!("The run stopped with an error: {reason}."),
+        _ => {
             "The knowledge base does not hold enough evidence to answer this question.".to_string()
         }
     };
     if tried.is_empty() {
-        out.push_str(if chinese {
-            "未进行检索。"
-        } else {
-            " No search was run."
-        });
+        out.push_str(" No search was run.");
     } else {
         let sets: Vec<String> = tried
             .iter()
             .map(|k| format!("[{}]", k.join(", ")))
             .collect();
-        if chinese {
-            out.push_str(&format!("已尝试的关键词：{}。", sets.join("；")));
-        } else {
-            out.push_str(&format!(" Keywords tried: {}.", sets.join("; ")));
-        }
+        out.push_str(&format!(" Keywords tried: {}.", sets.join("; ")));
     }
     // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
     // search's decision only about its keywords, and may even have been sufficient.
-    let why = match reason.split_once(": ") {
-        Some((_, why)) if *status != RunStatus::Error => Some((true, why.to_string())),
-        _ => rounds
-            .last()
-            .map(|last| (false, last.sufficiency.reason.clone())),
-    };
-    match (why, chinese) {
-        (Some((true, why)), true) => out.push_str(&format!("原因：{why}。")),
-        (Some((true, why)), false) => out.push_str(&format!(" Why: {why}.")),
-        (Some((false, last)), true) => out.push_str(&format!("最后一次检索：{last}。")),
-        (Some((false, last)), false) => out.push_str(&format!(" Last search: {last}.")),
-        (None, _) => {}
+    match reason.split_once(": ") {
+        Some((_, why)) if *status != RunStatus::Error => {
+            out.push_str(&format!(" Why: {why}."));
+        }
+        _ => {
+            if let Some(last) = rounds.last() {
+                out.push_str(&format!(" Last search: {}.", last.sufficiency.reason));
+            }
+        }
     }
     out
 }

@@ -22,8 +22,6 @@ pub struct ItemResult {
     pub recall: f64,
     /// Cited chunks whose section is expected, over all cited chunks (None: nothing cited).
     pub citation_precision: Option<f64>,
-    /// Some cited chunk (of an answer or of evidence) is of an expected section.
-    pub cited_expected: bool,
     /// Facts found verbatim in the answer, over all facts (None: no facts).
     pub facts_found: Option<f64>,
     pub latency_ms: f64,
@@ -41,14 +39,7 @@ pub struct AgentReport {
     pub citation_precision: f64,
     pub facts_found: f64,
     pub answered_answerable: f64,
-    /// Answerable questions given as evidence (passages to read, no answer).
-    pub evidence_answerable: f64,
-    /// Answerable questions answered or given as evidence with an expected section cited: the
-    /// person who asked was shown the section that answers.
-    pub answered_or_evidence_cited: f64,
     pub refused_unanswerable: f64,
-    /// Unanswerable questions given as evidence (neither refused nor answered).
-    pub evidence_unanswerable: f64,
     pub mean_rounds: f64,
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
@@ -118,9 +109,6 @@ pub fn evaluate(
                 .count() as f64
                 / citations.len() as f64
         });
-        let cited_expected = citations
-            .iter()
-            .any(|c| turn.expected.contains(&c.title_path));
         let answer_text = outcome
             .answer
             .as_ref()
@@ -144,7 +132,6 @@ pub fn evaluate(
             recall_by_round: [seen_by(1), seen_by(2), seen_by(3)],
             recall: seen_by(u32::MAX),
             citation_precision,
-            cited_expected,
             facts_found,
             latency_ms,
             trace: outcome.trace.as_ref().map(|t| t.path.display().to_string()),
@@ -168,23 +155,10 @@ pub fn evaluate(
             ans.iter()
                 .map(|r| f64::from(u8::from(r.status == "answered"))),
         ),
-        evidence_answerable: mean(
-            ans.iter()
-                .map(|r| f64::from(u8::from(r.status == "evidence"))),
-        ),
-        answered_or_evidence_cited: mean(ans.iter().map(|r| {
-            let shown = matches!(r.status.as_str(), "answered" | "evidence");
-            f64::from(u8::from(shown && r.cited_expected))
-        })),
         refused_unanswerable: mean(
             unans
                 .iter()
                 .map(|r| f64::from(u8::from(r.status == "insufficient_evidence"))),
-        ),
-        evidence_unanswerable: mean(
-            unans
-                .iter()
-                .map(|r| f64::from(u8::from(r.status == "evidence"))),
         ),
         mean_rounds: mean(results.iter().map(|r| f64::from(r.rounds))),
         latency_p50_ms: percentile(&lat, 0.5),

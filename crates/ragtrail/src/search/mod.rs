@@ -53,10 +53,6 @@ pub struct SearchRequest {
     pub include_superseded: bool,
     /// How the legs are combined (`None`: the engine's default).
     pub fusion: Option<Fusion>,
-    /// The question in words, embedded for the vector leg instead of the joined keywords (a
-    /// semantic embedder reads meaning from a sentence). The BM25 leg, the weak-hit filter and
-    /// the sufficiency decision still use the keywords.
-    pub query: Option<String>,
 }
 
 impl SearchRequest {
@@ -67,7 +63,6 @@ impl SearchRequest {
             access,
             include_superseded: false,
             fusion: None,
-            query: None,
         }
     }
 }
@@ -277,11 +272,6 @@ pub fn search_docs_with(
         settings,
         &LegsQuery {
             keywords: &keywords,
-            query: req
-                .query
-                .as_deref()
-                .map(str::trim)
-                .filter(|q| !q.is_empty()),
             access: &req.access,
             include_superseded: req.include_superseded,
             fusion,
@@ -388,8 +378,6 @@ pub fn search_docs_with(
 /// What both legs are asked.
 struct LegsQuery<'a> {
     keywords: &'a [String],
-    /// What the vector leg embeds instead of the joined keywords.
-    query: Option<&'a str>,
     access: &'a AccessContext,
     include_superseded: bool,
     fusion: Fusion,
@@ -459,15 +447,7 @@ fn run_legs(
             return Ok((Vec::new(), LegStats::default()));
         }
         let started = Instant::now();
-        // The lexical hashing embedder is served better by the keywords than by the question's
-        // function words (golden set evidence recall 0.868 with the keywords, 0.843 with the
-        // question: BENCHMARKS.md); a semantic embedder reads the question.
-        let query_text = match q.query {
-            Some(question) if embedder.info().kind != crate::embed::hashing::KIND => {
-                question.to_string()
-            }
-            _ => keywords.join(" "),
-        };
+        let query_text = keywords.join(" ");
         let query = embedder
             .embed_query(&[query_text.as_str()])?
             .pop()
@@ -543,7 +523,6 @@ pub fn search_ranked(
         settings,
         &LegsQuery {
             keywords: &keywords,
-            query: None,
             access: req.access,
             include_superseded: false,
             fusion: req.fusion,

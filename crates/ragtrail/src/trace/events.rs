@@ -199,10 +199,6 @@ pub struct SearchRound {
     /// 1-based search round; later rounds refine the keywords.
     pub round: u32,
     pub keywords: Vec<String>,
-    /// The question in words that the vector leg embedded instead of the keywords (replay
-    /// sends it again).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
     /// The planner's stated reason for this search.
     pub reason: String,
     pub top_k: u32,
@@ -286,7 +282,7 @@ pub struct RefusedCitation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunFinished {
-    /// Serialised as `answered`, `evidence`, `insufficient_evidence` or `error`.
+    /// Serialised as `answered`, `insufficient_evidence` or `error`.
     pub status: RunStatus,
     /// Why the run ended: `answered`, `round_limit`, `no_relevant_hits`, `refused_citations`, ...
     #[serde(default)]
@@ -309,10 +305,6 @@ pub struct RunFinished {
 pub enum RunStatus {
     /// The agent answered with citations.
     Answered,
-    /// The agent found passages that bear on the question but no answer it can stand behind:
-    /// it shows them (the `answer` event's citations, quotes checked like an answer's) as
-    /// evidence to read, not as an answer.
-    Evidence,
     /// The agent stopped without enough evidence to answer.
     InsufficientEvidence,
     /// The run failed (see `reason`).

@@ -58,7 +58,6 @@ fn search(round: u32, hits: Vec<TracedHit>) -> EventBody {
     EventBody::Search(SearchRound {
         round,
         keywords: vec!["annual leave".to_string(), format!("round {round}")],
-        query: None,
         reason: "find the accrual rule".to_string(),
         top_k: 5,
         fusion: "rrf".to_string(),

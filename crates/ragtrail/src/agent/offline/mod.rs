@@ -33,7 +33,7 @@ use super::planner::{
 };
 use crate::search::SearchHit;
 use crate::search::sufficiency::{
-    KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, key_terms,
+    Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms,
 };
 use crate::text::{self, SentenceEnds, StopThen, char_len, is_stop_term};
 use question::small_talk_reply;
@@ -72,21 +72,6 @@ pub struct OfflinePlanner {
     /// The question's nouns no chunk mentions (`question::unknown_nouns`); fixed for the run, so
     /// found once, with the question words.
     unknown_nouns: Vec<String>,
-    /// The question's function words ([`question::function_words`]): they may add to a hit's coverage but
-    /// never count against it.
-    function_words: HashSet<String>,
-}
-
-/// What the evidence so far supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    /// A returned chunk covers the question: answer it.
-    Answer,
-    /// Returned chunks bear on the question's topic, but the planner cannot stand behind an
-    /// answer: show them as evidence to read.
-    Evidence,
-    /// Nothing on point.
-    Absent,
 }
 
 impl OfflinePlanner {
@@ -120,7 +105,7 @@ impl OfflinePlanner {
     }
 
     /// The first search: the question's content words, rarest first.
-    fn first_search(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
+    fn first_search(&self) -> PlannerAction {
         if self.question_words.is_empty() {
             return PlannerAction::GiveUp {
                 reason: "the question has no content words to search".to_string(),
@@ -143,212 +128,47 @@ impl OfflinePlanner {
                 )
             },
             top_k: None,
-            // The vector leg reads the question itself: a semantic embedder finds meaning in a
-            // sentence that a keyword list has lost.
-            query: Some(self.effective_question(ctx)),
         }
     }
 
-    /// What the question's key terms and every chunk returned so far support (a later round's
-    /// keywords come from the hits themselves, so their own coverage says nothing about the
-    /// question), with the account the user sees.
-    ///
-    /// A hit's coverage is the IDF-weighted share of the question's key terms in its heading or
-    /// text, as `searchDocs` measures it, except that function words
-    /// ([`question::function_words`]: 去, 谁, 来, "where") count when a hit has them and never
-    /// against it.
-    /// - Answer: a hit covers the question (the bar met, words the knowledge base never uses
-    ///   weighing the most, as in `searchDocs`) and no noun of the question is absent from it.
-    /// - Evidence: not so, but leaving out the words the knowledge base never uses (老婆 for
-    ///   配偶, "laptop"), a hit covers the question, and a hit's own heading is named by the
-    ///   question (every term of its last titlePath segment is one of the question's): the
-    ///   documents' vocabulary says the section is about what was asked, in other words.
-    /// - Absent: nothing on point.
-    fn verdict(&self, ctx: &PlannerContext<'_>) -> (Verdict, Sufficiency) {
-        let question = self.effective_question(ctx);
+    /// The `searchDocs` sufficiency decision, applied to the question's key terms and every
+    /// chunk returned so far (a later round's keywords come from the hits themselves, so their
+    /// own coverage says nothing about the question).
+    fn question_sufficiency(&self, ctx: &PlannerContext<'_>) -> Sufficiency {
         let keys = key_terms(
-            std::slice::from_ref(&question),
+            &[self.effective_question(ctx)],
             &|t: &str| ctx.lookup.doc_freq(t),
             ctx.lookup.num_chunks(),
         );
-        let (weak, mut strong): (Vec<KeyTerm>, Vec<KeyTerm>) = keys
-            .into_iter()
-            .partition(|k| self.function_words.contains(&k.term));
-        let weak = if strong.is_empty() {
-            strong = weak;
-            Vec::new()
-        } else {
-            weak
-        };
-        let is_absent = |k: &KeyTerm| k.parts.iter().any(|p| ctx.lookup.doc_freq(p) == 0);
-        let known_terms: HashSet<String> = strong
-            .iter()
-            .chain(&weak)
-            .filter(|k| !is_absent(k))
-            .flat_map(|k| k.parts.iter().cloned())
-            .collect();
-        let known_keys: Vec<String> = strong
-            .iter()
-            .chain(&weak)
-            .filter(|k| !is_absent(k))
-            .map(|k| k.term.clone())
-            .collect();
-        let all: Vec<KeyTerm> = strong.iter().chain(&weak).cloned().collect();
-        // The store's cached analysis of each hit, not jieba over its text again.
-        let hits: Vec<(&SearchHit, HashSet<String>, bool)> = all_hits(ctx)
+        // Every turn weighs every hit so far: the store's cached analysis of each, not jieba
+        // over its text again.
+        let per_hit: Vec<HashSet<String>> = all_hits(ctx)
             .filter_map(|(h, _)| {
                 let terms = ctx
                     .lookup
                     .returned_chunk_terms(&h.chunk_id, &h.title_path)?;
-                let present = covered_by(&all, |t| terms.contains(t), terms.lowercase());
-                let leaf = h
-                    .title_path
-                    .rsplit(crate::knowledge::TITLE_SEPARATOR)
-                    .next()
-                    .unwrap_or_default();
-                let named = h.title_path.contains(crate::knowledge::TITLE_SEPARATOR)
-                    && heading_named_by(leaf, &known_keys, &known_terms);
-                Some((h, present, named))
+                Some(covered_by(&keys, |t| terms.contains(t), terms.lowercase()))
             })
             .collect();
-        let share = |present: &HashSet<String>, with_absent: bool| -> f64 {
-            let counted = |k: &&KeyTerm| with_absent || !is_absent(k);
-            let total: f64 = strong.iter().filter(counted).map(|k| k.weight).sum::<f64>()
-                + weak
-                    .iter()
-                    .filter(|k| present.contains(&k.term))
-                    .map(|k| k.weight)
-                    .sum::<f64>();
-            let found: f64 = strong
-                .iter()
-                .chain(&weak)
-                .filter(counted)
-                .filter(|k| present.contains(&k.term))
-                .map(|k| k.weight)
-                .sum();
-            if total <= 0.0 { 0.0 } else { found / total }
-        };
-        let coverage = hits
-            .iter()
-            .map(|(_, p, _)| share(p, true))
-            .fold(0.0, f64::max);
-        let known_coverage = hits
-            .iter()
-            .map(|(_, p, _)| share(p, false))
-            .fold(0.0, f64::max);
-        let missing: Vec<String> = strong
-            .iter()
-            .filter(|k| !hits.iter().any(|(_, p, _)| p.contains(&k.term)))
-            .map(|k| k.term.clone())
-            .collect();
-        let total: f64 = strong.iter().map(|k| k.weight).sum();
-        let missing_weight: f64 = strong
-            .iter()
-            .filter(|k| missing.contains(&k.term))
-            .map(|k| k.weight)
-            .sum();
-        let named_heading = hits
-            .iter()
-            .find(|(_, _, named)| *named)
-            .map(|(h, _, _)| h.title_path.clone());
-        let bar = self.thresholds.min_coverage;
-        let verdict = if hits.is_empty() || total <= 0.0 {
-            Verdict::Absent
-        } else if coverage >= bar && self.unknown_nouns.is_empty() {
-            Verdict::Answer
-        } else if known_coverage >= bar && named_heading.is_some() {
-            Verdict::Evidence
-        } else {
-            Verdict::Absent
-        };
-        let mut reason = if hits.is_empty() {
-            "no hits".to_string()
-        } else if total <= 0.0 {
-            "the keywords have no content words (only stop words)".to_string()
-        } else if verdict == Verdict::Answer {
-            format!(
-                "best hit covers {:.0}% of the key terms (bar {:.0}%)",
-                coverage * 100.0,
-                bar * 100.0
-            )
-        } else {
-            // The bar may have been met; "bar 35%" alone would read as a pass.
-            format!(
-                "best hit covers {:.0}% of the key terms ({:.0}% of those the knowledge base uses; {:.0}% needed)",
-                coverage * 100.0,
-                known_coverage * 100.0,
-                bar * 100.0
-            )
-        };
-        if !missing.is_empty() {
-            reason.push_str(&format!("; not found in any hit: {}", missing.join(", ")));
-        }
+        let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
         if !self.unknown_nouns.is_empty() {
-            reason.push_str(&format!(
-                "; no chunk of the knowledge base mentions {}",
+            let mentions = format!(
+                "no chunk of the knowledge base mentions {}",
                 self.unknown_nouns.join(", ")
-            ));
-        }
-        if verdict == Verdict::Evidence
-            && let Some(heading) = &named_heading
-        {
-            reason.push_str(&format!("; the question names the section {heading}"));
-        }
-        let sufficiency = Sufficiency {
-            sufficient: verdict == Verdict::Answer,
-            reason,
-            coverage,
-            union_coverage: if total > 0.0 {
-                1.0 - missing_weight / total
+            );
+            // The coverage bar was met: its "bar 35%" would read as a pass.
+            sufficiency.reason = if sufficiency.sufficient {
+                format!(
+                    "{mentions} (the best hit covers {:.0}% of the question's key terms)",
+                    sufficiency.coverage * 100.0
+                )
             } else {
-                0.0
-            },
-            missing_terms: missing,
-        };
-        (verdict, sufficiency)
-    }
-
-    /// Evidence to read: the passages an answer would quote, shown as passages, not as an
-    /// answer (`why`: the verdict's account, recorded as the run's reason).
-    fn evidence(&self, ctx: &PlannerContext<'_>, why: &str) -> PlannerAction {
-        match self.answer(ctx) {
-            PlannerAction::Answer { citations, .. } => PlannerAction::Evidence {
-                citations,
-                reason: format!("evidence: {why}"),
-            },
-            other => other,
+                format!("{mentions}; {}", sufficiency.reason)
+            };
+            sufficiency.sufficient = false;
         }
+        sufficiency
     }
-}
-
-/// Whether a heading is named by the question's words: every Han character of it lies in an
-/// occurrence of one of the question's (known) CJK key terms, and every other term of it is one
-/// of the question's. A heading with nothing to name is not named.
-fn heading_named_by(heading: &str, keys: &[String], terms: &HashSet<String>) -> bool {
-    let lower = heading.to_lowercase();
-    let chars: Vec<(usize, char)> = lower.char_indices().collect();
-    let mut covered = vec![false; chars.len()];
-    for key in keys.iter().filter(|k| k.chars().any(text::is_ideograph)) {
-        for (start, _) in lower.match_indices(key.as_str()) {
-            let end = start + key.len();
-            for (i, (at, _)) in chars.iter().enumerate() {
-                if *at >= start && *at < end {
-                    covered[i] = true;
-                }
-            }
-        }
-    }
-    let han: Vec<usize> = (0..chars.len())
-        .filter(|&i| text::is_ideograph(chars[i].1))
-        .collect();
-    let latin: String = chars
-        .iter()
-        .map(|&(_, c)| if text::is_ideograph(c) { ' ' } else { c })
-        .collect();
-    let latin_terms = analysed(&latin);
-    (!han.is_empty() || !latin_terms.is_empty())
-        && han.iter().all(|&i| covered[i])
-        && latin_terms.iter().all(|t| terms.contains(t))
 }
 
 fn analysed(word: &str) -> Vec<String> {
@@ -428,28 +248,22 @@ impl Planner for OfflinePlanner {
         }
         let new_evidence = self.take_in(observations);
         if ctx.searches_done == 0 {
-            return step(self.first_search(ctx));
+            return step(self.first_search());
         }
-        let (verdict, sufficiency) = self.verdict(ctx);
-        let covered = verdict == Verdict::Answer;
+        let sufficiency = self.question_sufficiency(ctx);
+        let covered = sufficiency.sufficient;
         // The decision the user sees: about the question and every hit so far, not only the
         // last search's own keywords.
-        let conclude = |planner: &Self| match verdict {
-            Verdict::Answer => planner.answer(ctx),
-            Verdict::Evidence => planner.evidence(ctx, &sufficiency.reason),
-            Verdict::Absent => PlannerAction::GiveUp {
-                reason: format!("no_relevant_hits: {}", sufficiency.reason),
-            },
+        let give_up = || PlannerAction::GiveUp {
+            reason: format!("no_relevant_hits: {}", sufficiency.reason),
         };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
-            return step(if last_had_hits || ctx.searches_done > 1 {
-                conclude(self)
+            return step(if covered && (last_had_hits || ctx.searches_done > 1) {
+                self.answer(ctx)
             } else {
-                PlannerAction::GiveUp {
-                    reason: format!("no_relevant_hits: {}", sufficiency.reason),
-                }
+                give_up()
             });
         }
         match self.next_keywords(ctx) {
@@ -457,9 +271,9 @@ impl Planner for OfflinePlanner {
                 keywords,
                 reason,
                 top_k: None,
-                query: None,
             }),
-            None => step(conclude(self)),
+            None if covered => step(self.answer(ctx)),
+            None => step(give_up()),
         }
     }
 }
@@ -467,33 +281,6 @@ impl Planner for OfflinePlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_heading_is_named_when_the_question_s_words_spell_it() {
-        let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let terms = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
-        assert!(heading_named_by(
-            "陪产假",
-            &keys(&["陪产", "产假"]),
-            &terms(&[])
-        ));
-        assert!(!heading_named_by(
-            "不予报销的项目",
-            &keys(&["报销"]),
-            &terms(&[])
-        ));
-        assert!(heading_named_by(
-            "Sick leave",
-            &keys(&[]),
-            &terms(&["sick", "leav"])
-        ));
-        assert!(!heading_named_by(
-            "Lost equipment",
-            &keys(&[]),
-            &terms(&["lost"])
-        ));
-        assert!(!heading_named_by("", &keys(&["报销"]), &terms(&[])));
-    }
 
     #[test]
     fn sentences_split_and_drop_table_separators() {

@@ -93,30 +93,6 @@ pub(super) fn small_talk_reply(question: &str) -> Option<&'static str> {
     })
 }
 
-/// The question's function words, as key terms spell them (lowercased): pronouns,
-/// prepositions, conjunctions, particles, adverbs, numerals and measure words by jieba's
-/// part-of-speech tags, and single Han characters that are not nouns (去, 来, 谁, 休): they say
-/// how a question is asked, or are too common to name its subject. They never decide a refusal:
-/// a hit that contains one counts it, a hit that lacks one is not held to it. Latin-script
-/// function words are already stop terms.
-pub(super) fn function_words(question: &str) -> HashSet<String> {
-    const FUNCTION_TAGS: &[&str] = &[
-        "r", "rr", "rz", "ry", "p", "c", "u", "uj", "ul", "uz", "ug", "ud", "uv", "d", "y", "e",
-        "o", "q", "m", "mq", "zg",
-    ];
-    text::jieba()
-        .tag(question, true)
-        .into_iter()
-        .filter_map(|tag| {
-            let word = tag.word.trim().to_lowercase();
-            let single_han = char_len(&word) == 1 && word.chars().all(text::is_ideograph);
-            let function =
-                FUNCTION_TAGS.contains(&tag.tag) || (single_han && !tag.tag.starts_with('n'));
-            (function && !word.is_empty()).then_some(word)
-        })
-        .collect()
-}
-
 /// A greeting or thanks, and nothing else.
 fn is_small_talk(question: &str) -> bool {
     const PHRASES: &[&str] = &[
@@ -225,7 +201,6 @@ impl OfflinePlanner {
         self.unknown_nouns = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
             ctx.lookup.mentions(word)
         });
-        self.function_words = function_words(&self.effective_question(ctx));
     }
 
     /// The question with the topic words carried over from the previous turn, if any.
