@@ -28,7 +28,7 @@ const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
 
 /// How much a keyword matching the heading path counts against one matching the body.
 /// Measured on the golden set (see BENCHMARKS.md).
-pub const DEFAULT_TITLE_BOOST: f32 = 0.5;
+pub const DEFAULT_TITLE_BOOST: f32 = 1.5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -484,11 +484,6 @@ impl IndexUpdate<'_> {
         doc.add_u64(f.id64, id64);
         doc.add_text(f.source, &chunk.source);
         doc.add_text(f.title, &chunk.title_path);
-        // The heading path is part of the text too, so a keyword in it counts as one in the
-        // body plus the title boost: with the path in the title field alone, a long document
-        // title (a BEIR corpus's) outweighed the text, while a short section heading did not
-        // (BENCHMARKS.md, "Title in the body").
-        doc.add_text(f.body, &chunk.title_path);
         doc.add_text(f.body, &chunk.text);
         doc.add_text(f.tenant, &chunk.tenant);
         if chunk.roles.is_empty() {
