@@ -36,6 +36,19 @@ fn sources_and_rounds(stdout: &str, round_word: &str) -> (Vec<(u32, usize)>, Vec
     (sources, rounds)
 }
 
+/// Each source's round and number (found by `round_word`) is among the hits its round listed.
+fn every_source_is_a_listed_hit(stdout: &str, round_word: &str) {
+    let (sources, rounds) = sources_and_rounds(stdout, round_word);
+    assert!(!sources.is_empty(), "{stdout}");
+    for (round, n) in sources {
+        let listed = rounds[round as usize - 1];
+        assert!(
+            n <= listed,
+            "source at round {round} #{n}, listed {listed}: {stdout}"
+        );
+    }
+}
+
 fn ask(ws: &Workspace, question: &str) -> String {
     let data = ws.data();
     let knowledge = ws.knowledge();
@@ -64,15 +77,7 @@ fn a_chinese_question_is_shown_in_chinese_and_every_source_is_a_listed_hit() {
     assert!(stdout.contains("第 1 轮："), "{stdout}");
     assert!(stdout.contains("来源："), "{stdout}");
     assert!(!stdout.contains("Sources:"), "{stdout}");
-    let (sources, rounds) = sources_and_rounds(&stdout, "第 ");
-    assert!(!sources.is_empty(), "{stdout}");
-    for (round, n) in sources {
-        let listed = rounds[round as usize - 1];
-        assert!(
-            n <= listed,
-            "source at round {round} #{n}, listed {listed}: {stdout}"
-        );
-    }
+    every_source_is_a_listed_hit(&stdout, "第 ");
 }
 
 #[test]
@@ -84,13 +89,5 @@ fn an_english_question_is_shown_in_english_and_every_source_is_a_listed_hit() {
     assert!(stdout.contains("round 1:"), "{stdout}");
     assert!(stdout.contains("Sources:"), "{stdout}");
     assert!(!stdout.contains("来源"), "{stdout}");
-    let (sources, rounds) = sources_and_rounds(&stdout, "round ");
-    assert!(!sources.is_empty(), "{stdout}");
-    for (round, n) in sources {
-        let listed = rounds[round as usize - 1];
-        assert!(
-            n <= listed,
-            "source at round {round} #{n}, listed {listed}: {stdout}"
-        );
-    }
+    every_source_is_a_listed_hit(&stdout, "round ");
 }

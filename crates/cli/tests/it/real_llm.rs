@@ -391,8 +391,8 @@ fn chat_through_the_binary_answers_each_turn_and_traces_it() {
     let out = child.wait_with_output().expect("chat");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("\n[1] "), "turn 1 answered: {stdout}");
-    assert!(stdout.contains("\n[2] "), "turn 2 answered: {stdout}");
+    assert!(stdout.contains("\nturn 1 › "), "turn 1 answered: {stdout}");
+    assert!(stdout.contains("\nturn 2 › "), "turn 2 answered: {stdout}");
     let engine = Engine::open(&root.join("data")).expect("open");
     let mut traces: Vec<_> = walk(&root.join("traces"))
         .into_iter()
