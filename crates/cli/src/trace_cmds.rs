@@ -66,6 +66,17 @@ pub struct TracesArgs {
     pub limit: usize,
 }
 
+/// Reads a trace and checks its chain and ledger entry with the operator's trace key (replay and
+/// audit both start here).
+fn read_checked(
+    trace: &std::path::Path,
+    no_ledger: bool,
+) -> anyhow::Result<(Integrity, Option<ragtrail::trace::TraceFile>)> {
+    let key = config::trace_key();
+    check_integrity_with(trace, key.as_deref(), ledger_policy(no_ledger))
+        .with_context(|| format!("reading {}", trace.display()))
+}
+
 fn ledger_policy(no_ledger: bool) -> LedgerPolicy {
     if no_ledger {
         LedgerPolicy::Optional
@@ -86,10 +97,7 @@ fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
 }
 
 pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
-    let key = config::trace_key();
-    let (integrity, file) =
-        check_integrity_with(&args.trace, key.as_deref(), ledger_policy(args.no_ledger))
-            .with_context(|| format!("reading {}", args.trace.display()))?;
+    let (integrity, file) = read_checked(&args.trace, args.no_ledger)?;
     if let Some(code) = integrity_or_exit(&integrity) {
         return Ok(code);
     }
@@ -117,7 +125,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
             today: started.today.clone(),
             trace: Some(TraceSettings {
                 dir: global.trace_dir.clone(),
-                key,
+                key: config::trace_key(),
             }),
             session: None,
             conversation: None,
@@ -239,10 +247,7 @@ fn replay_text(r: &ReplayReport) -> String {
 }
 
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
-    let key = config::trace_key();
-    let (integrity, file) =
-        check_integrity_with(&args.trace, key.as_deref(), ledger_policy(args.no_ledger))
-            .with_context(|| format!("reading {}", args.trace.display()))?;
+    let (integrity, file) = read_checked(&args.trace, args.no_ledger)?;
     let format = if args.json {
         AuditFormat::Json
     } else {
