@@ -11,8 +11,8 @@ use crate::config;
 use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{
-    self, AgentEvent, AgentOutcome, AgentRagOptions, Planner, RoundRecord, RunSettings,
-    TraceSettings,
+    self, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, Planner, RoundRecord,
+    RunSettings, TraceSettings,
 };
 use ragtrail::llm::{self, LlmFlags};
 use ragtrail::session::{self, SessionStore};
@@ -216,9 +216,13 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(match outcome.status {
         RunStatus::Answered => 0,
         RunStatus::InsufficientEvidence => 1,
+        RunStatus::Evidence => EXIT_EVIDENCE,
         _ => super::EXIT_ERROR,
     }))
 }
+
+/// `ask`'s exit status when it gives passages as evidence instead of an answer.
+pub const EXIT_EVIDENCE: u8 = 4;
 
 fn status_name(status: &RunStatus) -> String {
     serde_json::to_value(status)
@@ -285,6 +289,13 @@ fn round_text(r: &RoundRecord, lang: Lang) -> String {
 fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
     let mut out = String::from("\n");
     match &o.answer {
+        // Evidence: the statement that this is not an answer, then the passages themselves.
+        Some(answer) if o.status == RunStatus::Evidence => {
+            let statement = answer.text.lines().next().unwrap_or_default();
+            out.push_str(&output::terminal_safe(statement));
+            out.push_str("\n\n");
+            out.push_str(&sources_text(o, answer, lang));
+        }
         Some(answer) if answer.unsourced => {
             out.push_str(&output::terminal_safe(&answer.text));
             out.push_str(lang.pick(
@@ -294,24 +305,8 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
         }
         Some(answer) => {
             out.push_str(&output::terminal_safe(&answer.text));
-            out.push_str(lang.pick("\n\nSources:\n", "\n\n来源：\n"));
-            for (i, c) in answer.citations.iter().enumerate() {
-                let seen = match output::first_seen(&o.rounds, &c.chunk_id) {
-                    Some((round, n)) => match lang {
-                        Lang::Zh => format!("  第 {round} 轮 #{n}"),
-                        Lang::En => format!("  round {round} #{n}"),
-                    },
-                    None => String::new(),
-                };
-                out.push_str(&format!(
-                    "  [{}] {}{seen}\n      {}  ({})\n      “{}”\n",
-                    i + 1,
-                    output::terminal_safe(&c.title_path),
-                    output::terminal_safe(&c.source_uri),
-                    c.chunk_id,
-                    output::terminal_safe(&c.quote)
-                ));
-            }
+            out.push_str("\n\n");
+            out.push_str(&sources_text(o, answer, lang));
         }
         None => {
             out.push_str(&output::terminal_safe(
@@ -324,6 +319,29 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
         let path = t.path.display();
         out.push_str(&format!(
             "\ntrace: {path}\nnext:  ragtrail replay {path}\n       ragtrail audit {path}\n"
+        ));
+    }
+    out
+}
+
+/// The cited passages, numbered as the text cites them, each with where the run first found it.
+fn sources_text(o: &AgentOutcome, answer: &FinalAnswer, lang: Lang) -> String {
+    let mut out = lang.pick("Sources:\n", "来源：\n").to_string();
+    for (i, c) in answer.citations.iter().enumerate() {
+        let seen = match output::first_seen(&o.rounds, &c.chunk_id) {
+            Some((round, n)) => match lang {
+                Lang::Zh => format!("  第 {round} 轮 #{n}"),
+                Lang::En => format!("  round {round} #{n}"),
+            },
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "  [{}] {}{seen}\n      {}  ({})\n      “{}”\n",
+            i + 1,
+            output::terminal_safe(&c.title_path),
+            output::terminal_safe(&c.source_uri),
+            c.chunk_id,
+            output::terminal_safe(&c.quote)
         ));
     }
     out

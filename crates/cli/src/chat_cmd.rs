@@ -9,6 +9,7 @@ use super::output::{Lang, terminal_safe};
 use super::{GlobalArgs, ask_cmd, open_current_engine};
 use ragtrail::agent::{AgentEvent, AgentOutcome};
 use ragtrail::session::{self, SessionStore};
+use ragtrail::trace::RunStatus;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -111,12 +112,14 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                     &mut show,
                 ) {
                     Ok((outcome, turn)) => {
-                        let text = outcome
-                            .answer
-                            .as_ref()
-                            .map(|a| a.text.clone())
-                            .or_else(|| outcome.message.clone())
-                            .unwrap_or_default();
+                        let text = match &outcome.answer {
+                            // Evidence: its statement; the passages follow as the sources.
+                            Some(a) if outcome.status == RunStatus::Evidence => {
+                                a.text.lines().next().unwrap_or_default().to_string()
+                            }
+                            Some(a) => a.text.clone(),
+                            None => outcome.message.clone().unwrap_or_default(),
+                        };
                         // The turn is named in words: "[2]" would read as the second source.
                         let turn = match lang {
                             Lang::Zh => format!("第 {turn} 问"),
@@ -141,6 +144,9 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                                         i + 1,
                                         terminal_safe(&c.title_path)
                                     )?;
+                                    if outcome.status == RunStatus::Evidence {
+                                        writeln!(out, "        “{}”", terminal_safe(&c.quote))?;
+                                    }
                                 }
                             }
                         }

@@ -426,7 +426,10 @@ pub fn agent_summary(r: &agent_eval::AgentReport) -> String {
                 r.evidence_recall_by_round[2]
             ),
         ),
-        ("citation precision", format!("{:.3}", r.citation_precision)),
+        (
+            "citation precision (answers and evidence)",
+            format!("{:.3}", r.citation_precision),
+        ),
         (
             "facts found in the answer (answerable)",
             format!("{:.3}", r.facts_found),
@@ -436,8 +439,20 @@ pub fn agent_summary(r: &agent_eval::AgentReport) -> String {
             format!("{:.3} (of {})", r.answered_answerable, r.answerable),
         ),
         (
+            "answerable questions given as evidence",
+            format!("{:.3} (of {})", r.evidence_answerable, r.answerable),
+        ),
+        (
+            "answerable questions answered or given as evidence, an expected section cited",
+            format!("{:.3} (of {})", r.cited_answerable, r.answerable),
+        ),
+        (
             "unanswerable questions refused",
             format!("{:.3} (of {})", r.refused_unanswerable, r.unanswerable),
+        ),
+        (
+            "unanswerable questions given as evidence",
+            format!("{:.3} (of {})", r.evidence_unanswerable, r.unanswerable),
         ),
         ("mean rounds", format!("{:.2}", r.mean_rounds)),
         (

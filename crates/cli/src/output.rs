@@ -18,32 +18,7 @@ pub fn terminal_safe(s: &str) -> String {
         .collect()
 }
 
-/// The language a person wrote in, for the words around what ragtrail shows them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    Zh,
-    En,
-}
-
-impl Lang {
-    /// Chinese when the text has any CJK ideograph (policy questions mix in Latin product
-    /// names and numbers, never the other way round), else English.
-    pub fn of(text: &str) -> Self {
-        if text.chars().any(ragtrail::text::is_cjk) {
-            Lang::Zh
-        } else {
-            Lang::En
-        }
-    }
-
-    /// `en` or `zh`, whichever this language is.
-    pub fn pick<'a>(self, en: &'a str, zh: &'a str) -> &'a str {
-        match self {
-            Lang::Zh => zh,
-            Lang::En => en,
-        }
-    }
-}
+pub use ragtrail::text::Lang;
 
 /// Where a cited chunk was first returned in a run: (round, 1-based position in that round).
 pub fn first_seen(rounds: &[ragtrail::agent::RoundRecord], chunk_id: &str) -> Option<(u32, usize)> {

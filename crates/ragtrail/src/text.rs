@@ -136,6 +136,33 @@ pub fn terms(text: &str) -> Vec<Term> {
     })
 }
 
+/// The language a person wrote in, for the words around what ragtrail shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    Zh,
+    En,
+}
+
+impl Lang {
+    /// Chinese when the text has any CJK ideograph (policy questions mix in Latin product
+    /// names and numbers, never the other way round), else English.
+    pub fn of(text: &str) -> Self {
+        if text.chars().any(is_cjk) {
+            Lang::Zh
+        } else {
+            Lang::En
+        }
+    }
+
+    /// `en` or `zh`, whichever this language is.
+    pub fn pick<'a>(self, en: &'a str, zh: &'a str) -> &'a str {
+        match self {
+            Lang::Zh => zh,
+            Lang::En => en,
+        }
+    }
+}
+
 /// Whether a character belongs to a CJK script (ideographs, kana, hangul).
 pub fn is_cjk(c: char) -> bool {
     matches!(c as u32,

@@ -35,6 +35,12 @@ pub enum PlannerAction {
         text: String,
         citations: Vec<ProposedCitation>,
     },
+    /// Finish with passages that bear on the question, quoted and cited like an answer's, when
+    /// no answer can be composed from them: the reader is told this is evidence, not an answer.
+    Evidence {
+        reason: String,
+        citations: Vec<ProposedCitation>,
+    },
     /// Finish without an answer: the evidence is not there.
     GiveUp { reason: String },
     /// Finish with a reply the planner declares conversational (a greeting, thanks, a question

@@ -19,6 +19,7 @@ use super::{
 use crate::engine::{Engine, EngineError};
 use crate::search::sufficiency::Sufficiency;
 use crate::search::{SearchRequest, SearchResponse};
+use crate::text::Lang;
 use crate::trace::{
     AnswerEvent, Citation, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
     SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
@@ -228,6 +229,9 @@ impl<'a> Run<'a> {
                 }
                 PlannerAction::Answer { text, citations } => {
                     self.answer(text, citations, on_event)?
+                }
+                PlannerAction::Evidence { reason, citations } => {
+                    Some(self.evidence(reason, citations)?)
                 }
                 PlannerAction::GiveUp { reason } => Some(Finish {
                     status: RunStatus::InsufficientEvidence,
@@ -488,6 +492,46 @@ impl<'a> Run<'a> {
         refused
     }
 
+    /// Passages given as evidence: the citations that pass the same checks as an answer's are
+    /// kept (a forged one is dropped, never shown); with none left the run gives up. Recorded
+    /// as an answer event with those citations; the run's status tells evidence from an answer.
+    fn evidence(
+        &mut self,
+        reason: String,
+        proposed: Vec<ProposedCitation>,
+    ) -> Result<Finish, AgentError> {
+        let refused = citations::check(&proposed, &self.lookup.returned);
+        let kept: Vec<ProposedCitation> = proposed
+            .into_iter()
+            .filter(|c| !refused.iter().any(|r| r.chunk_id == c.chunk_id && r.quote == c.quote))
+            .collect();
+        if kept.is_empty() {
+            return Ok(Finish {
+                status: RunStatus::InsufficientEvidence,
+                reason,
+                answer: None,
+            });
+        }
+        let cited = cite(&kept, &self.rounds);
+        let text = evidence_text(self.question, &cited);
+        self.recorder.event(EventBody::Answer(AnswerEvent {
+            text: text.clone(),
+            citations: cited.clone(),
+            grounded: true,
+            refused: Vec::new(),
+            unsourced: false,
+        }))?;
+        Ok(Finish {
+            status: RunStatus::Evidence,
+            reason,
+            answer: Some(FinalAnswer {
+                text,
+                citations: cited,
+                unsourced: false,
+            }),
+        })
+    }
+
     /// A conversational reply: it finishes the run, recorded as unsourced.
     fn reply(&mut self, text: String) -> Result<Finish, AgentError> {
         self.recorder.event(EventBody::Answer(AnswerEvent {
@@ -516,9 +560,17 @@ impl<'a> Run<'a> {
             reason,
             answer,
         } = finish.unwrap_or_else(|| self.out_of_turns());
-        let message = (status != RunStatus::Answered).then(|| {
-            insufficient_message(&status, &reason, &self.rounds, &self.keyword_sets_tried)
-        });
+        let message = matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(
+            || {
+                insufficient_message(
+                    self.question,
+                    &status,
+                    &reason,
+                    &self.rounds,
+                    &self.keyword_sets_tried,
+                )
+            },
+        );
         if let Some(message) = &message
             && status == RunStatus::InsufficientEvidence
         {
@@ -583,39 +635,70 @@ fn cite(proposed: &[ProposedCitation], rounds: &[RoundRecord]) -> Vec<Citation> 
         .collect()
 }
 
-/// The user-facing explanation when there is no grounded answer.
+/// The text of an evidence outcome, in the question's language: it says plainly that the
+/// passages are to be read, not taken as an answer, and quotes each with its citation number.
+fn evidence_text(question: &str, cited: &[Citation]) -> String {
+    let lang = Lang::of(question);
+    let mut out = lang
+        .pick(
+            "No answer could be composed that the evidence fully supports. These passages bear on the question; read them, they are evidence, not an answer:",
+            "未能组成有充分依据的回答。以下段落与问题相关，请阅读原文判断——这是证据，不是回答：",
+        )
+        .to_string();
+    for (i, c) in cited.iter().enumerate() {
+        out.push_str(&format!("\n[{}] {} — “{}”", i + 1, c.title_path, c.quote));
+    }
+    out
+}
+
+/// The user-facing explanation when there is no grounded answer, in the question's language.
 fn insufficient_message(
+    question: &str,
     status: &RunStatus,
     reason: &str,
     rounds: &[RoundRecord],
     tried: &[Vec<String>],
 ) -> String {
+    let lang = Lang::of(question);
     let mut out = match status {
-        RunStatus::Error => format!("The run stopped with an error: {reason}."),
-        _ => {
-            "The knowledge base does not hold enough evidence to answer this question.".to_string()
-        }
+        RunStatus::Error => match lang {
+            Lang::Zh => format!("运行出错而停止：{reason}。"),
+            Lang::En => format!("The run stopped with an error: {reason}."),
+        },
+        _ => lang
+            .pick(
+                "The knowledge base does not hold enough evidence to answer this question.",
+                "知识库中没有足够的依据回答这个问题。",
+            )
+            .to_string(),
     };
     if tried.is_empty() {
-        out.push_str(" No search was run.");
+        out.push_str(lang.pick(" No search was run.", "未进行检索。"));
     } else {
         let sets: Vec<String> = tried
             .iter()
             .map(|k| format!("[{}]", k.join(", ")))
             .collect();
-        out.push_str(&format!(" Keywords tried: {}.", sets.join("; ")));
+        out.push_str(&match lang {
+            Lang::Zh => format!("已尝试的关键词：{}。", sets.join("；")),
+            Lang::En => format!(" Keywords tried: {}.", sets.join("; ")),
+        });
     }
     // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
     // search's decision only about its keywords, and may even have been sufficient.
-    match reason.split_once(": ") {
-        Some((_, why)) if *status != RunStatus::Error => {
-            out.push_str(&format!(" Why: {why}."));
-        }
-        _ => {
-            if let Some(last) = rounds.last() {
-                out.push_str(&format!(" Last search: {}.", last.sufficiency.reason));
-            }
-        }
+    let why = match reason.split_once(": ") {
+        Some((_, why)) if *status != RunStatus::Error => Some((true, why.to_string())),
+        _ => rounds
+            .last()
+            .map(|last| (false, last.sufficiency.reason.clone())),
+    };
+    if let Some((planner_said, why)) = why {
+        out.push_str(&match (lang, planner_said) {
+            (Lang::Zh, true) => format!("原因：{why}。"),
+            (Lang::Zh, false) => format!("最后一次检索：{why}。"),
+            (Lang::En, true) => format!(" Why: {why}."),
+            (Lang::En, false) => format!(" Last search: {why}."),
+        });
     }
     out
 }

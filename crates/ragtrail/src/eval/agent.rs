@@ -39,7 +39,13 @@ pub struct AgentReport {
     pub citation_precision: f64,
     pub facts_found: f64,
     pub answered_answerable: f64,
+    /// Answerable questions given as evidence (passages to read, not an answer).
+    pub evidence_answerable: f64,
+    /// Answerable questions answered or given as evidence with an expected section cited.
+    pub cited_answerable: f64,
     pub refused_unanswerable: f64,
+    /// Unanswerable questions given as evidence: not refused, but not answered either.
+    pub evidence_unanswerable: f64,
     pub mean_rounds: f64,
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
@@ -49,6 +55,11 @@ pub struct AgentReport {
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
     if n == 0 { 0.0 } else { s / n as f64 }
+}
+
+/// The share of `items` for which `pred` holds (0 for none).
+fn share(items: &[&ItemResult], pred: impl Fn(&ItemResult) -> bool) -> f64 {
+    mean(items.iter().map(|r| f64::from(u8::from(pred(r)))))
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -151,15 +162,14 @@ pub fn evaluate(
             r.facts_found
                 .map(|f| if r.status == "answered" { f } else { 0.0 })
         })),
-        answered_answerable: mean(
-            ans.iter()
-                .map(|r| f64::from(u8::from(r.status == "answered"))),
-        ),
-        refused_unanswerable: mean(
-            unans
-                .iter()
-                .map(|r| f64::from(u8::from(r.status == "insufficient_evidence"))),
-        ),
+        answered_answerable: share(&ans, |r| r.status == "answered"),
+        evidence_answerable: share(&ans, |r| r.status == "evidence"),
+        cited_answerable: share(&ans, |r| {
+            matches!(r.status.as_str(), "answered" | "evidence")
+                && r.citation_precision.is_some_and(|p| p > 0.0)
+        }),
+        refused_unanswerable: share(&unans, |r| r.status == "insufficient_evidence"),
+        evidence_unanswerable: share(&unans, |r| r.status == "evidence"),
         mean_rounds: mean(results.iter().map(|r| f64::from(r.rounds))),
         latency_p50_ms: percentile(&lat, 0.5),
         latency_p95_ms: percentile(&lat, 0.95),

@@ -251,8 +251,14 @@ pub fn audit(
                 .unwrap_or_default()
         })
         .unwrap_or_else(|| "incomplete".to_string());
-    if finished.is_some_and(|f| f.status == RunStatus::InsufficientEvidence) {
-        notes.push("the run ended with insufficient evidence: no grounded answer".to_string());
+    match finished.map(|f| f.status) {
+        Some(RunStatus::InsufficientEvidence) => {
+            notes.push("the run ended with insufficient evidence: no grounded answer".to_string())
+        }
+        Some(RunStatus::Evidence) => notes.push(
+            "the run ended with evidence: cited passages to read, not an answer".to_string(),
+        ),
+        _ => {}
     }
     if finished.is_none() {
         findings.push("the run did not finish (no run_finished line)".to_string());

@@ -305,6 +305,10 @@ pub struct RunFinished {
 pub enum RunStatus {
     /// The agent answered with citations.
     Answered,
+    /// The agent found passages that bear on the question but could not compose an answer it
+    /// can stand behind: they are given as quotes with citations, to read, not as an answer.
+    /// The run's answer event carries them in the same shape as an answer's citations.
+    Evidence,
     /// The agent stopped without enough evidence to answer.
     InsufficientEvidence,
     /// The run failed (see `reason`).

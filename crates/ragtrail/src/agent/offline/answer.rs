@@ -87,6 +87,29 @@ impl OfflinePlanner {
     }
 }
 
+impl OfflinePlanner {
+    /// The passages to give as evidence when no answer can be stood behind: the best sentence
+    /// of each chunk worth citing, as chosen for an answer; `None` when no sentence matches.
+    pub(super) fn evidence(&self, ctx: &PlannerContext<'_>, reason: String) -> Option<PlannerAction> {
+        let weights = self.weights();
+        let keys = QuestionKeys::new(self.effective_question(ctx), ctx);
+        let candidates = candidates(ctx, &keys);
+        let chosen = chosen(ctx, &candidates, &keys);
+        let scored = scored_sentences(ctx, &weights, &chosen);
+        let mut citations: Vec<ProposedCitation> = Vec::new();
+        // Best sentence first, one per chunk.
+        for s in &scored {
+            if !citations.iter().any(|c| c.chunk_id == s.chunk) {
+                citations.push(ProposedCitation {
+                    chunk_id: s.chunk.clone(),
+                    quote: s.sentence.to_string(),
+                });
+            }
+        }
+        (!citations.is_empty()).then_some(PlannerAction::Evidence { reason, citations })
+    }
+}
+
 /// Every returned chunk scored by how well it covers the question, best first: its text, its
 /// best sentence, and its heading naming the question's words.
 fn candidates<'h>(ctx: &'h PlannerContext<'_>, keys: &QuestionKeys) -> Vec<Candidate<'h>> {

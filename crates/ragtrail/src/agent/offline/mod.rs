@@ -72,6 +72,9 @@ pub struct OfflinePlanner {
     /// The question's nouns no chunk mentions (`question::unknown_nouns`); fixed for the run, so
     /// found once, with the question words.
     unknown_nouns: Vec<String>,
+    /// The question's everyday nouns no chunk mentions (`question::is_everyday_word`): they keep
+    /// an answer from being composed, not the passages that cover the rest from being shown.
+    everyday_unknown: Vec<String>,
 }
 
 impl OfflinePlanner {
@@ -151,10 +154,15 @@ impl OfflinePlanner {
             })
             .collect();
         let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
-        if !self.unknown_nouns.is_empty() {
+        let unknown = if self.unknown_nouns.is_empty() {
+            &self.everyday_unknown
+        } else {
+            &self.unknown_nouns
+        };
+        if !unknown.is_empty() {
             let mentions = format!(
                 "no chunk of the knowledge base mentions {}",
-                self.unknown_nouns.join(", ")
+                unknown.join(", ")
             );
             // The coverage bar was met: its "bar 35%" would read as a pass.
             sufficiency.reason = if sufficiency.sufficient {
@@ -254,8 +262,17 @@ impl Planner for OfflinePlanner {
         let covered = sufficiency.sufficient;
         // The decision the user sees: about the question and every hit so far, not only the
         // last search's own keywords.
-        let give_up = || PlannerAction::GiveUp {
-            reason: format!("no_relevant_hits: {}", sufficiency.reason),
+        // Passages that cover the question but for everyday words the documents do not use
+        // are shown as evidence rather than refused.
+        let bears_on_question = self.unknown_nouns.is_empty()
+            && !self.everyday_unknown.is_empty()
+            && sufficiency.coverage >= self.thresholds.min_coverage;
+        let give_up = || {
+            let reason = format!("no_relevant_hits: {}", sufficiency.reason);
+            let evidence = bears_on_question
+                .then(|| self.evidence(ctx, format!("evidence: {}", sufficiency.reason)))
+                .flatten();
+            evidence.unwrap_or(PlannerAction::GiveUp { reason })
         };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
