@@ -519,7 +519,7 @@ fn unanswerable_question_is_insufficient_evidence_listing_the_keywords() {
     let outcome = ws.ask(&engine, &mut planner, "公司的健身房会员费可以报销吗？");
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     let message = outcome.message.expect("message");
-    assert!(message.contains("Keywords tried"), "{message}");
+    assert!(message.contains("已尝试的关键词"), "{message}");
     assert!(
         outcome
             .keyword_sets_tried
@@ -737,4 +737,62 @@ fn the_trace_verifies_matches_the_ledger_and_breaks_on_any_byte() {
     let file = trace::read_trace(&finished.path).expect("read torn");
     assert!(file.torn_tail.is_some());
     assert_eq!(file.lines.len(), types.len() - 1);
+}
+
+#[test]
+fn evidence_keeps_only_citations_that_pass_the_answer_checks() {
+    let (ws, engine) = workspace();
+    let evidence = |forged_only: bool| -> Turn {
+        Box::new(move |_, obs| {
+            let (id, _) = first_hit(obs).expect("hits");
+            let mut citations = vec![ProposedCitation {
+                chunk_id: "c_0000000000000000".into(),
+                quote: "购票截图无效".into(),
+            }];
+            if !forged_only {
+                citations.push(ProposedCitation {
+                    chunk_id: id,
+                    quote: "购票截图无效".into(),
+                });
+            }
+            vec![PlannerAction::Evidence {
+                reason: "evidence: scripted".into(),
+                citations,
+            }]
+        })
+    };
+    let mut planner = Scripted {
+        turns: vec![
+            Box::new(|_, _| vec![search(&["高铁", "电子发票"])]),
+            evidence(false),
+        ],
+        seen: Vec::new(),
+    };
+    let outcome = ws.ask(&engine, &mut planner, "高铁票截图能报销吗");
+    assert_eq!(outcome.status, RunStatus::Evidence);
+    let given = outcome.answer.clone().expect("evidence passages");
+    assert_eq!(given.citations.len(), 1, "the forged citation is dropped");
+    assert_ne!(given.citations[0].chunk_id, "c_0000000000000000");
+    assert!(given.text.contains("购票截图无效"), "{}", given.text);
+    // The trace holds the passages as an answer event, the status telling them apart.
+    let trace = trace::read_trace(&outcome.trace.expect("trace").path).expect("read");
+    let cited: Vec<usize> = trace
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::Answer(a) => Some(a.citations.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cited, vec![1]);
+    // Nothing but forged citations: nothing to show, the run gives up.
+    let mut planner = Scripted {
+        turns: vec![
+            Box::new(|_, _| vec![search(&["高铁", "电子发票"])]),
+            evidence(true),
+        ],
+        seen: Vec::new(),
+    };
+    let outcome = ws.ask(&engine, &mut planner, "高铁票截图能报销吗");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert!(outcome.answer.is_none());
 }

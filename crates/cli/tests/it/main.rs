@@ -18,6 +18,7 @@ mod ingest_search;
 mod leaks;
 mod llm_planner;
 mod local_model;
+mod outcomes;
 mod postgres;
 mod real_llm;
 mod replay_audit;

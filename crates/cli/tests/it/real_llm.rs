@@ -332,6 +332,7 @@ fn ask_planner_llm_through_the_binary_completes_and_its_trace_replays() {
         Some(match status {
             "answered" => 0,
             "insufficient_evidence" => 1,
+            "evidence" => 4,
             other => panic!("{other}: {result:#}\n{stderr}"),
         })
     );

@@ -503,7 +503,11 @@ impl<'a> Run<'a> {
         let refused = citations::check(&proposed, &self.lookup.returned);
         let kept: Vec<ProposedCitation> = proposed
             .into_iter()
-            .filter(|c| !refused.iter().any(|r| r.chunk_id == c.chunk_id && r.quote == c.quote))
+            .filter(|c| {
+                !refused
+                    .iter()
+                    .any(|r| r.chunk_id == c.chunk_id && r.quote == c.quote)
+            })
             .collect();
         if kept.is_empty() {
             return Ok(Finish {
@@ -560,8 +564,8 @@ impl<'a> Run<'a> {
             reason,
             answer,
         } = finish.unwrap_or_else(|| self.out_of_turns());
-        let message = matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(
-            || {
+        let message =
+            matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(|| {
                 insufficient_message(
                     self.question,
                     &status,
@@ -569,8 +573,7 @@ impl<'a> Run<'a> {
                     &self.rounds,
                     &self.keyword_sets_tried,
                 )
-            },
-        );
+            });
         if let Some(message) = &message
             && status == RunStatus::InsufficientEvidence
         {

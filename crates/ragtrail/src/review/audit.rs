@@ -255,9 +255,8 @@ pub fn audit(
         Some(RunStatus::InsufficientEvidence) => {
             notes.push("the run ended with insufficient evidence: no grounded answer".to_string())
         }
-        Some(RunStatus::Evidence) => notes.push(
-            "the run ended with evidence: cited passages to read, not an answer".to_string(),
-        ),
+        Some(RunStatus::Evidence) => notes
+            .push("the run ended with evidence: cited passages to read, not an answer".to_string()),
         _ => {}
     }
     if finished.is_none() {

@@ -90,7 +90,11 @@ impl OfflinePlanner {
 impl OfflinePlanner {
     /// The passages to give as evidence when no answer can be stood behind: the best sentence
     /// of each chunk worth citing, as chosen for an answer; `None` when no sentence matches.
-    pub(super) fn evidence(&self, ctx: &PlannerContext<'_>, reason: String) -> Option<PlannerAction> {
+    pub(super) fn evidence(
+        &self,
+        ctx: &PlannerContext<'_>,
+        reason: String,
+    ) -> Option<PlannerAction> {
         let weights = self.weights();
         let keys = QuestionKeys::new(self.effective_question(ctx), ctx);
         let candidates = candidates(ctx, &keys);

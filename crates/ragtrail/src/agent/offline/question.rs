@@ -79,19 +79,6 @@ fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String>
     out
 }
 
-/// A word's count in jieba's dictionary (counts over a general Chinese corpus) from which it is
-/// an everyday word: about the commonest 7,000 of its 349,000 words (孩子 17,465, 老婆 3,000,
-/// 领导 31,739; 婚假 8, 年终奖 58, 月薪 491).
-const EVERYDAY_WORD_COUNT: usize = 1000;
-
-/// An everyday word of general Chinese: that the documents never use it (they say 子女 for 孩子,
-/// 配偶 for 老婆) tells nothing about whether they answer the question, unlike a rare word such as
-/// 婚假 that names a topic of its own.
-pub(super) fn is_everyday_word(word: &str) -> bool {
-    let jieba = text::jieba();
-    jieba.has_word(word) && jieba.suggest_freq(word) >= EVERYDAY_WORD_COUNT
-}
-
 /// The reply to a greeting or thanks (and nothing else), in the question's language.
 pub(super) fn small_talk_reply(question: &str) -> Option<&'static str> {
     if !is_small_talk(question) {
@@ -215,7 +202,7 @@ impl OfflinePlanner {
             ctx.lookup.mentions(word)
         });
         (self.everyday_unknown, self.unknown_nouns) =
-            unknown.into_iter().partition(|w| is_everyday_word(w));
+            unknown.into_iter().partition(|w| text::is_everyday_word(w));
     }
 
     /// The question with the topic words carried over from the previous turn, if any.
@@ -259,9 +246,6 @@ mod tests {
         // A noun the knowledge base mentions (the index finds 坐飞机 through its part 飞机).
         assert!(unknown_nouns("坐飞机能订什么舱位？", &mentions).is_empty());
         // Everyday words and rare ones, as counted in jieba's dictionary.
-        assert!(is_everyday_word("孩子") && is_everyday_word("老婆") && is_everyday_word("领导"));
-        assert!(!is_everyday_word("婚假") && !is_everyday_word("年终奖"));
-        assert!(!is_everyday_word("globex"));
         // Nothing unknown at all.
         assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| true).is_empty());
     }

@@ -1,0 +1,141 @@
+//! The three outcomes of a run over the bundled knowledge: an answer, evidence (cited passages
+//! to read when no answer can be stood behind) and a refusal, each with its exit status, its
+//! JSON and its words in the question's language; an evidence run audits and replays like an
+//! answer.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::cli::{ragtrail, text};
+use crate::common::repo_root;
+
+/// Runs `ragtrail` over the bundled knowledge with its data and traces in `dir`.
+fn bundled(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let data = dir.join("data");
+    let traces = dir.join("traces");
+    let knowledge = repo_root().join("knowledge");
+    let mut all = vec![
+        "--data-dir",
+        data.to_str().expect("utf-8"),
+        "--knowledge",
+        knowledge.to_str().expect("utf-8"),
+        "--trace-dir",
+        traces.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(args);
+    let out = ragtrail(dir, &all);
+    let (stdout, stderr) = text(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+fn ask_json(dir: &Path, question: &str) -> (Option<i32>, Value) {
+    let (code, stdout, stderr) = bundled(dir, &["ask", "--json", question]);
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));
+    (code, json)
+}
+
+/// The paternity-leave question in everyday words: the documents say 配偶 and 子女, never 老婆
+/// or 孩子. Exactly as 陪产假 alone would, it finds the 陪产假 section; the everyday words keep
+/// an answer from being composed, not the section from being shown.
+const PATERNITY_EVERYDAY: &str = "老婆生孩子，我能休几天陪产假？";
+const PATERNITY_SECTION: &str = "生育与育儿假规定 / 陪产假";
+
+#[test]
+fn everyday_words_the_documents_do_not_use_give_evidence_citing_the_section() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), PATERNITY_EVERYDAY);
+    assert_eq!(result["status"], "evidence", "{result:#}");
+    assert_eq!(code, Some(4), "{result:#}");
+    let citations = result["citations"].as_array().expect("citations");
+    assert!(
+        citations
+            .iter()
+            .any(|c| c["titlePath"] == PATERNITY_SECTION),
+        "{result:#}"
+    );
+    // Every cited passage is one of the run's hits, quoted from it.
+    let hits: HashSet<&str> = result["rounds"]
+        .as_array()
+        .expect("rounds")
+        .iter()
+        .flat_map(|r| r["hits"].as_array().expect("hits"))
+        .filter_map(|h| h["chunkId"].as_str())
+        .collect();
+    for c in citations {
+        let id = c["chunkId"].as_str().expect("chunkId");
+        assert!(hits.contains(id), "{id} was not returned: {result:#}");
+        assert!(!c["quote"].as_str().expect("quote").is_empty());
+    }
+    // Said plainly, in Chinese: evidence to read, not an answer.
+    let answer = result["answer"].as_str().expect("answer text");
+    assert!(answer.contains("这是证据，不是回答"), "{answer}");
+}
+
+#[test]
+fn an_evidence_run_is_shown_as_evidence_and_audits_and_replays() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, stdout, stderr) = bundled(tmp.path(), &["ask", PATERNITY_EVERYDAY]);
+    assert_eq!(code, Some(4), "{stdout}\n{stderr}");
+    assert!(stdout.contains("这是证据，不是回答"), "{stdout}");
+    assert!(
+        !stdout.contains("根据知识库"),
+        "not worded as an answer: {stdout}"
+    );
+    let sources = stdout.split("来源：").nth(1).expect("a sources list");
+    assert!(sources.contains(PATERNITY_SECTION), "{stdout}");
+    assert!(
+        sources.contains('“'),
+        "each source quotes its passage: {stdout}"
+    );
+    let trace = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("trace: "))
+        .expect("trace line")
+        .trim()
+        .to_string();
+    let (code, audit, stderr) = bundled(tmp.path(), &["audit", &trace]);
+    assert_eq!(code, Some(0), "{audit}\n{stderr}");
+    assert!(audit.contains("evidence"), "{audit}");
+    assert!(audit.contains(PATERNITY_SECTION), "{audit}");
+    let (code, replay, stderr) = bundled(tmp.path(), &["replay", &trace]);
+    assert_eq!(code, Some(0), "{replay}\n{stderr}");
+}
+
+#[test]
+fn the_same_section_asked_in_its_own_words_is_answered() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "陪产假有几天？");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    assert_eq!(code, Some(0));
+    assert!(
+        result["citations"]
+            .as_array()
+            .expect("citations")
+            .iter()
+            .any(|c| c["titlePath"] == PATERNITY_SECTION),
+        "{result:#}"
+    );
+}
+
+#[test]
+fn a_rare_word_no_document_uses_is_still_refused_in_the_questions_language() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // 婚假 names a topic of its own, which the bundled knowledge does not hold.
+    let (code, result) = ask_json(tmp.path(), "婚假可以休几天？");
+    assert_eq!(result["status"], "insufficient_evidence", "{result:#}");
+    assert_eq!(code, Some(1));
+    assert!(
+        result["citations"]
+            .as_array()
+            .expect("citations")
+            .is_empty(),
+        "{result:#}"
+    );
+    let message = result["answer"].as_str().expect("message");
+    assert!(message.contains("知识库中没有足够的依据"), "{message}");
+    assert!(message.contains("已尝试的关键词"), "{message}");
+    assert!(!message.contains("Keywords tried"), "{message}");
+}
