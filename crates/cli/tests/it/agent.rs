@@ -56,6 +56,7 @@ impl Planner for Scripted {
 
 fn search(keywords: &[&str]) -> PlannerAction {
     PlannerAction::Search {
+        query: None,
         keywords: keywords.iter().map(|s| s.to_string()).collect(),
         reason: "test".into(),
         top_k: None,

@@ -29,6 +29,10 @@ pub enum PlannerAction {
         reason: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         top_k: Option<u32>,
+        /// The question in words, for a semantic vector leg to embed instead of the keyword
+        /// list (see [`crate::search::SearchRequest::query`]); BM25 always searches the keywords.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        query: Option<String>,
     },
     /// Finish with an answer citing chunks returned in this run.
     Answer {

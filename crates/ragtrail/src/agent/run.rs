@@ -18,7 +18,7 @@ use super::{
 };
 use crate::engine::{Engine, EngineError};
 use crate::search::sufficiency::Sufficiency;
-use crate::search::{SearchRequest, SearchResponse};
+use crate::search::{MAX_QUERY_CHARS, SearchRequest, SearchResponse};
 use crate::text::Lang;
 use crate::trace::{
     AnswerEvent, Citation, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
@@ -40,6 +40,14 @@ impl Recorder {
 }
 
 /// How a run ended, before its user-facing message and its last trace events are written.
+/// A search the planner asked for, as it asked.
+struct SearchAsked {
+    keywords: Vec<String>,
+    reason: String,
+    top_k: Option<u32>,
+    query: Option<String>,
+}
+
 pub(super) struct Finish {
     status: RunStatus,
     reason: String,
@@ -223,8 +231,10 @@ impl<'a> Run<'a> {
                     keywords,
                     reason,
                     top_k,
+                    query,
                 } => {
-                    self.search_round(keywords, reason, top_k, on_event)?;
+                    let query = query.filter(|q| crate::text::char_len(q) <= MAX_QUERY_CHARS);
+                    self.search_round(SearchAsked { keywords, reason, top_k, query }, on_event)?;
                     None
                 }
                 PlannerAction::Answer { text, citations } => {
@@ -258,11 +268,15 @@ impl<'a> Run<'a> {
     /// the conversation ran the same search on the same index.
     fn search_round(
         &mut self,
-        keywords: Vec<String>,
-        reason: String,
-        top_k: Option<u32>,
+        asked: SearchAsked,
         on_event: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Result<(), AgentError> {
+        let SearchAsked {
+            keywords,
+            reason,
+            top_k,
+            query,
+        } = asked;
         if self.rounds.len() as u32 >= self.options.max_search_rounds {
             let message = format!(
                 "no searches left ({} of {} used): answer from the hits you have, or give up",
@@ -287,7 +301,13 @@ impl<'a> Run<'a> {
         let top_k = top_k
             .unwrap_or(self.options.top_k_per_round)
             .clamp(1, self.options.top_k_per_round.max(1));
-        let (resp, cached_from) = match self.cached_or_searched(&key, &keywords, top_k, round) {
+        let (resp, cached_from) = match self.cached_or_searched(
+            &key,
+            &keywords,
+            query.as_deref(),
+            top_k,
+            round,
+        ) {
             Ok(found) => found,
             Err(e) => {
                 self.reject(format!("search failed: {e}"), on_event);
@@ -323,6 +343,7 @@ impl<'a> Run<'a> {
             sufficiency: resp.sufficiency.clone(),
             repeated: false,
             cached: cached_from.map(|(_, r)| r),
+            query: query.clone(),
         }))?;
         let record = RoundRecord {
             round,
@@ -367,6 +388,7 @@ impl<'a> Run<'a> {
             sufficiency: Sufficiency::default(),
             repeated: true,
             cached: None,
+            query: None,
         }))?;
         self.observations.push(Observation::Repeated {
             keywords,
@@ -382,13 +404,15 @@ impl<'a> Run<'a> {
         &self,
         key: &[String],
         keywords: &[String],
+        query: Option<&str>,
         top_k: u32,
         round: u32,
     ) -> Result<(SearchResponse, CachedFrom), EngineError> {
         let settings = self.settings;
         let cache_key = format!(
-            "{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}",
             key.join("\u{1f}"),
+            query.unwrap_or_default(),
             settings.access.tenant,
             settings.access.roles.join(","),
             top_k,
@@ -408,7 +432,9 @@ impl<'a> Run<'a> {
             };
             return Ok((resp, Some((c.turn, c.round))));
         }
-        let req = SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
+        let mut req =
+            SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
+        req.query = query.map(str::to_string);
         let resp = self.engine.search_docs(&req)?;
         if let Some(conv) = &settings.conversation
             && let Ok(mut s) = conv.lock()

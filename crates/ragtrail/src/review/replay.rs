@@ -180,6 +180,7 @@ fn replay_round(engine: &Engine, s: &SearchRound, caller: &AccessContext) -> Rou
         let mut req = SearchRequest::new(s.keywords.clone(), s.top_k.max(1) as usize, access);
         req.include_superseded = s.filters.include_superseded;
         req.fusion = s.fusion.parse().ok();
+        req.query = s.query.clone();
         match engine.search_docs(&req) {
             Ok(resp) => (
                 resp.hits

@@ -15,6 +15,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::access::AccessContext;
+use crate::embed::hashing::KIND as HASHING_KIND;
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{Bm25Index, Bm25Query, IndexError};
 use crate::store::{ChunkStore, EmbeddedVectorLeg, VectorLeg, VectorLegError};
@@ -38,6 +39,8 @@ pub struct SearchHit {
 pub const MAX_KEYWORDS_PER_SEARCH: usize = 32;
 /// Characters one keyword may have at most (the agent allows fewer).
 pub const MAX_KEYWORD_CHARS_PER_SEARCH: usize = 200;
+/// Longest [`SearchRequest::query`], in characters (a question, not a document).
+pub const MAX_QUERY_CHARS: usize = 2_000;
 
 /// Upper bound on `topK` whatever the caller asks (the default of [`SearchSettings::max_top_k`]).
 pub const MAX_TOP_K: usize = 50;
@@ -53,6 +56,12 @@ pub struct SearchRequest {
     pub include_superseded: bool,
     /// How the legs are combined (`None`: the engine's default).
     pub fusion: Option<Fusion>,
+    /// The question in words, if the caller has one. A semantic vector leg embeds it instead
+    /// of the keyword list (an embedding model reads meaning from a sentence, not from a list);
+    /// the hashing embedder, which matches character n-grams, keeps the keywords (golden set
+    /// evidence recall 0.868 with them, 0.843 with the question; BENCHMARKS.md). BM25 and the
+    /// sufficiency decision always use the keywords.
+    pub query: Option<String>,
 }
 
 impl SearchRequest {
@@ -63,6 +72,7 @@ impl SearchRequest {
             access,
             include_superseded: false,
             fusion: None,
+            query: None,
         }
     }
 }
@@ -176,6 +186,8 @@ pub enum SearchError {
     TooManyKeywords { given: usize, max: usize },
     #[error("a keyword of {chars} characters; the limit is {max}: search with short terms")]
     KeywordTooLong { chars: usize, max: usize },
+    #[error("a query of {chars} characters; the limit is {max}")]
+    QueryTooLong { chars: usize, max: usize },
     #[error(
         "the index was embedded with {stored} but the configured embedder is {configured}; run `ragtrail ingest --rebuild` to re-embed, or configure the original embedder"
     )]
@@ -262,6 +274,14 @@ pub fn search_docs_with(
             max: MAX_KEYWORD_CHARS_PER_SEARCH,
         });
     }
+    if let Some(query) = &req.query
+        && crate::text::char_len(query) > MAX_QUERY_CHARS
+    {
+        return Err(SearchError::QueryTooLong {
+            chars: crate::text::char_len(query),
+            max: MAX_QUERY_CHARS,
+        });
+    }
     let fusion = req.fusion.unwrap_or(settings.fusion);
     let top_k = req.top_k.clamp(1, settings.max_top_k.max(1));
     let candidates = settings.candidates.max(top_k);
@@ -272,6 +292,7 @@ pub fn search_docs_with(
         settings,
         &LegsQuery {
             keywords: &keywords,
+            query: req.query.as_deref(),
             access: &req.access,
             include_superseded: req.include_superseded,
             fusion,
@@ -378,6 +399,8 @@ pub fn search_docs_with(
 /// What both legs are asked.
 struct LegsQuery<'a> {
     keywords: &'a [String],
+    /// See [`SearchRequest::query`].
+    query: Option<&'a str>,
     access: &'a AccessContext,
     include_superseded: bool,
     fusion: Fusion,
@@ -447,9 +470,13 @@ fn run_legs(
             return Ok((Vec::new(), LegStats::default()));
         }
         let started = Instant::now();
-        let query_text = keywords.join(" ");
+        let joined = keywords.join(" ");
+        let query_text = match q.query.map(str::trim) {
+            Some(query) if !query.is_empty() && embedder.info().kind != HASHING_KIND => query,
+            _ => joined.as_str(),
+        };
         let query = embedder
-            .embed_query(&[query_text.as_str()])?
+            .embed_query(&[query_text])?
             .pop()
             .unwrap_or_default();
         let hits: Vec<LegHit> = q
@@ -523,6 +550,7 @@ pub fn search_ranked(
         settings,
         &LegsQuery {
             keywords: &keywords,
+            query: None,
             access: req.access,
             include_superseded: false,
             fusion: req.fusion,

@@ -215,6 +215,10 @@ pub struct SearchRound {
     /// The round whose results were reused instead of searching again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached: Option<u32>,
+    /// The question text handed to the vector leg with the keywords, when the planner gave one
+    /// (used by a semantic embedder; absent in traces written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
 }
 
 /// The access filters both legs applied before ranking.

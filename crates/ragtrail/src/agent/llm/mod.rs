@@ -301,6 +301,7 @@ impl Planner for LlmPlanner {
                     keywords,
                     reason,
                     top_k: None,
+                    query: None,
                 };
                 self.overrode_give_up = true;
                 self.overridden_call = self

@@ -226,6 +226,7 @@ pub fn parse_call(
                 keywords,
                 reason,
                 top_k: a.top_k,
+                query: None,
             })
         }
         SUBMIT_ANSWER => {
@@ -344,6 +345,7 @@ mod tests {
                 keywords: vec!["高铁票".into(), "凭证".into()],
                 reason: "find the rule".into(),
                 top_k: Some(3),
+                query: None,
             })
         );
         assert_eq!(
@@ -356,6 +358,7 @@ mod tests {
                 keywords: vec!["高铁票".into(), "凭证".into()],
                 reason: "thinking".into(),
                 top_k: None,
+                query: None,
             })
         );
         assert_eq!(

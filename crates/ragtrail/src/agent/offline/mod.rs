@@ -108,7 +108,7 @@ impl OfflinePlanner {
     }
 
     /// The first search: the question's content words, rarest first.
-    fn first_search(&self) -> PlannerAction {
+    fn first_search(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
         if self.question_words.is_empty() {
             return PlannerAction::GiveUp {
                 reason: "the question has no content words to search".to_string(),
@@ -131,6 +131,8 @@ impl OfflinePlanner {
                 )
             },
             top_k: None,
+            // Round 1 searches the question itself: a semantic vector leg embeds its words.
+            query: Some(self.effective_question(ctx)),
         }
     }
 
@@ -256,7 +258,7 @@ impl Planner for OfflinePlanner {
         }
         let new_evidence = self.take_in(observations);
         if ctx.searches_done == 0 {
-            return step(self.first_search());
+            return step(self.first_search(ctx));
         }
         let sufficiency = self.question_sufficiency(ctx);
         let covered = sufficiency.sufficient;
@@ -288,6 +290,7 @@ impl Planner for OfflinePlanner {
                 keywords,
                 reason,
                 top_k: None,
+                query: None,
             }),
             None if covered => step(self.answer(ctx)),
             None => step(give_up()),
