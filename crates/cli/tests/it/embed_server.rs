@@ -133,6 +133,29 @@ fn an_english_question_finds_a_chinese_chunk() {
 }
 
 #[test]
+fn the_vector_leg_embeds_the_question_when_one_is_given() {
+    let engine = knowledge_engine();
+    let want = chunk_id(&engine, "hr/parental-leave.md", "陪产假");
+    // Keywords that say nothing of the topic, and the question in words beside them: a
+    // semantic embedder reads the question, so the paternity-leave section comes first.
+    let mut req = SearchRequest::new(vec!["密码".into()], 5, AccessContext::default());
+    req.fusion = Some(Fusion::VectorOnly);
+    let keywords_only = engine.search_docs(&req).expect("search").hits;
+    assert_ne!(
+        ids(&keywords_only).first(),
+        Some(&want.as_str()),
+        "{keywords_only:#?}"
+    );
+    req.query = Some("老婆生孩子，我能休几天陪产假？".into());
+    let with_question = engine.search_docs(&req).expect("search").hits;
+    assert_eq!(
+        ids(&with_question).first(),
+        Some(&want.as_str()),
+        "{with_question:#?}"
+    );
+}
+
+#[test]
 fn queries_and_passages_are_embedded_differently() {
     let e = embedder(embed_server::shared());
     let text = "陪产假10天";

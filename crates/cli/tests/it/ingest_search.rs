@@ -379,3 +379,24 @@ fn hits_dropped_as_weak_are_replaced_from_further_down_the_fused_list() {
         "vector rank {rank}: the test no longer reaches the second cut"
     );
 }
+
+#[test]
+fn the_hashing_embedder_searches_the_keywords_even_when_a_question_is_given() {
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    ws.write("hr/leave.md", LEAVE_EN);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let mut req = SearchRequest::new(vec!["高铁".into()], 5, AccessContext::default());
+    req.fusion = Some(ragtrail::search::fusion::Fusion::VectorOnly);
+    let keywords_only = engine.search_docs(&req).expect("search").hits;
+    assert!(!keywords_only.is_empty());
+    // Character n-grams of a whole sentence match worse than the keywords (BENCHMARKS.md), so
+    // the question is not embedded: the same hits, in the same order, with the same scores.
+    req.query = Some("How many days of annual leave do I get?".into());
+    let with_question = engine.search_docs(&req).expect("search").hits;
+    assert_eq!(with_question, keywords_only);
+    // A question longer than any question is refused, not embedded.
+    req.query = Some("x".repeat(ragtrail::search::MAX_QUERY_CHARS + 1));
+    assert!(engine.search_docs(&req).is_err());
+}

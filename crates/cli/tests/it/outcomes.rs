@@ -96,6 +96,20 @@ fn an_evidence_run_is_shown_as_evidence_and_audits_and_replays() {
         .expect("trace line")
         .trim()
         .to_string();
+    // Round 1 searched the question's words and handed the question itself to the vector leg;
+    // later rounds follow what the hits name and carry no question.
+    let searches: Vec<Value> = std::fs::read_to_string(&trace)
+        .expect("trace")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "search")
+        .collect();
+    assert_eq!(
+        searches[0]["query"], PATERNITY_EVERYDAY,
+        "{:#}",
+        searches[0]
+    );
+    assert!(searches[1..].iter().all(|s| s.get("query").is_none()));
     let (code, audit, stderr) = bundled(tmp.path(), &["audit", &trace]);
     assert_eq!(code, Some(0), "{audit}\n{stderr}");
     assert!(audit.contains("evidence"), "{audit}");

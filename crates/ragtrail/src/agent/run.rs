@@ -234,7 +234,15 @@ impl<'a> Run<'a> {
                     query,
                 } => {
                     let query = query.filter(|q| crate::text::char_len(q) <= MAX_QUERY_CHARS);
-                    self.search_round(SearchAsked { keywords, reason, top_k, query }, on_event)?;
+                    self.search_round(
+                        SearchAsked {
+                            keywords,
+                            reason,
+                            top_k,
+                            query,
+                        },
+                        on_event,
+                    )?;
                     None
                 }
                 PlannerAction::Answer { text, citations } => {
@@ -301,19 +309,14 @@ impl<'a> Run<'a> {
         let top_k = top_k
             .unwrap_or(self.options.top_k_per_round)
             .clamp(1, self.options.top_k_per_round.max(1));
-        let (resp, cached_from) = match self.cached_or_searched(
-            &key,
-            &keywords,
-            query.as_deref(),
-            top_k,
-            round,
-        ) {
-            Ok(found) => found,
-            Err(e) => {
-                self.reject(format!("search failed: {e}"), on_event);
-                return Ok(());
-            }
-        };
+        let (resp, cached_from) =
+            match self.cached_or_searched(&key, &keywords, query.as_deref(), top_k, round) {
+                Ok(found) => found,
+                Err(e) => {
+                    self.reject(format!("search failed: {e}"), on_event);
+                    return Ok(());
+                }
+            };
         let reason = match cached_from {
             Some((t, r)) => {
                 format!("{reason} (served from the session cache: turn {t}, round {r})")
