@@ -64,15 +64,25 @@ impl LlmArgs {
     }
 }
 
+/// `--max-rounds`: refused outside 1..=MAX_SEARCH_ROUNDS rather than clamped behind the user's back.
+pub(crate) fn max_rounds_arg() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(ragtrail::agent::MAX_SEARCH_ROUNDS))
+}
+
+/// `-k` / `--top-k` of a planner run: refused outside 1..=MAX_TOP_K_PER_ROUND.
+pub(crate) fn top_k_arg() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(ragtrail::agent::MAX_TOP_K_PER_ROUND))
+}
+
 #[derive(Debug, Args)]
 pub struct AskArgs {
     /// The question, in any language of the knowledge base.
     pub question: String,
-    /// Searches allowed before the planner must answer.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    /// Searches allowed before the planner must answer (1 to 10).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = max_rounds_arg())]
     pub max_rounds: u32,
-    /// Hits per search (at most 20).
-    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    /// Hits per search (1 to 20).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N", value_parser = top_k_arg())]
     pub top_k: u32,
     /// Accept answers whose citations were not returned in this run (not recommended).
     #[arg(long)]

@@ -21,4 +21,5 @@ mod local_model;
 mod postgres;
 mod real_llm;
 mod replay_audit;
+mod small_leaks;
 mod stale_knowledge;

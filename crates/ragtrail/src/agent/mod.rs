@@ -9,6 +9,7 @@ pub mod llm;
 pub mod offline;
 mod options;
 mod planner;
+pub mod question_search;
 mod run;
 
 use std::collections::HashMap;
@@ -19,7 +20,7 @@ pub use citations::MAX_QUOTE_CHARS;
 pub use keywords::{
     KeywordError, MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
 };
-pub use options::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
+pub use options::{AgentRagOptions, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
 pub use planner::{
     ChunkTermSet, EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext,
     PlannerError, PlannerStep, ProposedCitation, RefusalReason, Usage,
