@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use super::citations;
 use super::conversation::{CachedSearch, PriorTurn};
 use super::planner::{
-    Observation, Planner, PlannerAction, PlannerContext, PlannerStep, ProposedCitation,
-    RefusalReason,
+    EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerStep,
+    ProposedCitation, RefusalReason,
 };
 use super::{
     AgentError, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, Lookup, MAX_QUESTION_CHARS,
-    RoundRecord, RunSettings, normalized_set, validate_keywords,
+    ModelCall, RoundRecord, RunSettings, normalized_set, validate_keywords,
 };
 use crate::engine::{Engine, EngineError};
 use crate::search::sufficiency::Sufficiency;
@@ -23,6 +23,9 @@ use crate::trace::{
     AnswerEvent, Citation, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
     SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
 };
+
+/// Starts the reason of the search the loop ran instead of a give-up before any search.
+pub const GAVE_UP_BEFORE_SEARCHING: &str = "the planner gave up before any search";
 
 /// Writes trace events when a trace is configured.
 struct Recorder {
@@ -76,6 +79,10 @@ pub(super) struct Run<'a> {
     keyword_sets_tried: Vec<Vec<String>>,
     /// Some answer of this run was refused for its citations.
     refused_any: bool,
+    /// A give-up before any search was turned into a search (done at most once).
+    overrode_give_up: bool,
+    /// The turns that called a model.
+    model_calls: Vec<ModelCall>,
 }
 
 impl<'a> Run<'a> {
@@ -139,6 +146,8 @@ impl<'a> Run<'a> {
             searched: HashMap::new(),
             keyword_sets_tried: Vec::new(),
             refused_any: false,
+            overrode_give_up: false,
+            model_calls: Vec::new(),
         })
     }
 
@@ -201,6 +210,16 @@ impl<'a> Run<'a> {
             latency_ms: latency.as_secs_f64() * 1e3,
             retries: step.retries,
         }))?;
+        // A planner that sends messages called a model this turn.
+        if step.message_count.is_some() {
+            self.model_calls.push(ModelCall {
+                turn,
+                latency_ms: latency.as_secs_f64() * 1e3,
+                prompt_tokens: step.usage.map(|u| u.prompt_tokens),
+                completion_tokens: step.usage.map(|u| u.completion_tokens),
+                retries: step.retries,
+            });
+        }
         Ok(())
     }
 
@@ -223,17 +242,26 @@ impl<'a> Run<'a> {
                     reason,
                     top_k,
                 } => {
-                    self.search_round(keywords, reason, top_k, on_event)?;
+                    self.search_round(keywords, reason, top_k, None, on_event)?;
                     None
                 }
                 PlannerAction::Answer { text, citations } => {
                     self.answer(text, citations, on_event)?
                 }
-                PlannerAction::GiveUp { reason } => Some(Finish {
-                    status: RunStatus::InsufficientEvidence,
-                    reason,
-                    answer: None,
-                }),
+                PlannerAction::GiveUp { reason } => match self.give_up_overridden(&reason) {
+                    Some(keywords) => {
+                        let why = format!(
+                            "{GAVE_UP_BEFORE_SEARCHING} ({reason}); the loop searched the question's own words"
+                        );
+                        self.search_round(keywords, why, None, Some(reason), on_event)?;
+                        None
+                    }
+                    None => Some(Finish {
+                        status: RunStatus::InsufficientEvidence,
+                        reason,
+                        answer: None,
+                    }),
+                },
                 PlannerAction::Reply { text } => Some(self.reply(text)?),
             };
             if finish.is_some() {
@@ -241,6 +269,20 @@ impl<'a> Run<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// The keywords to search instead of a give-up, when the give-up comes before any search
+    /// (once per run; the question's own words are always worth one search, whatever the
+    /// planner), or `None` to accept it.
+    fn give_up_overridden(&mut self, reason: &str) -> Option<Vec<String>> {
+        if !self.rounds.is_empty() || self.overrode_give_up || self.options.max_search_rounds == 0 {
+            return None;
+        }
+        let keywords =
+            super::question_search::question_keywords(self.question, &|t| self.lookup.doc_freq(t))?;
+        tracing::debug!(reason, "a give-up before any search was overridden");
+        self.overrode_give_up = true;
+        Some(keywords)
     }
 
     /// An action that could not be carried out: shown, and observed by the planner.
@@ -257,6 +299,7 @@ impl<'a> Run<'a> {
         keywords: Vec<String>,
         reason: String,
         top_k: Option<u32>,
+        overrode_give_up: Option<String>,
         on_event: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Result<(), AgentError> {
         if self.rounds.len() as u32 >= self.options.max_search_rounds {
@@ -319,6 +362,7 @@ impl<'a> Run<'a> {
             sufficiency: resp.sufficiency.clone(),
             repeated: false,
             cached: cached_from.map(|(_, r)| r),
+            overrode_give_up,
         }))?;
         let record = RoundRecord {
             round,
@@ -363,6 +407,7 @@ impl<'a> Run<'a> {
             sufficiency: Sufficiency::default(),
             repeated: true,
             cached: None,
+            overrode_give_up: None,
         }))?;
         self.observations.push(Observation::Repeated {
             keywords,
@@ -543,6 +588,7 @@ impl<'a> Run<'a> {
             message,
             rounds: self.rounds,
             keyword_sets_tried: self.keyword_sets_tried,
+            model_calls: self.model_calls,
             trace,
         })
     }

@@ -215,6 +215,10 @@ pub struct SearchRound {
     /// The round whose results were reused instead of searching again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached: Option<u32>,
+    /// The planner gave up before any search, for this reason; the loop did not accept that
+    /// and ran this search of the question's own words instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrode_give_up: Option<String>,
 }
 
 /// The access filters both legs applied before ranking.

@@ -90,6 +90,7 @@ fn search(round: u32, hits: Vec<TracedHit>) -> EventBody {
         },
         repeated: round > 1,
         cached: None,
+        overrode_give_up: None,
     })
 }
 
