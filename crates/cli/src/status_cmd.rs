@@ -94,33 +94,32 @@ enum Scope {
 /// Where the chunk records are read from: the embedded store in the data dir, or PostgreSQL
 /// (through an engine, which loads its rows).
 enum Source {
-    Embedded(Option<ChunkStore>),
+    Embedded(Option<Box<ChunkStore>>),
     Postgres(Box<ragtrail::engine::Engine>),
 }
 
 impl Source {
     fn store(&self) -> Option<&ChunkStore> {
         match self {
-            Source::Embedded(store) => store.as_ref(),
+            Source::Embedded(store) => store.as_deref(),
             Source::Postgres(engine) => Some(engine.store()),
         }
     }
 }
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let source =
-        if global.database_url().is_some() {
-            Source::Postgres(Box::new(super::open_engine(global)?))
+    let source = if global.database_url().is_some() {
+        Source::Postgres(Box::new(super::open_engine(global)?))
+    } else {
+        let store_dir = global.data_dir.join("store");
+        Source::Embedded(if store_dir.is_dir() {
+            Some(Box::new(ChunkStore::open(&store_dir).with_context(
+                || format!("reading the chunk store in {}", store_dir.display()),
+            )?))
         } else {
-            let store_dir = global.data_dir.join("store");
-            Source::Embedded(if store_dir.is_dir() {
-                Some(ChunkStore::open(&store_dir).with_context(|| {
-                    format!("reading the chunk store in {}", store_dir.display())
-                })?)
-            } else {
-                None
-            })
-        };
+            None
+        })
+    };
     let store = source.store();
     let caller = crate::config::access_context(global.tenant.as_deref(), &global.roles);
     let (scope, documents, chunks, tenants) = match store {

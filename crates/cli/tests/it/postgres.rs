@@ -921,9 +921,7 @@ fn status_with_database_url_reports_postgresql_and_its_counts() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(&format!(
-            "documents            2 (visible to tenant default"
-        )),
+        stdout.contains("documents            2 (visible to tenant default"),
         "{stdout}"
     );
 }
