@@ -328,7 +328,13 @@ fn render(s: &Status) -> String {
         for t in s.tenants.iter().flatten() {
             line(
                 &format!("  tenant {}", t.tenant),
-                format!("{} documents, {} chunks", t.documents, t.chunks),
+                format!(
+                    "{} document{}, {} chunk{}",
+                    t.documents,
+                    if t.documents == 1 { "" } else { "s" },
+                    t.chunks,
+                    if t.chunks == 1 { "" } else { "s" }
+                ),
             );
         }
         let age = s.age_seconds.map(human_age).unwrap_or_default();
