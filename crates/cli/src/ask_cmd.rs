@@ -11,8 +11,8 @@ use crate::config;
 use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{
-    self, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, Planner, RoundRecord,
-    RunSettings, TraceSettings,
+    self, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, ModelCall, ModelUsage, Planner,
+    RoundRecord, RunSettings, TraceSettings,
 };
 use ragtrail::llm::{self, LlmFlags};
 use ragtrail::session::{self, SessionStore};
@@ -64,15 +64,25 @@ impl LlmArgs {
     }
 }
 
+/// `--max-rounds`: refused outside 1..=MAX_SEARCH_ROUNDS rather than clamped behind the user's back.
+pub(crate) fn max_rounds_arg() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(ragtrail::agent::MAX_SEARCH_ROUNDS))
+}
+
+/// `-k` / `--top-k` of a planner run: refused outside 1..=MAX_TOP_K_PER_ROUND.
+pub(crate) fn top_k_arg() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(ragtrail::agent::MAX_TOP_K_PER_ROUND))
+}
+
 #[derive(Debug, Args)]
 pub struct AskArgs {
     /// The question, in any language of the knowledge base.
     pub question: String,
-    /// Searches allowed before the planner must answer.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    /// Searches allowed before the planner must answer (1 to 10).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = max_rounds_arg())]
     pub max_rounds: u32,
-    /// Hits per search (at most 20).
-    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    /// Hits per search (1 to 20).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N", value_parser = top_k_arg())]
     pub top_k: u32,
     /// Accept answers whose citations were not returned in this run (not recommended).
     #[arg(long)]
@@ -246,7 +256,43 @@ pub fn outcome_json(o: &AgentOutcome) -> serde_json::Value {
             "hits": r.hits,
             "sufficiency": r.sufficiency,
         })).collect::<Vec<_>>(),
+        "modelCalls": o.model_calls,
+        "modelUsage": ModelUsage::of(&o.model_calls),
         "trace": o.trace.as_ref().map(|t| t.path.display().to_string()),
+    })
+}
+
+/// One line adding up the model calls, when a model was called: "model: 3 calls, 2431 prompt +
+/// 96 completion tokens, 9.4 s".
+pub fn model_usage_line(calls: &[ModelCall], lang: Lang) -> Option<String> {
+    if calls.is_empty() {
+        return None;
+    }
+    let u = ModelUsage::of(calls);
+    let tokens = match (u.prompt_tokens, u.completion_tokens) {
+        (Some(p), Some(c)) => {
+            let missing = match (u.calls_without_usage, lang) {
+                (0, _) => String::new(),
+                (n, Lang::En) => format!(" ({n} calls reported none)"),
+                (n, Lang::Zh) => format!("（{n} 次未报告）"),
+            };
+            match lang {
+                Lang::En => format!("{p} prompt + {c} completion tokens{missing}"),
+                Lang::Zh => format!("提示 {p} + 生成 {c} 个 token{missing}"),
+            }
+        }
+        _ => lang
+            .pick("tokens not reported by the server", "服务器未报告 token 数")
+            .to_string(),
+    };
+    let secs = u.latency_ms / 1e3;
+    Some(match lang {
+        Lang::En => format!(
+            "model: {} call{}, {tokens}, {secs:.1} s",
+            u.calls,
+            if u.calls == 1 { "" } else { "s" }
+        ),
+        Lang::Zh => format!("模型：{} 次调用，{tokens}，{secs:.1} 秒", u.calls),
     })
 }
 
@@ -314,6 +360,11 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
             ));
             out.push('\n');
         }
+    }
+    if let Some(line) = model_usage_line(&o.model_calls, lang) {
+        out.push('\n');
+        out.push_str(&line);
+        out.push('\n');
     }
     if let Some(t) = &o.trace {
         let path = t.path.display();

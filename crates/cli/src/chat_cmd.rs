@@ -16,11 +16,11 @@ pub struct ChatArgs {
     /// Resume this session (its earlier turns inform follow-up questions) [default: a new one].
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// Searches allowed per question.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    /// Searches allowed per question (1 to 10).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = super::ask_cmd::max_rounds_arg())]
     pub max_rounds: u32,
-    /// Hits per search (at most 20).
-    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    /// Hits per search (1 to 20).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N", value_parser = super::ask_cmd::top_k_arg())]
     pub top_k: u32,
     /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
     #[arg(long, value_enum)]
@@ -38,7 +38,12 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     let sessions = SessionStore::new(&global.data_dir);
     let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true);
     let mut id = args.session.clone().unwrap_or_else(SessionStore::new_id);
-    let resumed = sessions.load_or_new(&id)?.conversation.turns.len();
+    // Checked before the first question: a session of another access context is refused.
+    let resumed = sessions
+        .load_for(&id, &settings.access)?
+        .conversation
+        .turns
+        .len();
     let mut out = std::io::stdout();
     writeln!(
         out,

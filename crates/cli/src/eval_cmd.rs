@@ -96,11 +96,11 @@ pub struct RetrievalArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Searches allowed per question.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    /// Searches allowed per question (1 to 10).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = super::ask_cmd::max_rounds_arg())]
     pub max_rounds: u32,
-    /// Hits per search (at most 20).
-    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
+    /// Hits per search (1 to 20).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N", value_parser = super::ask_cmd::top_k_arg())]
     pub top_k: u32,
     /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
     #[arg(long, value_enum)]

@@ -280,16 +280,52 @@ pub struct IngestArgs {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     config::load_dotenv();
     let cli = Cli::parse();
     init_logging();
     match run(cli) {
         Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::from(EXIT_CLOSED_PIPE),
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// Exit status when the reader of stdout went away (`ragtrail audit … | head`): 128 + SIGPIPE,
+/// what a shell reports for a command a closed pipe stopped.
+pub const EXIT_CLOSED_PIPE: u8 = 141;
+
+/// `println!` panics when stdout is a pipe whose reader has gone. That is the reader's choice,
+/// not a fault: end quietly instead of printing a panic and a backtrace. Any other panic goes to
+/// the usual hook. (Restoring SIGPIPE's default action would do the same for stdout, but would
+/// also kill the process on a write to a socket an HTTP or database peer closed.)
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(i32::from(EXIT_CLOSED_PIPE));
+        }
+        default_hook(info);
+    }));
+}
+
+/// An error that is a write to a closed stdout (`chat` writes with `writeln!(out, …)?`): a bare
+/// I/O error with no context. A broken pipe deeper in a chain (a server that closed its socket)
+/// is a real error and is reported.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().count() == 1
+        && err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn init_logging() {

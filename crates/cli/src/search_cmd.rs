@@ -15,9 +15,10 @@ pub struct SearchArgs {
     /// Keywords: words or short phrases, each taken literally (no query syntax).
     #[arg(required = true, value_name = "KEYWORD")]
     pub keywords: Vec<String>,
-    /// How many hits to show (at most 50).
-    #[arg(long, short = 'k', default_value_t = 5, value_name = "N")]
-    pub top_k: usize,
+    /// How many hits to show (1 to 50).
+    #[arg(long, short = 'k', default_value_t = 5, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=ragtrail::search::MAX_TOP_K as u64))]
+    pub top_k: u64,
     /// Print a JSON array of SearchHit records instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -34,7 +35,7 @@ pub struct SearchArgs {
 pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let engine = open_current_engine(global)?;
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
-    let mut req = SearchRequest::new(args.keywords.clone(), args.top_k, access);
+    let mut req = SearchRequest::new(args.keywords.clone(), args.top_k as usize, access);
     req.include_superseded = args.include_superseded;
     req.fusion = args.fusion;
     let resp = engine.search_docs(&req).context("searching")?;

@@ -17,16 +17,36 @@ pub struct StatusArgs {
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Count every tenant's documents and chunks, one line per tenant (the operator's view).
+    /// Without it the counts are what --tenant and --role may search.
+    #[arg(long)]
+    pub all_tenants: bool,
+}
+
+/// Documents and chunks of one tenant (`status --all-tenants`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TenantCounts {
+    tenant: String,
+    documents: usize,
+    chunks: usize,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Status {
     data_dir: String,
+    /// `embedded` or `postgresql`.
     backend: &'static str,
+    /// The PostgreSQL URL, password removed (postgresql only).
+    database: Option<String>,
     ingested: bool,
+    /// What `documents` and `chunks` count: the caller's access context, or every tenant.
+    scope: Scope,
     documents: usize,
     chunks: usize,
+    /// Per tenant, with `--all-tenants`.
+    tenants: Option<Vec<TenantCounts>>,
     generation: u64,
     updated_at: Option<String>,
     age_seconds: Option<i64>,
@@ -45,17 +65,107 @@ struct Status {
     embedder_matches: Option<bool>,
     /// Knowledge files edited, added or removed since the last ingest (`None`: not tracked).
     knowledge_changes: Option<KnowledgeChanges>,
+    /// PostgreSQL's ingest runs not committed (postgresql only).
+    ingest_runs: Option<IngestRuns>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IngestRuns {
+    /// Runs in progress now (their process is alive).
+    running: u64,
+    /// Runs whose process stopped before committing, ever.
+    abandoned: u64,
+    /// The ids this status call found dead and marked abandoned.
+    marked_now: Vec<i64>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase", tag = "of")]
+enum Scope {
+    /// What this tenant and these roles may search.
+    Access {
+        tenant: String,
+        roles: Vec<String>,
+    },
+    AllTenants,
+}
+
+/// Where the chunk records are read from: the embedded store in the data dir, or PostgreSQL
+/// (through an engine, which loads its rows).
+enum Source {
+    Embedded(Option<Box<ChunkStore>>),
+    Postgres(Box<ragtrail::engine::Engine>),
+}
+
+impl Source {
+    fn store(&self) -> Option<&ChunkStore> {
+        match self {
+            Source::Embedded(store) => store.as_deref(),
+            Source::Postgres(engine) => Some(engine.store()),
+        }
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let store_dir = global.data_dir.join("store");
-    let store = if store_dir.is_dir() {
-        Some(
-            ChunkStore::open(&store_dir)
-                .with_context(|| format!("reading the chunk store in {}", store_dir.display()))?,
-        )
+    let source = if global.database_url().is_some() {
+        Source::Postgres(Box::new(super::open_engine(global)?))
     } else {
-        None
+        let store_dir = global.data_dir.join("store");
+        Source::Embedded(if store_dir.is_dir() {
+            Some(Box::new(ChunkStore::open(&store_dir).with_context(
+                || format!("reading the chunk store in {}", store_dir.display()),
+            )?))
+        } else {
+            None
+        })
+    };
+    let store = source.store();
+    let caller = crate::config::access_context(global.tenant.as_deref(), &global.roles);
+    let (scope, documents, chunks, tenants) = match store {
+        None => (
+            scope_of(args.all_tenants, &caller),
+            0,
+            0,
+            args.all_tenants.then(Vec::new),
+        ),
+        Some(store) if args.all_tenants => {
+            let mut per: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+            for d in store.documents() {
+                per.entry(&d.tenant).or_default().0 += 1;
+            }
+            for c in store.chunks() {
+                per.entry(&c.tenant).or_default().1 += 1;
+            }
+            let tenants = per
+                .into_iter()
+                .map(|(tenant, (documents, chunks))| TenantCounts {
+                    tenant: tenant.to_string(),
+                    documents,
+                    chunks,
+                })
+                .collect();
+            (
+                Scope::AllTenants,
+                store.documents().len(),
+                store.chunks().len(),
+                Some(tenants),
+            )
+        }
+        Some(store) => (
+            scope_of(false, &caller),
+            store
+                .documents()
+                .iter()
+                .filter(|d| caller.allows(&d.tenant, &d.roles))
+                .count(),
+            store
+                .chunks()
+                .iter()
+                .filter(|c| caller.allows(&c.tenant, &c.roles))
+                .count(),
+            None,
+        ),
     };
     let manifest = store.as_ref().map(|s| s.manifest());
     let ingested = store.as_ref().is_some_and(|s| s.generation() > 0);
@@ -91,12 +201,47 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         (Some(stored), Some(configured)) if ingested => Some(stored == configured),
         _ => None,
     };
+    let (backend, database) = match &source {
+        Source::Embedded(_) => ("embedded", None),
+        Source::Postgres(engine) => (
+            "postgresql",
+            engine.postgres().map(|pg| pg.url().to_string()),
+        ),
+    };
+    let knowledge_changes = match &source {
+        Source::Embedded(_) => ingested
+            .then(|| ragtrail::engine::knowledge_changes_in(&global.data_dir))
+            .flatten(),
+        Source::Postgres(engine) => ingested.then(|| engine.knowledge_changes()).flatten(),
+    };
+    let ingest_runs = match &source {
+        Source::Embedded(_) => None,
+        Source::Postgres(engine) => match engine.postgres() {
+            Some(pg) => {
+                let marked_now = pg
+                    .mark_abandoned_runs()
+                    .context("checking PostgreSQL's ingest runs")?;
+                let (running, abandoned) = pg
+                    .run_counts()
+                    .context("counting PostgreSQL's ingest runs")?;
+                Some(IngestRuns {
+                    running,
+                    abandoned,
+                    marked_now,
+                })
+            }
+            None => None,
+        },
+    };
     let status = Status {
         data_dir: global.data_dir.display().to_string(),
-        backend: "embedded",
+        backend,
+        database,
         ingested,
-        documents: store.as_ref().map_or(0, |s| s.documents().len()),
-        chunks: store.as_ref().map_or(0, |s| s.chunks().len()),
+        scope,
+        documents,
+        chunks,
+        tenants,
         generation: store.as_ref().map_or(0, |s| s.generation()),
         updated_at,
         age_seconds,
@@ -107,9 +252,8 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         embedder_reachable,
         embedder_url,
         embedder_matches,
-        knowledge_changes: ingested
-            .then(|| ragtrail::engine::knowledge_changes_in(&global.data_dir))
-            .flatten(),
+        knowledge_changes,
+        ingest_runs,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
@@ -117,6 +261,17 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         print!("{}", render(&status));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn scope_of(all_tenants: bool, caller: &ragtrail::access::AccessContext) -> Scope {
+    if all_tenants {
+        Scope::AllTenants
+    } else {
+        Scope::Access {
+            tenant: caller.tenant.clone(),
+            roles: caller.roles.clone(),
+        }
+    }
 }
 
 fn describe(info: &EmbedderInfo) -> String {
@@ -139,18 +294,49 @@ fn render(s: &Status) -> String {
         out.push_str(&format!("{label:<20} {value}\n"));
     };
     line("data dir", s.data_dir.clone());
-    line(
-        "backend",
-        format!("{} (chunk store and BM25 index in the data dir)", s.backend),
-    );
+    match &s.database {
+        Some(url) => line(
+            "backend",
+            format!(
+                "{} at {url} (system of record; the BM25 index is in the data dir)",
+                s.backend
+            ),
+        ),
+        None => line(
+            "backend",
+            format!("{} (chunk store and BM25 index in the data dir)", s.backend),
+        ),
+    }
     if !s.ingested {
         line(
             "index",
             "empty: nothing ingested yet (run `ragtrail ingest`)".into(),
         );
     } else {
-        line("documents", s.documents.to_string());
+        let scope = match &s.scope {
+            Scope::AllTenants => "all tenants".to_string(),
+            Scope::Access { tenant, roles } if roles.is_empty() => {
+                format!("visible to tenant {tenant}, no roles; --all-tenants counts every tenant")
+            }
+            Scope::Access { tenant, roles } => format!(
+                "visible to tenant {tenant}, roles {}; --all-tenants counts every tenant",
+                roles.join(", ")
+            ),
+        };
+        line("documents", format!("{} ({scope})", s.documents));
         line("chunks", s.chunks.to_string());
+        for t in s.tenants.iter().flatten() {
+            line(
+                &format!("  tenant {}", t.tenant),
+                format!(
+                    "{} document{}, {} chunk{}",
+                    t.documents,
+                    if t.documents == 1 { "" } else { "s" },
+                    t.chunks,
+                    if t.chunks == 1 { "" } else { "s" }
+                ),
+            );
+        }
         let age = s.age_seconds.map(human_age).unwrap_or_default();
         line(
             "index updated",
@@ -187,6 +373,26 @@ fn render(s: &Status) -> String {
                 .map(describe)
                 .unwrap_or_else(|| "none (no vectors stored)".into()),
         );
+    }
+    if let Some(runs) = &s.ingest_runs {
+        let mut text = match runs.running {
+            0 => "none running".to_string(),
+            n => format!("{n} running now"),
+        };
+        if runs.abandoned > 0 {
+            text.push_str(&format!(
+                "; {} abandoned (stopped before committing: killed or crashed; the next ingest redoes their work)",
+                runs.abandoned
+            ));
+        }
+        if !runs.marked_now.is_empty() {
+            let ids: Vec<String> = runs.marked_now.iter().map(i64::to_string).collect();
+            text.push_str(&format!(
+                "; marked abandoned just now: run {}",
+                ids.join(", ")
+            ));
+        }
+        line("ingest runs", text);
     }
     match (&s.configured_embedder, &s.configured_embedder_error) {
         (Some(info), _) => line("configured embedder", describe(info)),

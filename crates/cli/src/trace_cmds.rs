@@ -21,7 +21,8 @@ use ragtrail::trace::{
 pub struct ReplayArgs {
     /// The trace file (`traces/<time>-<runId>.jsonl`).
     pub trace: PathBuf,
-    /// Print the comparison as JSON.
+    /// Print the comparison as one JSON object (with `--live`, the re-plan is its `live` field:
+    /// planner, trace, rounds side by side, recordedStatus, liveStatus).
     #[arg(long)]
     pub json: bool,
     /// Also re-plan the recorded question with the configured planner (writes a new trace) and
@@ -110,64 +111,125 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     ragtrail::review::check_access(&file, &caller)?;
     let engine = open_ready_engine(global)?;
     let report = replay(&engine, &file, &caller)?;
+    let live = if args.live {
+        Some(live_replan(global, &engine, &file, &caller, &report)?)
+    } else {
+        None
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        // One JSON document on stdout: the replay report, with the re-plan under `live`.
+        let mut value = serde_json::to_value(&report)?;
+        if let (Some(live), Some(obj)) = (&live, value.as_object_mut()) {
+            obj.insert("live".into(), serde_json::to_value(live)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", replay_text(&report));
-    }
-    if args.live {
-        let started = run_started(&file).context("the trace has no run_started line")?;
-        let options: AgentRagOptions =
-            serde_json::from_value(started.options.clone()).unwrap_or_default();
-        let settings = RunSettings {
-            options,
-            access: caller.clone(),
-            today: started.today.clone(),
-            trace: Some(TraceSettings {
-                dir: global.trace_dir.clone(),
-                key: config::trace_key(),
-            }),
-            session: None,
-            conversation: None,
-        };
-        let mut planner = super::ask_cmd::choose_planner(None, &Default::default())?;
-        let live = agent::run(
-            &engine,
-            &mut *planner,
-            &started.question,
-            &settings,
-            &mut |_| {},
-        )?;
-        println!(
-            "\nlive re-plan ({}):",
-            planner_name(
-                planner.kind(),
-                &live.trace.as_ref().map(|t| t.path.display().to_string())
-            )
-        );
-        let recorded: Vec<Vec<String>> = report.rounds.iter().map(|r| r.keywords.clone()).collect();
-        for i in 0..recorded.len().max(live.rounds.len()) {
-            println!(
-                "  round {}: recorded [{}] | live [{}]",
-                i + 1,
-                recorded.get(i).map(|k| k.join(", ")).unwrap_or_default(),
-                live.rounds
-                    .get(i)
-                    .map(|r| r.keywords.join(", "))
-                    .unwrap_or_default()
-            );
+        if let Some(live) = &live {
+            print!("{}", live_text(live));
         }
-        let recorded_status = file.events().find_map(|e| match &e.body {
-            EventBody::RunFinished(f) => Some(format!("{:?}", f.status)),
-            _ => None,
-        });
-        println!(
-            "  status: recorded {} | live {:?}",
-            recorded_status.unwrap_or_default(),
-            live.status
-        );
     }
     Ok(ExitCode::from(if report.reproduced { 0 } else { 1 }))
+}
+
+/// `replay --live`: the recorded question planned again, now, beside the recorded run.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LiveReplan {
+    planner: String,
+    /// The new run's trace.
+    trace: Option<String>,
+    rounds: Vec<LiveRound>,
+    recorded_status: Option<ragtrail::trace::RunStatus>,
+    live_status: ragtrail::trace::RunStatus,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct LiveRound {
+    round: usize,
+    recorded: Option<Vec<String>>,
+    live: Option<Vec<String>>,
+}
+
+fn live_replan(
+    global: &GlobalArgs,
+    engine: &ragtrail::engine::Engine,
+    file: &ragtrail::trace::TraceFile,
+    caller: &ragtrail::access::AccessContext,
+    report: &ReplayReport,
+) -> anyhow::Result<LiveReplan> {
+    let started = run_started(file).context("the trace has no run_started line")?;
+    let options: AgentRagOptions =
+        serde_json::from_value(started.options.clone()).unwrap_or_default();
+    let settings = RunSettings {
+        options,
+        access: caller.clone(),
+        today: started.today.clone(),
+        trace: Some(TraceSettings {
+            dir: global.trace_dir.clone(),
+            key: config::trace_key(),
+        }),
+        session: None,
+        conversation: None,
+    };
+    let mut planner = super::ask_cmd::choose_planner(None, &Default::default())?;
+    let live = agent::run(
+        engine,
+        &mut *planner,
+        &started.question,
+        &settings,
+        &mut |_| {},
+    )?;
+    let recorded: Vec<Vec<String>> = report.rounds.iter().map(|r| r.keywords.clone()).collect();
+    let rounds = (0..recorded.len().max(live.rounds.len()))
+        .map(|i| LiveRound {
+            round: i + 1,
+            recorded: recorded.get(i).cloned(),
+            live: live.rounds.get(i).map(|r| r.keywords.clone()),
+        })
+        .collect();
+    let recorded_status = file.events().find_map(|e| match &e.body {
+        EventBody::RunFinished(f) => Some(f.status),
+        _ => None,
+    });
+    Ok(LiveReplan {
+        planner: planner.kind().to_string(),
+        trace: live.trace.as_ref().map(|t| t.path.display().to_string()),
+        rounds,
+        recorded_status,
+        live_status: live.status,
+    })
+}
+
+fn live_text(live: &LiveReplan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nlive re-plan ({}):",
+        planner_name(&live.planner, &live.trace)
+    );
+    for r in &live.rounds {
+        let _ = writeln!(
+            out,
+            "  round {}: recorded [{}] | live [{}]",
+            r.round,
+            r.recorded
+                .as_ref()
+                .map(|k| k.join(", "))
+                .unwrap_or_default(),
+            r.live.as_ref().map(|k| k.join(", ")).unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  status: recorded {} | live {:?}",
+        live.recorded_status
+            .as_ref()
+            .map(|s| format!("{s:?}"))
+            .unwrap_or_default(),
+        live.live_status
+    );
+    out
 }
 
 fn planner_name(kind: &str, trace: &Option<String>) -> String {

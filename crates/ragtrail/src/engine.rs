@@ -206,6 +206,10 @@ impl Engine {
         if !options.rebuild && !self.store.chunks().is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
+        // The index's writer lock first, held to the end: a second ingest running at the same
+        // time stops here with `IndexError::Busy`, before it writes a store generation of its
+        // own from what is by then an old view of the store.
+        let mut update = self.index.update()?;
         // Stamped before reading: a file edited during the scan then looks changed next time.
         let stamps = FolderStamps::of(root);
         let scan = knowledge::scan(root, &options.scan)?;
@@ -295,7 +299,6 @@ impl Engine {
             self.embedder.info(),
             Some(root.display().to_string()),
         )?;
-        let mut update = self.index.update()?;
         let to_index: Vec<&Chunk> = if options.rebuild {
             update.delete_all()?;
             next.chunks().iter().collect()

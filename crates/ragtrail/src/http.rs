@@ -9,7 +9,9 @@
 //! connection errors, timeouts, a body cut short, and the statuses 408, 409, 429 and 5xx. The
 //! delay before retry `n` (from 0) is `initial_backoff · 2ⁿ`, capped at `max_backoff`, less up to
 //! a quarter of jitter — unless the server says how long to wait with `retry-after-ms` or
-//! `Retry-After` (seconds or an HTTP date), which is honoured up to `max_retry_after`.
+//! `Retry-After` (seconds or an HTTP date), which is honoured up to `max_retry_after`. A longer
+//! wait, or one that outlasts the call's time budget, is not retried at all: the error says how
+//! long the server asked to wait and which bound that exceeds.
 //!
 //! Calls may share a time budget ([`JsonClient::post_json_before`]): an agent run gives all its
 //! chat requests one deadline, so retries and slow answers cannot stretch a run without bound.
@@ -39,7 +41,10 @@ pub struct RetryPolicy {
     /// Shorten each computed backoff by a random 0–25 %, so clients that failed together do not
     /// retry together.
     pub jitter: bool,
-    /// A server's `Retry-After` longer than this is not waited for: the computed backoff is used.
+    /// The longest `Retry-After` waited for. A server asking for longer (or for more than a
+    /// call's time budget leaves) is not retried: the call fails with
+    /// [`HttpError::RetryAfterTooLong`], since retrying sooner than asked only meets the same
+    /// refusal.
     pub max_retry_after: Duration,
     /// Time allowed to establish a connection.
     pub connect_timeout: Duration,
@@ -206,6 +211,19 @@ pub enum HttpError {
         attempts: u32,
         detail: String,
     },
+    #[error(
+        "the {purpose} endpoint {url} answered HTTP {status} and asked to wait {wait_secs} s before retrying, longer than {limit}; not retried{detail}"
+    )]
+    RetryAfterTooLong {
+        purpose: &'static str,
+        url: String,
+        status: u16,
+        /// The server's `Retry-After`, in whole seconds (rounded up).
+        wait_secs: u64,
+        /// Which bound it exceeds, e.g. `the 60 s this client waits for a server`.
+        limit: String,
+        detail: String,
+    },
     #[error("the time budget for the {purpose} endpoint {url} ran out ({attempts} attempts){last}")]
     Budget {
         purpose: &'static str,
@@ -240,7 +258,9 @@ impl HttpError {
             HttpError::Unauthorized { .. } => Some(401),
             HttpError::Forbidden { .. } => Some(403),
             HttpError::NotFound { .. } => Some(404),
-            HttpError::Status { status, .. } => Some(*status),
+            HttpError::Status { status, .. } | HttpError::RetryAfterTooLong { status, .. } => {
+                Some(*status)
+            }
             _ => None,
         }
     }
@@ -483,6 +503,22 @@ impl JsonClient {
                         return Err(failure);
                     }
                     let hint = retry_after(&headers, SystemTime::now());
+                    if retry < self.policy.max_retries
+                        && let Some(wait) = hint
+                        && let Some(limit) = self.wait_refused(wait, deadline)
+                    {
+                        return Err(HttpError::RetryAfterTooLong {
+                            purpose: self.settings.purpose,
+                            url: shown,
+                            status: status.as_u16(),
+                            wait_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+                            limit,
+                            detail: match failure {
+                                HttpError::Status { detail, .. } => detail,
+                                _ => String::new(),
+                            },
+                        });
+                    }
                     (self.policy.delay(retry, hint), failure)
                 }
                 Err(BodyRead::Transport(e)) => {
@@ -514,6 +550,24 @@ impl JsonClient {
             std::thread::sleep(wait);
             retry += 1;
         }
+    }
+
+    /// Why a server's requested wait is not honoured, if it is not: longer than the policy
+    /// waits for, or than the call's time budget leaves.
+    fn wait_refused(&self, wait: Duration, deadline: Option<Instant>) -> Option<String> {
+        if wait > self.policy.max_retry_after {
+            return Some(format!(
+                "the {} s this client waits for a server",
+                self.policy.max_retry_after.as_secs_f64()
+            ));
+        }
+        let left = deadline?.saturating_duration_since(Instant::now());
+        (wait >= left).then(|| {
+            format!(
+                "the {:.1} s left of this call's time budget",
+                left.as_secs_f64()
+            )
+        })
     }
 
     fn budget_error(&self, url: &str, attempts: u32, last: Option<&HttpError>) -> HttpError {

@@ -46,6 +46,10 @@ pub enum IndexError {
         "the BM25 index at {path} was built by an incompatible version of ragtrail; run `ragtrail ingest --rebuild`"
     )]
     Incompatible { path: String },
+    #[error(
+        "another ingest or reindex is writing the BM25 index at {path} right now; wait for it to finish, then try again (one process at a time may change a knowledge base)"
+    )]
+    Busy { path: String },
 }
 
 #[derive(Clone, Copy)]
@@ -203,7 +207,16 @@ impl Bm25Index {
         let writer = self
             .index
             .writer_with_num_threads(1, WRITER_HEAP_BYTES)
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| match e {
+                // Another process (or another writer of this one) holds tantivy's writer lock.
+                tantivy::TantivyError::LockFailure(
+                    tantivy::directory::error::LockError::LockBusy,
+                    _,
+                ) => IndexError::Busy {
+                    path: self.path.display().to_string(),
+                },
+                e => self.err(e),
+            })?;
         Ok(IndexUpdate {
             index: self,
             writer,

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::AccessContext;
+
 pub use crate::agent::conversation::{
     CachedSearch, Conversation, MAX_CACHED, MAX_TURNS, PriorTurn,
 };
@@ -16,6 +18,11 @@ pub use crate::agent::conversation::{
 #[serde(default, rename_all = "camelCase")]
 pub struct Session {
     pub id: String,
+    /// The access context the session was started under; only that context may resume it
+    /// (its earlier turns and cached searches are that tenant's). Absent in sessions written
+    /// before it was recorded: those count as the default context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessContext>,
     #[serde(flatten)]
     pub conversation: Conversation,
 }
@@ -40,6 +47,10 @@ pub enum SessionError {
     },
     #[error("session file {path} is corrupt: {message}")]
     Corrupt { path: String, message: String },
+    #[error(
+        "session {id} was started under another tenant or other roles, so its earlier turns cannot be continued here; start a new session (leave out --session), or resume it with the --tenant and --role it was started with"
+    )]
+    OtherAccess { id: String },
 }
 
 /// Sessions as JSON files under `<data dir>/sessions/`.
@@ -84,6 +95,27 @@ impl SessionStore {
                 path: path.display().to_string(),
                 source,
             }),
+        }
+    }
+
+    /// The session `id` for a caller with `access`: a new one if it does not exist yet, the
+    /// stored one if it was started under the same access context (roles compared as a set),
+    /// and [`SessionError::OtherAccess`] otherwise — another tenant's earlier turns would
+    /// carry its topic words into this caller's searches.
+    pub fn load_for(&self, id: &str, access: &AccessContext) -> Result<Session, SessionError> {
+        let mut session = self.load_or_new(id)?;
+        let started_under = match &session.access {
+            Some(a) => Some(AccessContext::new(a.tenant.clone(), a.roles.clone())),
+            None if session.conversation.turns.is_empty() => None,
+            None => Some(AccessContext::default()),
+        };
+        let caller = AccessContext::new(access.tenant.clone(), access.roles.clone());
+        match started_under {
+            Some(a) if a != caller => Err(SessionError::OtherAccess { id: id.to_string() }),
+            _ => {
+                session.access = Some(caller);
+                Ok(session)
+            }
         }
     }
 
@@ -155,7 +187,7 @@ pub fn ask(
     base: &crate::agent::RunSettings,
     on_event: &mut dyn FnMut(crate::agent::AgentEvent<'_>),
 ) -> Result<(crate::agent::AgentOutcome, u32), TurnError> {
-    let mut session = sessions.load_or_new(id)?;
+    let mut session = sessions.load_for(id, &base.access)?;
     let turn = session.conversation.next_turn();
     let shared = std::sync::Arc::new(std::sync::Mutex::new(std::mem::take(
         &mut session.conversation,

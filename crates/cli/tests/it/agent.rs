@@ -797,3 +797,93 @@ fn evidence_keeps_only_citations_that_pass_the_answer_checks() {
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     assert!(outcome.answer.is_none());
 }
+
+#[test]
+fn a_give_up_before_any_search_is_overridden_by_the_loop_for_any_planner() {
+    let (ws, engine) = workspace();
+    let mut planner = Scripted {
+        turns: vec![
+            Box::new(|_, _| {
+                vec![PlannerAction::GiveUp {
+                    reason: "too many options".into(),
+                }]
+            }),
+            Box::new(|_, _| {
+                vec![PlannerAction::GiveUp {
+                    reason: "no_relevant_hits: still nothing".into(),
+                }]
+            }),
+        ],
+        seen: Vec::new(),
+    };
+    let outcome = ws.ask(&engine, &mut planner, "高铁车费要什么电子发票？");
+    // One search of the question's own words, then the second give-up is accepted.
+    assert_eq!(outcome.rounds.len(), 1, "{:?}", outcome.rounds);
+    let round = &outcome.rounds[0];
+    assert!(
+        round.reason.starts_with(agent::GAVE_UP_BEFORE_SEARCHING)
+            && round.reason.contains("too many options"),
+        "{}",
+        round.reason
+    );
+    assert!(
+        round.keywords.iter().any(|k| k.contains("发票")),
+        "{:?}",
+        round.keywords
+    );
+    assert!(
+        round
+            .hits
+            .iter()
+            .any(|h| h.title_path.contains("铁路客票规定")),
+        "{:?}",
+        round.hits
+    );
+    // The planner saw those hits on its second turn.
+    assert!(
+        matches!(&planner.seen[1][0], Observation::Hits { round: 1, .. }),
+        "{:?}",
+        planner.seen[1]
+    );
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    let message = outcome.message.clone().unwrap_or_default();
+    assert!(!message.contains("No search was run"), "{message}");
+    assert!(message.contains("Keywords tried"), "{message}");
+    // The trace says the loop overrode the planner, and with which reason.
+    let file = trace::read_trace(&outcome.trace.as_ref().expect("trace").path).expect("read");
+    let overrides: Vec<Option<String>> = file
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::Search(s) => Some(s.overrode_give_up.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(overrides, [Some("too many options".to_string())]);
+    let (integrity, _) = trace::check_integrity(&outcome.trace.as_ref().expect("trace").path, None)
+        .expect("integrity");
+    assert_eq!(
+        integrity.verdict,
+        trace::Verdict::Clean,
+        "{:?}",
+        integrity.problems
+    );
+    drop(file);
+}
+
+#[test]
+fn a_give_up_without_anything_to_search_is_accepted() {
+    let (ws, engine) = workspace();
+    let mut planner = Scripted {
+        turns: vec![Box::new(|_, _| {
+            vec![PlannerAction::GiveUp {
+                reason: "nothing to search".into(),
+            }]
+        })],
+        seen: Vec::new(),
+    };
+    // Punctuation only: no word of the question is worth a search.
+    let outcome = ws.ask(&engine, &mut planner, "？？？");
+    assert!(outcome.rounds.is_empty());
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert_eq!(planner.seen.len(), 1);
+}

@@ -599,6 +599,55 @@ fn a_429_with_retry_after_is_waited_for_then_the_run_succeeds() {
 }
 
 #[test]
+fn a_retry_after_longer_than_the_client_waits_is_not_retried_and_says_why() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |_| {
+        error(429, "slow down", vec![("retry-after", "3600".to_string())])
+    });
+    let started = Instant::now();
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    // One request: retrying after the backoff would only meet the same refusal.
+    assert_eq!(server.requests().len(), 1, "not retried");
+    assert_eq!(outcome.status, RunStatus::Error);
+    for needle in [
+        "HTTP 429",
+        "asked to wait 3600 s",
+        "longer than the 10 s this client waits",
+        "not retried",
+        "slow down",
+    ] {
+        assert!(
+            outcome.reason.contains(needle),
+            "{needle}: {}",
+            outcome.reason
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_retry_after_beyond_the_run_budget_is_not_retried() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(
+        |url| {
+            let mut c = config(url);
+            c.run_budget = Some(Duration::from_secs(3));
+            c
+        },
+        |_| error(503, "busy", vec![("retry-after", "8".to_string())]),
+    );
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(server.requests().len(), 1, "not retried");
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert!(
+        outcome.reason.contains("asked to wait 8 s")
+            && outcome.reason.contains("left of this call's time budget"),
+        "{}",
+        outcome.reason
+    );
+}
+
+#[test]
 fn three_500s_end_the_run_with_a_clear_error_after_exactly_three_requests() {
     let (ws, engine) = small();
     let server = ScriptedLlm::start(config, |_| error(500, "upstream exploded", vec![]));
@@ -1115,4 +1164,136 @@ fn an_assistant_message_with_only_tool_calls_carries_empty_content() {
     let outcome = server.ask(&ws, &engine, "高铁票报销需要什么凭证？");
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     assert_eq!(server.requests().len(), 2);
+}
+
+/// `ragtrail ask ARGS QUESTION` on the bundled knowledge in `dir`, against `server` when given.
+fn ask_through_binary(
+    dir: &std::path::Path,
+    server: Option<&ChatServer>,
+    args: &[&str],
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+    cmd.current_dir(dir)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("RAGTRAIL_LLM_BASE_URL")
+        .env_remove("RAGTRAIL_LLM_API_KEY")
+        .env_remove("RAGTRAIL_LLM_MODEL")
+        .args(["--data-dir", "data", "--trace-dir", "traces", "--knowledge"])
+        .arg(repo_root().join("knowledge"))
+        .args(["ask", "--today", TODAY])
+        .args(args);
+    if let Some(server) = server {
+        cmd.env("RAGTRAIL_LLM_BASE_URL", &server.base_url)
+            .env("RAGTRAIL_LLM_API_KEY", KEY)
+            .env("RAGTRAIL_LLM_MODEL", MODEL);
+    }
+    cmd.arg("坐高铁出差，报销需要什么凭证？")
+        .output()
+        .expect("run ragtrail")
+}
+
+#[test]
+fn ask_reports_each_model_calls_usage_and_latency_and_a_total() {
+    // Search, then answer: two calls of 100 prompt + 20 completion tokens each.
+    let server = ChatServer::start(|reqs| {
+        let req = reqs.last().expect("req");
+        if req.hits().is_empty() {
+            calls(&[search("s", &["火车票", "报销"])])
+        } else {
+            answer_from_latest(req, "a").0
+        }
+    });
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = ask_through_binary(tmp.path(), Some(&server), &["--planner", "llm", "--json"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("--json output");
+    let calls = result["modelCalls"].as_array().expect("modelCalls");
+    assert_eq!(calls.len(), 2, "{result:#}");
+    for (i, call) in calls.iter().enumerate() {
+        assert_eq!(call["turn"], i as u64);
+        assert_eq!(call["promptTokens"], 100);
+        assert_eq!(call["completionTokens"], 20);
+        assert!(
+            call["latencyMs"].as_f64().expect("latencyMs") > 0.0,
+            "{call}"
+        );
+    }
+    let usage = &result["modelUsage"];
+    assert_eq!(usage["calls"], 2, "{usage}");
+    assert_eq!(usage["promptTokens"], 200, "{usage}");
+    assert_eq!(usage["completionTokens"], 40, "{usage}");
+    assert_eq!(usage["callsWithoutUsage"], 0, "{usage}");
+    let sum: f64 = calls.iter().filter_map(|c| c["latencyMs"].as_f64()).sum();
+    assert!((usage["latencyMs"].as_f64().expect("total") - sum).abs() < 1e-6);
+    // The trace carries the same figures per turn.
+    let trace_path = tmp.path().join(result["trace"].as_str().expect("trace"));
+    let turns: Vec<LlmTurn> = trace::read_trace(&trace_path)
+        .expect("read")
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::LlmTurn(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns.len(), 2);
+    for (turn, call) in turns.iter().zip(calls) {
+        assert_eq!(turn.usage.as_ref().map(|u| u.prompt_tokens), Some(100));
+        assert_eq!(Some(turn.latency_ms), call["latencyMs"].as_f64());
+    }
+    // Text: one line with the total.
+    let out = ask_through_binary(tmp.path(), Some(&server), &["--planner", "llm"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("模型："))
+        .unwrap_or_else(|| panic!("no total line: {stdout}"));
+    assert!(
+        line.starts_with("模型：2 次调用，提示 200 + 生成 40 个 token，") && line.ends_with(" 秒"),
+        "{line}"
+    );
+    // The offline planner calls no model: no line, no calls.
+    let out = ask_through_binary(tmp.path(), None, &["--planner", "offline"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!stdout.contains("模型："), "{stdout}");
+    let out = ask_through_binary(tmp.path(), None, &["--planner", "offline", "--json"]);
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(result["modelCalls"], json!([]));
+    assert_eq!(result["modelUsage"]["calls"], 0);
+}
+
+#[test]
+fn a_server_that_reports_no_usage_is_said_so_in_the_total() {
+    let server = ChatServer::start(|reqs| {
+        let req = reqs.last().expect("req");
+        let reply = if req.hits().is_empty() {
+            calls(&[search("s", &["火车票", "报销"])])
+        } else {
+            answer_from_latest(req, "a").0
+        };
+        match reply {
+            Reply::Json(mut body) => {
+                body.as_object_mut().expect("object").remove("usage");
+                Reply::Json(body)
+            }
+            other => other,
+        }
+    });
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = ask_through_binary(tmp.path(), Some(&server), &["--planner", "llm", "--json"]);
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(result["modelUsage"]["calls"], 2, "{result:#}");
+    assert_eq!(result["modelUsage"]["promptTokens"], Value::Null);
+    assert_eq!(result["modelUsage"]["callsWithoutUsage"], 2);
+    assert_eq!(result["modelCalls"][0]["promptTokens"], Value::Null);
+    let out = ask_through_binary(tmp.path(), Some(&server), &["--planner", "llm"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        stdout.contains("模型：2 次调用，服务器未报告 token 数，"),
+        "{stdout}"
+    );
 }

@@ -22,4 +22,5 @@ mod outcomes;
 mod postgres;
 mod real_llm;
 mod replay_audit;
+mod small_leaks;
 mod stale_knowledge;

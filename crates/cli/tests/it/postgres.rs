@@ -870,3 +870,141 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `ragtrail --data-dir DATA status --json` against `db`, with the hashing embedder.
+fn status_json(cwd: &Path, data: &str, db: &TestDb) -> serde_json::Value {
+    let out = crate::common::cli::ragtrail_with_env(
+        cwd,
+        &["--data-dir", data, "status", "--json"],
+        &[("DATABASE_URL", db.url.as_str())],
+    );
+    let (stdout, stderr) = crate::common::cli::text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn status_with_database_url_reports_postgresql_and_its_counts() {
+    let db = TestDb::new();
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    ws.write("hr/leave.md", LEAVE_EN);
+    let env = [("DATABASE_URL", db.url.as_str())];
+    let out = crate::common::cli::ragtrail_with_env(
+        ws.dir.path(),
+        &["--data-dir", "data", "ingest"],
+        &env,
+    );
+    assert!(out.status.success(), "{:?}", crate::common::cli::text(&out));
+    // A data dir of its own: the counts come from the database, not from files beside it.
+    let status = status_json(ws.dir.path(), "other-data", &db);
+    assert_eq!(status["backend"], "postgresql", "{status:#}");
+    assert_eq!(status["ingested"], true, "{status:#}");
+    assert_eq!(status["documents"], 2, "{status:#}");
+    let chunks = status["chunks"].as_u64().expect("chunks");
+    let pg = pg_engine(&ws.data(), &db);
+    assert_eq!(chunks as usize, pg.store().chunks().len());
+    assert!(chunks > 2);
+    assert_eq!(status["ingestRuns"]["running"], 0, "{status:#}");
+    let database = status["database"].as_str().expect("database");
+    assert!(database.contains(&db.name), "{database}");
+    let out = crate::common::cli::ragtrail_with_env(
+        ws.dir.path(),
+        &["--data-dir", "other-data", "status"],
+        &env,
+    );
+    let (stdout, _) = crate::common::cli::text(&out);
+    assert!(stdout.contains("postgresql at "), "{stdout}");
+    assert!(!stdout.contains("embedded"), "{stdout}");
+    assert!(
+        !stdout.contains("index empty") && !stdout.contains("nothing ingested"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("documents            2 (visible to tenant default"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_ingest_killed_mid_way_is_marked_abandoned_not_running_forever() {
+    let db = TestDb::new();
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    // An embeddings endpoint that takes connections and never answers: the ingest starts its
+    // run, then waits in its first embedding request until it is killed.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", silent.local_addr().expect("addr"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+    cmd.current_dir(ws.dir.path())
+        .args(["--data-dir", "data", "ingest"])
+        .env("DATABASE_URL", &db.url)
+        .env("RAGTRAIL_EMBEDDER", "http")
+        .env("RAGTRAIL_EMBED_BASE_URL", &url)
+        .env("RAGTRAIL_EMBED_MODEL", "silent")
+        .env("RAGTRAIL_EMBED_DIMS", "8")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn ingest");
+    let store = PgStore::connect(&db.url, PgSettings::default()).expect("connect");
+    let running = || {
+        scalar_i64(
+            &store,
+            "select count(*) from ingest_runs where status = 'running'",
+        )
+    };
+    let started = std::time::Instant::now();
+    while running() == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the ingest never started its run"
+        );
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "ingest ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Alive: its run is running, and status leaves it so.
+    let status = status_json(ws.dir.path(), "status-data", &db);
+    assert_eq!(status["ingestRuns"]["running"], 1, "{status:#}");
+    assert_eq!(status["ingestRuns"]["markedNow"], serde_json::json!([]));
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    // The server notices the closed connection within moments.
+    let started = std::time::Instant::now();
+    let status = loop {
+        let status = status_json(ws.dir.path(), "status-data", &db);
+        if status["ingestRuns"]["abandoned"] == 1 {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "still running after the kill: {status:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(status["ingestRuns"]["running"], 0, "{status:#}");
+    assert_eq!(
+        status["ingestRuns"]["markedNow"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        scalar_text(
+            &store,
+            "select status || ':' || (finished_at is not null)::text from ingest_runs"
+        ),
+        "abandoned:true"
+    );
+    // The next ingest (a working embedder) commits; the dead run stays abandoned.
+    let mut engine = pg_engine(&ws.data(), &db);
+    ws.ingest(&mut engine);
+    assert_eq!(
+        scalar_text(
+            &store,
+            "select string_agg(status, ',' order by id) from ingest_runs"
+        ),
+        "abandoned,committed"
+    );
+    drop(silent);
+}

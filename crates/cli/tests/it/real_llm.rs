@@ -347,7 +347,43 @@ fn ask_planner_llm_through_the_binary_completes_and_its_trace_replays() {
     for c in result["citations"].as_array().expect("citations") {
         assert!(hits.contains(c["chunkId"].as_str().expect("id")), "{c}");
     }
+    // Each model call with its cost: llama.cpp's server reports usage.
+    let calls = result["modelCalls"].as_array().expect("modelCalls");
+    assert!(!calls.is_empty(), "{result:#}");
+    for call in calls {
+        assert!(
+            call["latencyMs"].as_f64().expect("latencyMs") > 0.0,
+            "{call}"
+        );
+        assert!(
+            call["promptTokens"].as_u64().expect("promptTokens") > 0,
+            "{call}"
+        );
+        assert!(call["completionTokens"].as_u64().is_some(), "{call}");
+    }
+    let usage = &result["modelUsage"];
+    assert_eq!(usage["calls"].as_u64(), Some(calls.len() as u64), "{usage}");
+    let prompt_sum: u64 = calls
+        .iter()
+        .filter_map(|c| c["promptTokens"].as_u64())
+        .sum();
+    assert_eq!(usage["promptTokens"].as_u64(), Some(prompt_sum), "{usage}");
     let trace = root.join(result["trace"].as_str().expect("trace path"));
+    let turns: Vec<ragtrail::trace::LlmTurn> = ragtrail::trace::read_trace(&trace)
+        .expect("read")
+        .events()
+        .filter_map(|e| match &e.body {
+            ragtrail::trace::EventBody::LlmTurn(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns.len(), calls.len(), "one llm_turn per call");
+    for (turn, call) in turns.iter().zip(calls) {
+        assert_eq!(
+            turn.usage.as_ref().map(|u| u64::from(u.prompt_tokens)),
+            call["promptTokens"].as_u64()
+        );
+    }
     let engine = Engine::open(&root.join("data")).expect("open");
     check_trace(&engine, &trace, &AccessContext::default());
     drop(engine);

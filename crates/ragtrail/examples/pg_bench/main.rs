@@ -325,7 +325,8 @@ fn run(
     let space = store.ensure_space(&embedder.info(), false)?;
     // Load without the graph (as the first ingest does), then build it in one pass.
     let load = docs.len() - docs.len() / 50;
-    let run = store.begin_run(None, &space, false)?;
+    let lease = store.begin_run(None, &space, false)?;
+    let run = lease.id();
     let started = Instant::now();
     for ((doc, chunks), v) in docs.iter().zip(vectors).take(load) {
         store.write_document(Some(run), &space, doc, chunks, v)?;
@@ -342,6 +343,7 @@ fn run(
     }
     let live = started.elapsed();
     store.finish_run(run, &space, Default::default())?;
+    store.end_run(lease);
     let live_rows = total_rows - bulk_rows;
     store.block_on(sqlx::query("analyze").execute(store.pool()))?;
     println!();

@@ -9,7 +9,10 @@ pub mod llm;
 pub mod offline;
 mod options;
 mod planner;
+pub mod question_search;
 mod run;
+
+pub use run::GAVE_UP_BEFORE_SEARCHING;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,7 +22,7 @@ pub use citations::MAX_QUOTE_CHARS;
 pub use keywords::{
     KeywordError, MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
 };
-pub use options::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
+pub use options::{AgentRagOptions, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
 pub use planner::{
     ChunkTermSet, EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext,
     PlannerError, PlannerStep, ProposedCitation, RefusalReason, Usage,
@@ -90,6 +93,52 @@ pub struct FinalAnswer {
     pub unsourced: bool,
 }
 
+/// One planner turn that called a model, and what it cost (the same figures as its
+/// `llm_turn` trace event).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCall {
+    pub turn: u32,
+    /// Wall time of the turn: the request, its retries and reading the reply.
+    pub latency_ms: f64,
+    /// Tokens as the server reported them (`None`: it sent no `usage`).
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    pub retries: u32,
+}
+
+/// The model calls of a run added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelUsage {
+    pub calls: u32,
+    /// Sums over the calls that reported usage (`None`: none did).
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// Calls whose server reported no usage (their tokens are missing from the sums).
+    pub calls_without_usage: u32,
+    pub latency_ms: f64,
+}
+
+impl ModelUsage {
+    pub fn of(calls: &[ModelCall]) -> Self {
+        let sum = |pick: fn(&ModelCall) -> Option<u32>| {
+            calls
+                .iter()
+                .filter_map(pick)
+                .map(u64::from)
+                .reduce(|a, b| a + b)
+        };
+        Self {
+            calls: calls.len() as u32,
+            prompt_tokens: sum(|c| c.prompt_tokens),
+            completion_tokens: sum(|c| c.completion_tokens),
+            calls_without_usage: calls.iter().filter(|c| c.prompt_tokens.is_none()).count() as u32,
+            latency_ms: calls.iter().map(|c| c.latency_ms).sum(),
+        }
+    }
+}
+
 /// The result of a run, whatever its status.
 #[derive(Debug, Clone)]
 pub struct AgentOutcome {
@@ -103,6 +152,8 @@ pub struct AgentOutcome {
     pub message: Option<String>,
     pub rounds: Vec<RoundRecord>,
     pub keyword_sets_tried: Vec<Vec<String>>,
+    /// Each planner turn that called a model (empty for the offline planner).
+    pub model_calls: Vec<ModelCall>,
     pub trace: Option<FinishedTrace>,
 }
 

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use super::citations;
 use super::conversation::{CachedSearch, PriorTurn};
 use super::planner::{
-    Observation, Planner, PlannerAction, PlannerContext, PlannerStep, ProposedCitation,
-    RefusalReason,
+    EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerStep,
+    ProposedCitation, RefusalReason,
 };
 use super::{
     AgentError, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, Lookup, MAX_QUESTION_CHARS,
-    RoundRecord, RunSettings, normalized_set, validate_keywords,
+    ModelCall, RoundRecord, RunSettings, normalized_set, validate_keywords,
 };
 use crate::engine::{Engine, EngineError};
 use crate::search::sufficiency::Sufficiency;
@@ -24,6 +24,9 @@ use crate::trace::{
     AnswerEvent, Citation, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
     SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
 };
+
+/// Starts the reason of the search the loop ran instead of a give-up before any search.
+pub const GAVE_UP_BEFORE_SEARCHING: &str = "the planner gave up before any search";
 
 /// Writes trace events when a trace is configured.
 struct Recorder {
@@ -46,6 +49,8 @@ struct SearchAsked {
     reason: String,
     top_k: Option<u32>,
     query: Option<String>,
+    /// Why the planner gave up before any search, when the loop ran this search instead.
+    overrode_give_up: Option<String>,
 }
 
 pub(super) struct Finish {
@@ -85,6 +90,10 @@ pub(super) struct Run<'a> {
     keyword_sets_tried: Vec<Vec<String>>,
     /// Some answer of this run was refused for its citations.
     refused_any: bool,
+    /// A give-up before any search was turned into a search (done at most once).
+    overrode_give_up: bool,
+    /// The turns that called a model.
+    model_calls: Vec<ModelCall>,
 }
 
 impl<'a> Run<'a> {
@@ -148,6 +157,8 @@ impl<'a> Run<'a> {
             searched: HashMap::new(),
             keyword_sets_tried: Vec::new(),
             refused_any: false,
+            overrode_give_up: false,
+            model_calls: Vec::new(),
         })
     }
 
@@ -210,6 +221,16 @@ impl<'a> Run<'a> {
             latency_ms: latency.as_secs_f64() * 1e3,
             retries: step.retries,
         }))?;
+        // A planner that sends messages called a model this turn.
+        if step.message_count.is_some() {
+            self.model_calls.push(ModelCall {
+                turn,
+                latency_ms: latency.as_secs_f64() * 1e3,
+                prompt_tokens: step.usage.map(|u| u.prompt_tokens),
+                completion_tokens: step.usage.map(|u| u.completion_tokens),
+                retries: step.retries,
+            });
+        }
         Ok(())
     }
 
@@ -240,6 +261,7 @@ impl<'a> Run<'a> {
                             reason,
                             top_k,
                             query,
+                            overrode_give_up: None,
                         },
                         on_event,
                     )?;
@@ -251,11 +273,27 @@ impl<'a> Run<'a> {
                 PlannerAction::Evidence { reason, citations } => {
                     Some(self.evidence(reason, citations)?)
                 }
-                PlannerAction::GiveUp { reason } => Some(Finish {
-                    status: RunStatus::InsufficientEvidence,
-                    reason,
-                    answer: None,
-                }),
+                PlannerAction::GiveUp { reason } => match self.give_up_overridden(&reason) {
+                    Some(keywords) => {
+                        let why = format!(
+                            "{GAVE_UP_BEFORE_SEARCHING} ({reason}); the loop searched the question's own words"
+                        );
+                        let asked = SearchAsked {
+                            keywords,
+                            reason: why,
+                            top_k: None,
+                            query: Some(self.question.to_string()),
+                            overrode_give_up: Some(reason),
+                        };
+                        self.search_round(asked, on_event)?;
+                        None
+                    }
+                    None => Some(Finish {
+                        status: RunStatus::InsufficientEvidence,
+                        reason,
+                        answer: None,
+                    }),
+                },
                 PlannerAction::Reply { text } => Some(self.reply(text)?),
             };
             if finish.is_some() {
@@ -263,6 +301,20 @@ impl<'a> Run<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// The keywords to search instead of a give-up, when the give-up comes before any search
+    /// (once per run; the question's own words are always worth one search, whatever the
+    /// planner), or `None` to accept it.
+    fn give_up_overridden(&mut self, reason: &str) -> Option<Vec<String>> {
+        if !self.rounds.is_empty() || self.overrode_give_up || self.options.max_search_rounds == 0 {
+            return None;
+        }
+        let keywords =
+            super::question_search::question_keywords(self.question, &|t| self.lookup.doc_freq(t))?;
+        tracing::debug!(reason, "a give-up before any search was overridden");
+        self.overrode_give_up = true;
+        Some(keywords)
     }
 
     /// An action that could not be carried out: shown, and observed by the planner.
@@ -284,6 +336,7 @@ impl<'a> Run<'a> {
             reason,
             top_k,
             query,
+            overrode_give_up,
         } = asked;
         if self.rounds.len() as u32 >= self.options.max_search_rounds {
             let message = format!(
@@ -347,6 +400,7 @@ impl<'a> Run<'a> {
             repeated: false,
             cached: cached_from.map(|(_, r)| r),
             query: query.clone(),
+            overrode_give_up,
         }))?;
         let record = RoundRecord {
             round,
@@ -392,6 +446,7 @@ impl<'a> Run<'a> {
             repeated: true,
             cached: None,
             query: None,
+            overrode_give_up: None,
         }))?;
         self.observations.push(Observation::Repeated {
             keywords,
@@ -627,6 +682,7 @@ impl<'a> Run<'a> {
             message,
             rounds: self.rounds,
             keyword_sets_tried: self.keyword_sets_tried,
+            model_calls: self.model_calls,
             trace,
         })
     }

@@ -246,6 +246,16 @@ impl Engine {
         // Repair first: a crash between the last database commit and the index commit left
         // the index behind (or another process ingested since this one loaded).
         self.pg_repair_if_stale(progress)?;
+        // Runs of processes that died mid-way would otherwise stay `running` forever.
+        if let Some(pg) = self.backend.pg() {
+            let abandoned = pg.store.mark_abandoned_runs()?;
+            if !abandoned.is_empty() {
+                tracing::warn!(
+                    runs = ?abandoned,
+                    "earlier ingest runs stopped before committing (killed or crashed); marked abandoned, this run redoes their work"
+                );
+            }
+        }
         let info = self.embedder.info();
         let (space, active, start_version, other_format) = {
             let Some(pg) = self.backend.pg() else {
@@ -297,7 +307,7 @@ impl Engine {
                 // its space: finish that now (no-ops when done).
                 pg.store.ensure_hnsw_index(&space)?;
                 if space_switch {
-                    let run =
+                    let lease =
                         pg.store
                             .begin_run(Some(&root.display().to_string()), &space, false)?;
                     let counts = RunCounts {
@@ -305,7 +315,8 @@ impl Engine {
                         chunks: self.store.chunks().len(),
                         ..RunCounts::default()
                     };
-                    pg.store.finish_run(run, &space, counts)?;
+                    pg.store.finish_run(lease.id(), &space, counts)?;
+                    pg.store.end_run(lease);
                     self.catch_up(progress)?;
                 }
             }
@@ -317,9 +328,10 @@ impl Engine {
             // Bulk-load without the graph, then build it in one pass.
             pg.store.drop_hnsw_index(&space)?;
         }
-        let run = pg
+        let lease = pg
             .store
             .begin_run(Some(&root.display().to_string()), &space, rebuild)?;
+        let run = lease.id();
         let mut new_chunks: HashMap<&str, Vec<&Chunk>> = HashMap::new();
         for c in &scan.chunks {
             new_chunks.entry(c.source.as_str()).or_default().push(c);
@@ -388,6 +400,7 @@ impl Engine {
                 + total,
         };
         let end_version = pg.store.finish_run(run, &space, counts)?;
+        pg.store.end_run(lease);
         let contiguous = versions
             .iter()
             .enumerate()

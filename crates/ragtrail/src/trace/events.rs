@@ -219,6 +219,10 @@ pub struct SearchRound {
     /// (used by a semantic embedder; absent in traces written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
+    /// The planner gave up before any search, for this reason; the loop did not accept that
+    /// and ran this search of the question's own words instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrode_give_up: Option<String>,
 }
 
 /// The access filters both legs applied before ranking.

@@ -91,6 +91,7 @@ fn search(round: u32, hits: Vec<TracedHit>) -> EventBody {
         repeated: round > 1,
         cached: None,
         query: None,
+        overrode_give_up: None,
     })
 }
 

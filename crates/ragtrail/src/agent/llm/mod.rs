@@ -17,7 +17,6 @@
 
 pub mod context;
 pub mod prompt;
-pub mod question_search;
 pub mod tools;
 
 use std::collections::HashSet;
@@ -289,7 +288,9 @@ impl Planner for LlmPlanner {
                 .position(|a| matches!(a, PlannerAction::GiveUp { .. }))
                 .filter(|i| !searched_before(*i))
                 && let Some(keywords) =
-                    question_search::question_keywords(ctx.question, &|t| ctx.lookup.doc_freq(t))
+                    crate::agent::question_search::question_keywords(ctx.question, &|t| {
+                        ctx.lookup.doc_freq(t)
+                    })
                 && let PlannerAction::GiveUp { reason: why } = &actions[i]
             {
                 let why = why.strip_prefix("no_relevant_hits").unwrap_or(why);

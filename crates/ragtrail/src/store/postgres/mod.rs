@@ -40,6 +40,34 @@ use crate::access::AccessContext;
 use crate::embed::{EmbedderInfo, Marking};
 use crate::knowledge::{Chunk, DocStatus, Document};
 
+/// First key of the advisory locks that are ingest runs' leases (`pg_advisory_lock(NS, run)`),
+/// so they never meet another application's locks keyed by one number.
+const RUN_LEASE_NAMESPACE: i32 = 0x7274_6972;
+
+/// The second key of a run's lease (run ids wrap at 2³¹, far beyond any real count).
+fn lease_key(run: i64) -> i32 {
+    run as i32
+}
+
+/// A running ingest's claim on its `ingest_runs` row: see [`PgStore::begin_run`].
+pub struct RunLease {
+    id: i64,
+    conn: Option<PgConnection>,
+}
+
+impl RunLease {
+    /// The run's id in `ingest_runs`.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+impl std::fmt::Debug for RunLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLease").field("id", &self.id).finish()
+    }
+}
+
 /// The migrations of `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
@@ -526,23 +554,103 @@ impl PgStore {
         Ok(())
     }
 
-    /// Records the start of an ingest run.
+    /// Records the start of an ingest run and takes its lease: a connection of its own,
+    /// outside the pool, holding the run's advisory lock until [`PgStore::end_run`] (or until
+    /// the process dies and the server closes the connection). A `running` row whose lock
+    /// anyone can take is therefore a run that will never finish ([`PgStore::mark_abandoned_runs`]).
     pub fn begin_run(
         &self,
         knowledge_root: Option<&str>,
         space: &Space,
         rebuild: bool,
-    ) -> Result<i64, PgError> {
-        self.block_on(
-            sqlx::query_scalar(
+    ) -> Result<RunLease, PgError> {
+        self.block_on(async {
+            let mut conn = self.pool.acquire().await?.detach();
+            let id: i64 = sqlx::query_scalar(
                 "insert into ingest_runs (knowledge_root, space, rebuild) values ($1, $2, $3) returning id",
             )
             .bind(knowledge_root)
             .bind(space.id)
             .bind(rebuild)
-            .fetch_one(&self.pool),
-        )
-        .map_err(|e| self.err(e))
+            .fetch_one(&mut conn)
+            .await?;
+            sqlx::query("select pg_advisory_lock($1, $2)")
+                .bind(RUN_LEASE_NAMESPACE)
+                .bind(lease_key(id))
+                .execute(&mut conn)
+                .await?;
+            Ok(RunLease {
+                id,
+                conn: Some(conn),
+            })
+        })
+        .map_err(|e: sqlx::Error| self.err(e))
+    }
+
+    /// Gives a run's lease back (after [`PgStore::finish_run`], or when giving up on the run).
+    pub fn end_run(&self, mut lease: RunLease) {
+        if let Some(conn) = lease.conn.take() {
+            // Closing ends the session, which releases the lock.
+            let _ = self.block_on(conn.close());
+        }
+    }
+
+    /// Marks `running` ingest runs whose process is gone as `abandoned` (their lease's lock is
+    /// free: the server closed their connection), and returns the ids it marked. Cheap: one
+    /// query, plus one lock attempt per running row.
+    pub fn mark_abandoned_runs(&self) -> Result<Vec<i64>, PgError> {
+        self.block_on(async {
+            let mut conn = self.pool.acquire().await?;
+            let running: Vec<i64> = sqlx::query_scalar(
+                "select id from ingest_runs where status = 'running' order by id",
+            )
+            .fetch_all(&mut *conn)
+            .await?;
+            let mut marked = Vec::new();
+            for id in running {
+                let free: bool = sqlx::query_scalar("select pg_try_advisory_lock($1, $2)")
+                    .bind(RUN_LEASE_NAMESPACE)
+                    .bind(lease_key(id))
+                    .fetch_one(&mut *conn)
+                    .await?;
+                if !free {
+                    continue;
+                }
+                let updated = sqlx::query(
+                    "update ingest_runs set status = 'abandoned', finished_at = now()
+                     where id = $1 and status = 'running'",
+                )
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query("select pg_advisory_unlock($1, $2)")
+                    .bind(RUN_LEASE_NAMESPACE)
+                    .bind(lease_key(id))
+                    .execute(&mut *conn)
+                    .await?;
+                if updated.rows_affected() > 0 {
+                    marked.push(id);
+                }
+            }
+            Ok(marked)
+        })
+        .map_err(|e: sqlx::Error| self.err(e))
+    }
+
+    /// How many ingest runs are `running` (alive, after [`PgStore::mark_abandoned_runs`]) and
+    /// `abandoned`.
+    pub fn run_counts(&self) -> Result<(u64, u64), PgError> {
+        let (running, abandoned): (i64, i64) = self
+            .block_on(
+                sqlx::query_as(
+                    "select count(*) filter (where status = 'running'),
+                            count(*) filter (where status = 'abandoned')
+                     from ingest_runs",
+                )
+                .fetch_one(&self.pool),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok((running as u64, abandoned as u64))
     }
 
     /// Marks a run committed, makes its space the active one, and returns the data version

@@ -1,6 +1,8 @@
 //! The search made instead of a give-up before any search: the question's own words are
 //! always worth one search. A small model calls "no evidence" on its first turn ("too many
-//! options") as readily as a large one answers; the run must not end there.
+//! options") as readily as a large one answers; the run must not end there. The loop makes it
+//! for any planner; the LLM planner makes it itself too, so it can answer the model's give-up
+//! call with that search's hits.
 
 use std::collections::HashSet;
 
