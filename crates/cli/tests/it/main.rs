@@ -21,4 +21,6 @@ mod local_model;
 mod postgres;
 mod real_llm;
 mod replay_audit;
+mod review_ux;
+mod signed_traces;
 mod stale_knowledge;
