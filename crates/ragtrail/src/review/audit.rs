@@ -365,7 +365,11 @@ fn decision(finished: Option<&crate::trace::RunFinished>) -> Decision {
         Some(f) => Decision {
             status: f.status.name().to_string(),
             label: f.status.label().to_string(),
-            sufficient: f.status == RunStatus::Answered,
+            // One arm per status, so a new outcome has to say whether it is an answer.
+            sufficient: match f.status {
+                RunStatus::Answered => true,
+                RunStatus::InsufficientEvidence | RunStatus::Error | RunStatus::Unknown => false,
+            },
             reason: f.reason.clone(),
         },
         None => Decision {
