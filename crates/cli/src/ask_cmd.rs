@@ -141,8 +141,13 @@ pub fn run_settings(
     require_source: bool,
     today: Option<chrono::NaiveDate>,
     trace: bool,
-) -> RunSettings {
-    RunSettings {
+) -> anyhow::Result<RunSettings> {
+    let signer = if trace {
+        config::signing_key(&global.data_dir)?
+    } else {
+        None
+    };
+    Ok(RunSettings {
         options: AgentRagOptions {
             max_search_rounds: max_rounds,
             top_k_per_round: top_k,
@@ -156,10 +161,11 @@ pub fn run_settings(
         trace: trace.then(|| TraceSettings {
             dir: global.trace_dir.clone(),
             key: config::trace_key(),
+            signer,
         }),
         session: None,
         conversation: None,
-    }
+    })
 }
 
 pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
@@ -172,7 +178,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         !args.no_require_source,
         args.today,
         !args.no_trace,
-    );
+    )?;
     let json = args.json;
     let lang = Lang::of(&args.question);
     let mut show = |event: AgentEvent<'_>| {
@@ -222,6 +228,9 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
     } else {
         print!("{}", outcome_text(&outcome, lang));
+        if let Some(t) = &outcome.trace {
+            print!("{}", output::review_hint(global, &t.path));
+        }
     }
     Ok(ExitCode::from(match outcome.status {
         RunStatus::Answered => 0,
@@ -367,10 +376,7 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
         out.push('\n');
     }
     if let Some(t) = &o.trace {
-        let path = t.path.display();
-        out.push_str(&format!(
-            "\ntrace: {path}\nnext:  ragtrail replay {path}\n       ragtrail audit {path}\n"
-        ));
+        out.push_str(&format!("\ntrace: {}\n", t.path.display()));
     }
     out
 }

@@ -36,7 +36,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     drop(ask_cmd::choose_planner(args.planner, &args.llm)?);
     let engine = open_current_engine(global)?;
     let sessions = SessionStore::new(&global.data_dir);
-    let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true);
+    let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true)?;
     let mut id = args.session.clone().unwrap_or_else(SessionStore::new_id);
     // Checked before the first question: a session of another access context is refused.
     let resumed = sessions
@@ -86,10 +86,11 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
             },
             "/trace" => match last.as_ref().and_then(|o| o.trace.as_ref()) {
                 Some(t) => {
-                    let p = t.path.display();
-                    writeln!(
+                    write!(
                         out,
-                        "trace: {p}\n  ragtrail replay {p}\n  ragtrail audit {p}"
+                        "trace: {}\n{}",
+                        t.path.display(),
+                        super::output::review_hint(global, &t.path)
                     )?;
                 }
                 None => writeln!(out, "No turn yet.")?,

@@ -46,6 +46,41 @@ pub fn trace_key() -> Option<Vec<u8>> {
         .map(String::into_bytes)
 }
 
+/// File name of the operator's signing key inside the data directory.
+pub const SIGNING_KEY_FILE: &str = "signing-key";
+
+/// Where the operator's signing key lives: `RAGTRAIL_SIGNING_KEY` (a file path) when set, else
+/// `signing-key` in the data directory.
+pub fn signing_key_path(data_dir: &std::path::Path) -> std::path::PathBuf {
+    match std::env::var_os("RAGTRAIL_SIGNING_KEY").filter(|p| !p.is_empty()) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => data_dir.join(SIGNING_KEY_FILE),
+    }
+}
+
+/// The operator's signing key, if one was generated (`ragtrail keys generate`). A key named by
+/// `RAGTRAIL_SIGNING_KEY` must exist; the default file may be absent (runs are then unsigned).
+pub fn signing_key(
+    data_dir: &std::path::Path,
+) -> anyhow::Result<Option<std::sync::Arc<ragtrail::trace::SigningKey>>> {
+    let path = signing_key_path(data_dir);
+    let named = std::env::var_os("RAGTRAIL_SIGNING_KEY").is_some_and(|p| !p.is_empty());
+    if !named && !path.exists() {
+        return Ok(None);
+    }
+    let key = ragtrail::trace::SigningKey::read(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "{e}{}",
+            if named {
+                " (RAGTRAIL_SIGNING_KEY names it; `ragtrail keys generate` writes one there)"
+            } else {
+                ""
+            }
+        )
+    })?;
+    Ok(Some(std::sync::Arc::new(key)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -278,6 +278,8 @@ fn run_settings(global: &GlobalArgs, run: &RunArgs, traces: Option<PathBuf>) -> 
     settings.trace = traces.map(|dir| TraceSettings {
         dir,
         key: config::trace_key(),
+        // Evaluation traces are measurements, not records of answers given: left unsigned.
+        signer: None,
     });
     settings
 }

@@ -8,6 +8,7 @@ mod db_cmd;
 mod eval_cmd;
 mod output;
 mod search_cmd;
+mod sign_cmds;
 mod status_cmd;
 pub mod trace_cmds;
 
@@ -251,8 +252,19 @@ pub enum Command {
     /// and --role see it). A run of another access context shows its integrity only. Never
     /// calls a model. Exit status: 0 clean, 1 findings, 3 integrity failure.
     Audit(trace_cmds::AuditArgs),
-    /// List recent runs, newest first.
+    /// List recent runs, newest first (yours only: your --tenant, and roles you hold).
     Traces(trace_cmds::TracesArgs),
+    /// Check a trace as a third party: hash chain, ledger entry and the operator's signature,
+    /// with the public key only (no store, no secret).
+    ///
+    /// With --ledger-head (pinned earlier from `ragtrail ledger head`), also that the ledger
+    /// still holds that head, which shows runs removed from its end. Exit status: 0 verified,
+    /// 3 failed.
+    Verify(sign_cmds::VerifyArgs),
+    /// The operator's Ed25519 signing key: `keys generate`, `keys public`.
+    Keys(sign_cmds::KeysArgs),
+    /// The trace ledger: `ledger head` prints its last entry, to pin elsewhere.
+    Ledger(sign_cmds::LedgerArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
     Search(search_cmd::SearchArgs),
     /// Apply pending database migrations (needs DATABASE_URL).
@@ -347,6 +359,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
         Command::Audit(args) => trace_cmds::audit_cmd(&cli.global, &args),
         Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
+        Command::Verify(args) => sign_cmds::verify_cmd(&args),
+        Command::Keys(args) => sign_cmds::keys_cmd(&cli.global, &args),
+        Command::Ledger(args) => sign_cmds::ledger_cmd(&cli.global, &args),
         Command::Migrate => db_cmd::migrate(&cli.global),
         Command::Reindex => db_cmd::reindex(&cli.global),
         Command::Status(args) => status_cmd::run(&cli.global, &args),

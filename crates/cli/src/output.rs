@@ -92,6 +92,59 @@ pub fn knowledge_refresh_hint(c: &KnowledgeChanges, data_dir: &std::path::Path) 
     )
 }
 
+/// The global flags that chose the data, knowledge and trace directories and the access
+/// context, as they must be repeated for `replay`/`audit` to read the same knowledge base under
+/// the same access: ` --data-dir X --trace-dir Y`, each only when it is not the default.
+/// (`DATABASE_URL` is not repeated: it holds a password, and comes from the environment.)
+pub fn review_flags(global: &crate::GlobalArgs) -> String {
+    use crate::config::{DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
+    let mut out = String::new();
+    for (flag, value, default) in [
+        ("--data-dir", &global.data_dir, DEFAULT_DATA_DIR),
+        ("--knowledge", &global.knowledge, DEFAULT_KNOWLEDGE_DIR),
+        ("--trace-dir", &global.trace_dir, DEFAULT_TRACE_DIR),
+    ] {
+        if value.as_path() != std::path::Path::new(default) {
+            out.push_str(&format!(
+                " {flag} {}",
+                shell_word(&value.display().to_string())
+            ));
+        }
+    }
+    let access = crate::config::access_context(global.tenant.as_deref(), &global.roles);
+    if access.tenant != ragtrail::access::DEFAULT_TENANT {
+        out.push_str(&format!(" --tenant {}", shell_word(&access.tenant)));
+    }
+    if !access.roles.is_empty() {
+        out.push_str(&format!(" --role {}", shell_word(&access.roles.join(","))));
+    }
+    out
+}
+
+/// `s` quoted for a POSIX shell when it holds anything but safe characters.
+pub fn shell_word(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || "-_./:,=+@%".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// "1 round", "2 rounds": a count and its noun, singular for one.
+pub fn count(n: usize, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
+/// The `next:` lines after a traced run: replay and audit commands that read the same data.
+pub fn review_hint(global: &crate::GlobalArgs, trace: &std::path::Path) -> String {
+    let flags = review_flags(global);
+    let path = shell_word(&trace.display().to_string());
+    format!("next:  ragtrail{flags} replay {path}\n       ragtrail{flags} audit {path}\n")
+}
+
 /// A readable list of hits: rank, score, titlePath, sourceUri, then the snippet.
 pub fn hits_table(hits: &[SearchHit]) -> String {
     let mut out = String::new();

@@ -1,17 +1,19 @@
 //! `ragtrail replay`, `ragtrail audit` and `ragtrail traces`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::{GlobalArgs, open_ready_engine, output::terminal_safe};
+use super::output::{self, terminal_safe};
+use super::{GlobalArgs, open_ready_engine};
 use crate::config;
+use ragtrail::access::AccessContext;
 use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::review::audit::{AuditReport, audit};
-use ragtrail::review::replay::{ReplayReport, RoundVerdict, replay};
+use ragtrail::review::replay::{ReplayOptions, ReplayReport, RoundVerdict, replay_with};
 use ragtrail::trace::run_started;
 use ragtrail::trace::{
     EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with, read_trace,
@@ -19,10 +21,12 @@ use ragtrail::trace::{
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The trace file (`traces/<time>-<runId>.jsonl`).
-    pub trace: PathBuf,
+    /// The trace: a file (`traces/<time>-<runId>.jsonl`), a runId (or its first 8 or more
+    /// characters) in --trace-dir, or `last` for your newest run there.
+    pub trace: String,
     /// Print the comparison as one JSON object (with `--live`, the re-plan is its `live` field:
-    /// planner, trace, rounds side by side, recordedStatus, liveStatus).
+    /// planner, trace, rounds side by side, recordedStatus, liveStatus, recordedAnswer,
+    /// liveAnswer).
     #[arg(long)]
     pub json: bool,
     /// Also re-plan the recorded question with the configured planner (writes a new trace) and
@@ -34,6 +38,17 @@ pub struct ReplayArgs {
     /// what catches a trace rewritten whole.
     #[arg(long)]
     pub no_ledger: bool,
+    /// Compare even when the trace was recorded against another knowledge base (another data
+    /// directory or database) than the one opened now.
+    #[arg(long)]
+    pub force: bool,
+    /// What if: re-run every recorded keyword set with this fusion instead of the recorded one
+    /// (rrf, minmax:W, agree:W, bm25, vector) and show the hits gained, lost and moved.
+    #[arg(long, value_name = "FUSION")]
+    pub fusion: Option<ragtrail::search::fusion::Fusion>,
+    /// What if: re-run every recorded keyword set asking for N hits.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub top_k: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -45,8 +60,9 @@ pub enum AuditFormat {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The trace file (`traces/<time>-<runId>.jsonl`).
-    pub trace: PathBuf,
+    /// The trace: a file (`traces/<time>-<runId>.jsonl`), a runId (or its first 8 or more
+    /// characters) in --trace-dir, or `last` for your newest run there.
+    pub trace: String,
     /// Report format; Markdown is ready to paste into a ticket.
     #[arg(long, value_enum, default_value_t = AuditFormat::Text)]
     pub format: AuditFormat,
@@ -65,17 +81,134 @@ pub struct TracesArgs {
     /// How many runs to list.
     #[arg(long, short = 'n', default_value_t = 20)]
     pub limit: usize,
+    /// One JSON object per run, newest first, as a JSON array: runId, started, status,
+    /// reason, rounds, question, answer, tenant, roles, session, turn, trace.
+    #[arg(long)]
+    pub json: bool,
+    /// Only runs that ended so: answered, insufficient_evidence (or insufficient), error,
+    /// incomplete.
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<String>,
+    /// Only the turns of this conversation (`ask --session ID`, `chat`).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only runs started at or after this time: a date (2026-11-30, UTC midnight) or an RFC
+    /// 3339 time (2026-11-30T09:00:00Z).
+    #[arg(long, value_name = "TIME", value_parser = parse_since)]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| {
+            format!(
+                "`{s}` is neither a date (2026-11-30) nor an RFC 3339 time (2026-11-30T09:00:00Z)"
+            )
+        })
+}
+
+/// The trace files in `dir` (not the ledger), newest first (names start with the UTC time).
+fn trace_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "jsonl")
+                && p.file_name()
+                    .is_some_and(|n| n != ragtrail::trace::LEDGER_FILE_NAME)
+        })
+        .collect();
+    files.sort();
+    files.reverse();
+    Ok(files)
+}
+
+/// Whether `caller` may see a run recorded under `recorded`: same tenant, and every role of
+/// the run held by the caller (what `traces` lists and `last` picks from).
+fn visible_to(recorded: &AccessContext, caller: &AccessContext) -> bool {
+    recorded.tenant == caller.tenant && recorded.roles.iter().all(|r| caller.roles.contains(r))
+}
+
+/// The trace a `replay`/`audit` argument names: an existing file, `last` (the caller's newest
+/// run in --trace-dir), or a runId or its prefix (at least 8 characters) found there.
+pub fn resolve_trace(global: &GlobalArgs, arg: &str) -> anyhow::Result<PathBuf> {
+    let as_path = PathBuf::from(arg);
+    if as_path.is_file() {
+        return Ok(as_path);
+    }
+    let dir = &global.trace_dir;
+    let looks_like_id = arg.len() >= 8 && arg.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if arg != "last" && !looks_like_id {
+        anyhow::bail!(
+            "no trace file {arg}: give a trace file, a runId from `ragtrail traces`, or `last`"
+        );
+    }
+    let files = match trace_files(dir) {
+        Ok(files) => files,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "no trace {arg}: the trace directory {} does not exist (pass the --trace-dir the run was written to)",
+            dir.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    if arg == "last" {
+        let caller = config::access_context(global.tenant.as_deref(), &global.roles);
+        return files
+            .into_iter()
+            .find(|p| {
+                read_trace(p).ok().is_some_and(|f| {
+                    run_started(&f).is_some_and(|s| visible_to(&s.access, &caller))
+                })
+            })
+            .with_context(|| {
+                format!(
+                    "no run of yours in {} yet (tenant {}): run `ragtrail ask \"…\"` first",
+                    dir.display(),
+                    caller.tenant
+                )
+            });
+    }
+    let wanted = arg.to_ascii_lowercase();
+    let matching: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .and_then(|n| n.split_once('-'))
+                .is_some_and(|(_, id)| id.starts_with(&wanted))
+        })
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => anyhow::bail!("no trace of run {arg} in {}", dir.display()),
+        many => anyhow::bail!(
+            "{} traces in {} start with {arg}: give more of the runId",
+            many.len(),
+            dir.display()
+        ),
+    }
 }
 
 /// Reads a trace and checks its chain and ledger entry with the operator's trace key (replay and
 /// audit both start here).
 fn read_checked(
-    trace: &std::path::Path,
+    trace: &Path,
     no_ledger: bool,
 ) -> anyhow::Result<(Integrity, Option<ragtrail::trace::TraceFile>)> {
     let key = config::trace_key();
-    check_integrity_with(trace, key.as_deref(), ledger_policy(no_ledger))
-        .with_context(|| format!("reading {}", trace.display()))
+    // The trace error names the file already.
+    Ok(check_integrity_with(
+        trace,
+        key.as_deref(),
+        ledger_policy(no_ledger),
+    )?)
 }
 
 fn ledger_policy(no_ledger: bool) -> LedgerPolicy {
@@ -98,7 +231,8 @@ fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
 }
 
 pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
-    let (integrity, file) = read_checked(&args.trace, args.no_ledger)?;
+    let trace = resolve_trace(global, &args.trace)?;
+    let (integrity, file) = read_checked(&trace, args.no_ledger)?;
     if let Some(code) = integrity_or_exit(&integrity) {
         return Ok(code);
     }
@@ -110,7 +244,18 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     let caller = config::access_context(global.tenant.as_deref(), &global.roles);
     ragtrail::review::check_access(&file, &caller)?;
     let engine = open_ready_engine(global)?;
-    let report = replay(&engine, &file, &caller)?;
+    if let Err(mismatch) = ragtrail::review::check_knowledge_base(&file, &engine) {
+        if !args.force {
+            eprintln!("error: {mismatch}");
+            return Ok(ExitCode::from(super::EXIT_ERROR));
+        }
+        eprintln!("warning (--force): {mismatch}");
+    }
+    let options = ReplayOptions {
+        fusion: args.fusion,
+        top_k: args.top_k.map(|k| k as usize),
+    };
+    let report = replay_with(&engine, &file, &caller, &options)?;
     let live = if args.live {
         Some(live_replan(global, &engine, &file, &caller, &report)?)
     } else {
@@ -142,6 +287,9 @@ struct LiveReplan {
     rounds: Vec<LiveRound>,
     recorded_status: Option<ragtrail::trace::RunStatus>,
     live_status: ragtrail::trace::RunStatus,
+    /// The recorded run's last answer text (or refusal message), and the new run's.
+    recorded_answer: Option<String>,
+    live_answer: Option<String>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -155,7 +303,7 @@ fn live_replan(
     global: &GlobalArgs,
     engine: &ragtrail::engine::Engine,
     file: &ragtrail::trace::TraceFile,
-    caller: &ragtrail::access::AccessContext,
+    caller: &AccessContext,
     report: &ReplayReport,
 ) -> anyhow::Result<LiveReplan> {
     let started = run_started(file).context("the trace has no run_started line")?;
@@ -168,6 +316,7 @@ fn live_replan(
         trace: Some(TraceSettings {
             dir: global.trace_dir.clone(),
             key: config::trace_key(),
+            signer: config::signing_key(&global.data_dir)?,
         }),
         session: None,
         conversation: None,
@@ -192,12 +341,26 @@ fn live_replan(
         EventBody::RunFinished(f) => Some(f.status),
         _ => None,
     });
+    let recorded_answer = file
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::Answer(a) => Some(a.text.clone()),
+            _ => None,
+        })
+        .last();
+    let live_answer = live
+        .answer
+        .as_ref()
+        .map(|a| a.text.clone())
+        .or_else(|| live.message.clone());
     Ok(LiveReplan {
         planner: planner.kind().to_string(),
         trace: live.trace.as_ref().map(|t| t.path.display().to_string()),
         rounds,
         recorded_status,
         live_status: live.status,
+        recorded_answer,
+        live_answer,
     })
 }
 
@@ -222,13 +385,22 @@ fn live_text(live: &LiveReplan) -> String {
     }
     let _ = writeln!(
         out,
-        "  status: recorded {} | live {:?}",
+        "  status: recorded {} | live {}",
         live.recorded_status
-            .as_ref()
-            .map(|s| format!("{s:?}"))
-            .unwrap_or_default(),
-        live.live_status
+            .map(|s| s.label())
+            .unwrap_or("incomplete"),
+        live.live_status.label()
     );
+    for (side, answer) in [
+        ("recorded", &live.recorded_answer),
+        ("live", &live.live_answer),
+    ] {
+        let _ = writeln!(
+            out,
+            "  {side} answer:\n    {}",
+            terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
+        );
+    }
     out
 }
 
@@ -254,6 +426,29 @@ fn replay_text(r: &ReplayReport) -> String {
         r.access.tenant,
         r.access.roles.join(", ")
     );
+    if r.recorded_knowledge_base != r.current_knowledge_base
+        && !r.recorded_knowledge_base.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "compared against another knowledge base: recorded {}, now {}",
+            r.recorded_knowledge_base, r.current_knowledge_base
+        );
+    }
+    if let Some(cf) = &r.counterfactual {
+        let mut what = Vec::new();
+        if let Some(f) = &cf.fusion {
+            what.push(format!("fusion {f}"));
+        }
+        if let Some(k) = cf.top_k {
+            what.push(format!("topK {k}"));
+        }
+        let _ = writeln!(
+            out,
+            "what if: the recorded keywords searched again with {} (instead of what the run used)",
+            what.join(", ")
+        );
+    }
     for round in &r.rounds {
         let verdict = match round.verdict {
             RoundVerdict::Identical => "identical",
@@ -262,38 +457,86 @@ fn replay_text(r: &ReplayReport) -> String {
         };
         let _ = writeln!(
             out,
-            "round {} [{}]: {verdict} ({} hits then, {} now)",
+            "round {} [{}]: {verdict} ({} then, {} now)",
             round.round,
             terminal_safe(&round.keywords.join(", ")),
-            round.recorded.len(),
+            output::count(round.recorded.len(), "hit", "hits"),
             round.current.len()
         );
         if let Some(e) = &round.error {
             let _ = writeln!(out, "    error: {e}");
         }
-        for id in &round.missing {
-            let _ = writeln!(out, "    missing  {id}");
-        }
-        for id in &round.new {
-            let _ = writeln!(out, "    new      {id}");
-        }
         for d in &round.drift {
             let _ = writeln!(
                 out,
-                "    {:<8} {} {}",
+                "    {:<8} {}  ({})",
                 d.state,
-                d.chunk_id,
-                terminal_safe(&d.title_path)
+                terminal_safe(&d.title_path),
+                d.chunk_id
+            );
+            let _ = writeln!(out, "        was: {}", one_line(&d.recorded_text));
+            match &d.current_text {
+                Some(now) => {
+                    let _ = writeln!(out, "        now: {}", one_line(now));
+                }
+                None => {
+                    let _ = writeln!(out, "        now: (no longer in the knowledge base)");
+                }
+            }
+        }
+        for h in &round.missing {
+            let _ = writeln!(
+                out,
+                "    missing  #{} {}  ({})\n        was: {}",
+                h.rank,
+                terminal_safe(&h.title_path),
+                h.chunk_id,
+                one_line(&h.text)
             );
         }
+        for h in &round.new {
+            let _ = writeln!(
+                out,
+                "    new      #{} {}  ({})\n        now: {}",
+                h.rank,
+                terminal_safe(&h.title_path),
+                h.chunk_id,
+                one_line(&h.text)
+            );
+        }
+        for m in &round.moved {
+            let _ = writeln!(
+                out,
+                "    moved    #{} → #{} {}  ({})",
+                m.from,
+                m.to,
+                terminal_safe(&m.title_path),
+                m.chunk_id
+            );
+        }
+    }
+    let found = |f: &Option<ragtrail::review::replay::Found>| match f {
+        Some(f) => format!("round {} #{}", f.round, f.rank),
+        None => "not found".to_string(),
+    };
+    for (i, c) in r.citations.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "citation [{}] {}  ({}): recorded {}, now {}",
+            i + 1,
+            terminal_safe(&c.title_path),
+            c.chunk_id,
+            found(&c.recorded),
+            found(&c.now)
+        );
     }
     for d in &r.cited_drift {
         let _ = writeln!(
             out,
-            "cited chunk {} {}: {}",
-            d.chunk_id,
+            "cited chunk {}: {}  ({})",
             d.state,
-            terminal_safe(&d.title_path)
+            terminal_safe(&d.title_path),
+            d.chunk_id
         );
     }
     let _ = writeln!(
@@ -308,8 +551,17 @@ fn replay_text(r: &ReplayReport) -> String {
     out
 }
 
+/// A snippet on one line, terminal-safe, cut to a readable length.
+fn one_line(s: &str) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = ragtrail::text::truncate_chars(&flat, 200);
+    let more = if cut.len() < flat.len() { "…" } else { "" };
+    format!("{}{more}", terminal_safe(cut))
+}
+
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
-    let (integrity, file) = read_checked(&args.trace, args.no_ledger)?;
+    let trace = resolve_trace(global, &args.trace)?;
+    let (integrity, file) = read_checked(&trace, args.no_ledger)?;
     let format = if args.json {
         AuditFormat::Json
     } else {
@@ -328,7 +580,8 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
     } else {
         Some(open_ready_engine(global)?)
     };
-    let report = audit(&file, integrity, engine.as_ref(), &auditor);
+    let mut report = audit(&file, integrity, engine.as_ref(), &auditor);
+    report.trace = trace.display().to_string();
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),
@@ -341,12 +594,18 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
 pub fn audit_text(r: &AuditReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "audit of run {}", r.run_id);
-    let _ = writeln!(out, "question: {}", terminal_safe(&r.question));
-    let _ = writeln!(
-        out,
-        "planner: {}   date: {}   status: {} ({})",
-        r.planner, r.today, r.status, r.reason
-    );
+    for (name, value) in header(r) {
+        let _ = writeln!(out, "{name}: {}", terminal_safe(&value));
+    }
+    for t in &r.earlier_turns {
+        let _ = writeln!(
+            out,
+            "  turn {}: {}\n    answered: {}",
+            t.turn,
+            one_line(&t.question),
+            one_line(&t.answer)
+        );
+    }
     let _ = writeln!(out, "integrity: {}", r.integrity.status);
     for p in &r.integrity.problems {
         let _ = writeln!(out, "  {p}");
@@ -383,6 +642,33 @@ pub fn audit_text(r: &AuditReport) -> String {
         }
         let _ = writeln!(out, "    in the store now: {}", c.store_state);
     }
+    // Without a grounded answer the hits are the evidence there is: list them.
+    let list_hits = !r.decision.sufficient;
+    for round in &r.rounds {
+        let _ = writeln!(
+            out,
+            "round {} [{}]: {}, keywords covered {:.0}%{}",
+            round.round,
+            terminal_safe(&round.keywords.join(", ")),
+            output::count(round.hits, "hit", "hits"),
+            round.keyword_coverage * 100.0,
+            if round.cited { ", cited" } else { "" }
+        );
+        if list_hits {
+            for h in &round.hit_list {
+                let _ = writeln!(
+                    out,
+                    "    #{:<2} {:.4}  {}  ({})\n        {}",
+                    h.rank,
+                    h.score,
+                    terminal_safe(&h.title_path),
+                    h.chunk_id,
+                    one_line(&h.snippet)
+                );
+            }
+        }
+    }
+    let _ = writeln!(out, "decision: {}", decision_text(r));
     for f in &r.findings {
         let _ = writeln!(out, "finding: {f}");
     }
@@ -401,6 +687,76 @@ pub fn audit_text(r: &AuditReport) -> String {
     out
 }
 
+/// The header lines both audit formats show, in order.
+fn header(r: &AuditReport) -> Vec<(&'static str, String)> {
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "(not recorded)".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let mut lines = Vec::new();
+    if !r.trace.is_empty() {
+        lines.push(("trace", r.trace.clone()));
+    }
+    lines.push(("question", r.question.clone()));
+    lines.push((
+        "access",
+        format!(
+            "tenant {} roles [{}]",
+            r.access.tenant,
+            r.access.roles.join(", ")
+        ),
+    ));
+    lines.push((
+        "knowledge base",
+        format!(
+            "{} version {}",
+            or_unknown(&r.knowledge_base),
+            or_unknown(&r.knowledge_version)
+        ),
+    ));
+    lines.push((
+        "embedder",
+        if r.embedder.kind.is_empty() {
+            "(not recorded)".to_string()
+        } else {
+            r.embedder.describe()
+        },
+    ));
+    lines.push((
+        "planner",
+        match &r.model {
+            Some(m) => format!("{} (model {m})", r.planner),
+            None => r.planner.clone(),
+        },
+    ));
+    lines.push(("date", r.today.clone()));
+    if let Some(session) = &r.session_id {
+        lines.push((
+            "conversation",
+            format!(
+                "session {session}, turn {}, {}",
+                r.turn.unwrap_or(0),
+                output::count(r.earlier_turns.len(), "earlier turn", "earlier turns")
+            ),
+        ));
+    }
+    lines.push(("status", decision_text(r)));
+    lines
+}
+
+/// The run's verdict as one phrase: the status line and the line under the rounds both say it.
+fn decision_text(r: &AuditReport) -> String {
+    // An answered run's reason is `answered`: no need to say it twice.
+    if r.decision.reason.is_empty() || r.decision.reason == r.decision.status {
+        r.decision.label.clone()
+    } else {
+        format!("{} ({})", r.decision.label, r.decision.reason)
+    }
+}
+
 fn quote_state(v: Option<bool>) -> &'static str {
     match v {
         Some(true) => "verified in the chunk",
@@ -417,9 +773,22 @@ fn md(s: &str) -> String {
 pub fn audit_markdown(r: &AuditReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## Audit of run `{}`\n", r.run_id);
-    let _ = writeln!(out, "- **Question:** {}", md(&r.question));
-    let _ = writeln!(out, "- **Status:** {} ({})", r.status, r.reason);
-    let _ = writeln!(out, "- **Planner / date:** {} / {}", r.planner, r.today);
+    for (name, value) in header(r) {
+        let mut name = name.to_string();
+        if let Some(first) = name.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        let _ = writeln!(out, "- **{name}:** {}", md(&value));
+    }
+    for t in &r.earlier_turns {
+        let _ = writeln!(
+            out,
+            "  - turn {}: {} → {}",
+            t.turn,
+            md(&t.question),
+            md(&one_line(&t.answer))
+        );
+    }
     let _ = writeln!(out, "- **Integrity:** {}", r.integrity.status);
     for p in &r.integrity.problems {
         let _ = writeln!(out, "  - {}", md(p));
@@ -459,18 +828,39 @@ pub fn audit_markdown(r: &AuditReport) -> String {
     if !r.rounds.is_empty() {
         let _ = writeln!(
             out,
-            "\n### Rounds\n\n| round | keywords | hits | cited | sufficient |\n|---|---|---|---|---|"
+            "\n### Rounds\n\n| round | keywords | hits | cited | keywords covered |\n|---|---|---|---|---|"
         );
         for round in &r.rounds {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {:.0}% |",
                 round.round,
                 md(&round.keywords.join(", ")),
                 round.hits,
-                round.cited,
-                round.sufficient
+                if round.cited { "yes" } else { "no" },
+                round.keyword_coverage * 100.0
             );
+        }
+        let _ = writeln!(out, "\n**Decision:** {}", md(&decision_text(r)));
+        if !r.decision.sufficient {
+            let _ = writeln!(
+                out,
+                "\n### Hits shown to the planner\n\n| round | # | titlePath | chunk | score | snippet |\n|---|---|---|---|---|---|"
+            );
+            for round in &r.rounds {
+                for h in &round.hit_list {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | `{}` | {:.4} | {} |",
+                        round.round,
+                        h.rank,
+                        md(&h.title_path),
+                        h.chunk_id,
+                        h.score,
+                        md(&one_line(&h.snippet))
+                    );
+                }
+            }
         }
     }
     if !r.findings.is_empty() || !r.notes.is_empty() {
@@ -485,74 +875,172 @@ pub fn audit_markdown(r: &AuditReport) -> String {
     out
 }
 
+/// One run as `traces` lists it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TraceSummary {
+    run_id: String,
+    started: String,
+    /// `answered`, `insufficient_evidence`, `error`, or `incomplete`.
+    status: String,
+    /// The status for people, in text output.
+    #[serde(skip)]
+    label: &'static str,
+    reason: String,
+    rounds: u32,
+    question: String,
+    answer: String,
+    tenant: String,
+    roles: Vec<String>,
+    session: Option<String>,
+    turn: Option<u32>,
+    trace: String,
+}
+
+/// What `--status` accepts for each status name (the JSON name, and a shorter spelling).
+fn status_matches(wanted: &str, status: &str) -> bool {
+    let wanted = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+    wanted == status || (wanted == "insufficient" && status == "insufficient_evidence")
+}
+
 pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<ExitCode> {
     let dir = &global.trace_dir;
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension().is_some_and(|e| e == "jsonl")
-                    && p.file_name()
-                        .is_some_and(|n| n != ragtrail::trace::LEDGER_FILE_NAME)
-            })
-            .collect(),
+    let files = match trace_files(dir) {
+        Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!(
-                "No traces in {} yet: run `ragtrail ask \"…\"`.",
-                dir.display()
-            );
+            if args.json {
+                println!("[]");
+            } else {
+                println!(
+                    "No traces in {} yet: run `ragtrail ask \"…\"`.",
+                    dir.display()
+                );
+            }
             return Ok(ExitCode::SUCCESS);
         }
         Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
     };
-    files.sort();
-    files.reverse();
+    if let Some(wanted) = &args.status {
+        let known = [
+            "answered",
+            "insufficient_evidence",
+            "insufficient",
+            "error",
+            "incomplete",
+        ];
+        let normal = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+        if !known.contains(&normal.as_str()) {
+            anyhow::bail!(
+                "unknown --status {wanted}: use answered, insufficient_evidence, error or incomplete"
+            );
+        }
+    }
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
-    for path in files.into_iter().take(args.limit) {
+    let mut listed = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in files {
+        if listed.len() >= args.limit {
+            break;
+        }
         let Ok(file) = read_trace(&path) else {
-            println!("{}  (unreadable)", path.display());
+            unreadable.push(path);
             continue;
         };
         let Some(started) = run_started(&file) else {
             continue;
         };
         // Runs of another tenant, or made with roles this operator lacks, are not listed.
-        if started.access.tenant != access.tenant
-            || !started
-                .access
-                .roles
-                .iter()
-                .all(|r| access.roles.contains(r))
+        if !visible_to(&started.access, &access) {
+            continue;
+        }
+        let (status, label, reason, rounds) = file
+            .events()
+            .find_map(|e| match &e.body {
+                EventBody::RunFinished(f) => Some((
+                    f.status.name().to_string(),
+                    f.status.label(),
+                    f.reason.clone(),
+                    f.rounds,
+                )),
+                _ => None,
+            })
+            .unwrap_or_else(|| ("incomplete".to_string(), "incomplete", String::new(), 0));
+        let time = file.lines.first().map(|l| l.event.ts);
+        if args
+            .status
+            .as_deref()
+            .is_some_and(|w| !status_matches(w, &status))
+            || args
+                .session
+                .as_deref()
+                .is_some_and(|s| started.session_id.as_deref() != Some(s))
+            || args
+                .since
+                .is_some_and(|since| time.is_none_or(|t| t < since))
         {
             continue;
         }
-        let (status, rounds) = file
+        let answer = file
             .events()
-            .find_map(|e| match &e.body {
-                EventBody::RunFinished(f) => Some((format!("{:?}", f.status), f.rounds)),
+            .filter_map(|e| match &e.body {
+                EventBody::Answer(a) => Some(a.text.clone()),
                 _ => None,
             })
-            .unwrap_or_else(|| ("Incomplete".to_string(), 0));
-        let answer = file.events().filter_map(|e| match &e.body {
-            EventBody::Answer(a) => Some(a.text.clone()),
-            _ => None,
-        });
-        let answer = answer.last().unwrap_or_default();
-        let time = file
-            .lines
-            .first()
-            .map(|l| l.event.ts.format("%Y-%m-%d %H:%M").to_string())
+            .last()
             .unwrap_or_default();
+        listed.push(TraceSummary {
+            run_id: file.run_id().map(|u| u.to_string()).unwrap_or_default(),
+            started: time
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                .unwrap_or_default(),
+            status,
+            label,
+            reason,
+            rounds,
+            question: started.question.clone(),
+            answer,
+            tenant: started.access.tenant.clone(),
+            roles: started.access.roles.clone(),
+            session: started.session_id.clone(),
+            turn: started.turn,
+            trace: path.display().to_string(),
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if listed.is_empty() {
+        println!("No runs of yours in {} match.", dir.display());
+    }
+    for t in &listed {
+        let time = t.started.get(..16).unwrap_or(&t.started).replace('T', " ");
         println!(
-            "{time}  {status:<20} {rounds} rounds  {}\n    {}\n    {}",
-            terminal_safe(ragtrail::text::truncate_chars(&started.question, 60)),
+            "{time}  {:<22} {:<9} {}\n    {}\n    {}",
+            t.label,
+            output::count(t.rounds as usize, "round", "rounds"),
+            terminal_safe(ragtrail::text::truncate_chars(&t.question, 60)),
             terminal_safe(ragtrail::text::truncate_chars(
-                &answer.replace('\n', " "),
+                &t.answer.replace('\n', " "),
                 80
             )),
-            path.display()
+            t.trace
         );
     }
+    for path in unreadable {
+        eprintln!("warning: {} is not a readable trace", path.display());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_trace_read_error_names_the_os_error_once() {
+        let error = ragtrail::trace::read_trace(std::path::Path::new("/nonexistent/t.jsonl"))
+            .expect_err("no such file");
+        let shown = format!("{:#}", anyhow::Error::from(error));
+        assert_eq!(shown.matches("os error 2").count(), 1, "{shown}");
+        assert!(shown.starts_with("/nonexistent/t.jsonl: "), "{shown}");
+    }
 }

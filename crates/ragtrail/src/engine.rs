@@ -43,6 +43,32 @@ pub enum EngineError {
 /// The file under the data directory holding the knowledge folder's stamps at the last ingest.
 const STAMPS_FILE: &str = "knowledge-stamps.json";
 
+/// The file under the data directory holding the embedded knowledge base's id (a UUID written
+/// on first open), which traces record so replay can tell another knowledge base from an
+/// edited one.
+const KB_ID_FILE: &str = "knowledge-base-id";
+
+/// The embedded knowledge base's id in `data_dir`, created on first use. A data directory that
+/// cannot be written (a read-only copy) gets no id rather than failing to open: replay of such
+/// a copy only loses the "another knowledge base" check.
+fn load_or_create_kb_id(data_dir: &Path) -> String {
+    let path = data_dir.join(KB_ID_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let id = text.trim();
+        if !id.is_empty() {
+            return id.to_string();
+        }
+    }
+    let id = format!("kb-{}", uuid::Uuid::new_v4());
+    match std::fs::write(&path, format!("{id}\n")) {
+        Ok(()) => id,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot record the knowledge base id");
+            String::new()
+        }
+    }
+}
+
 /// [`Engine::knowledge_changes`] of the embedded store in `data_dir`, without opening it.
 pub fn knowledge_changes_in(data_dir: &Path) -> Option<KnowledgeChanges> {
     FolderStamps::load(&data_dir.join(STAMPS_FILE)).map(|s| s.changes())
@@ -89,6 +115,8 @@ pub struct Engine {
     /// Fusion, candidate window, boosts and thresholds of `searchDocs`.
     pub settings: SearchSettings,
     backend: Backend,
+    /// Which knowledge base this is (see [`Engine::knowledge_base_id`]).
+    kb_id: String,
 }
 
 /// Where the system of record lives.
@@ -141,6 +169,7 @@ impl Engine {
             embedder,
             settings,
             backend: Backend::Embedded,
+            kb_id: load_or_create_kb_id(data_dir),
         };
         let indexed = engine.index.committed_generation()?;
         if indexed.unwrap_or(0) != engine.store.generation() {
@@ -156,6 +185,23 @@ impl Engine {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// Which knowledge base this engine serves: a UUID kept in the embedded data directory, or
+    /// the database's `kb_state.kb_id`. Traces record it, so a replay against another knowledge
+    /// base (another data directory, another database) is told apart from drift in this one.
+    pub fn knowledge_base_id(&self) -> &str {
+        &self.kb_id
+    }
+
+    /// This knowledge base's data version (store generation, or the database's data version)
+    /// and chunk count, as traces record it: `gen-N:COUNT`.
+    pub fn knowledge_version(&self) -> String {
+        format!(
+            "gen-{}:{}",
+            self.store.generation(),
+            self.store.chunks().len()
+        )
     }
 
     pub fn store(&self) -> &ChunkStore {

@@ -22,5 +22,7 @@ mod outcomes;
 mod postgres;
 mod real_llm;
 mod replay_audit;
+mod review_ux;
+mod signed_traces;
 mod small_leaks;
 mod stale_knowledge;

@@ -44,6 +44,8 @@ pub struct TraceSettings {
     pub dir: PathBuf,
     /// Operator's secret: hashes become HMAC-SHA-256. Never written anywhere.
     pub key: Option<Vec<u8>>,
+    /// Operator's signing key: each finished run's ledger entry is signed with it.
+    pub signer: Option<std::sync::Arc<crate::trace::SigningKey>>,
 }
 
 /// Everything about a run that is not the question.

@@ -21,7 +21,7 @@ use crate::search::sufficiency::Sufficiency;
 use crate::search::{MAX_QUERY_CHARS, SearchRequest, SearchResponse};
 use crate::text::Lang;
 use crate::trace::{
-    AnswerEvent, Citation, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
+    AnswerEvent, Citation, EarlierTurn, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
     SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
 };
 
@@ -116,12 +116,19 @@ impl<'a> Run<'a> {
         let run_id = uuid::Uuid::now_v7();
         let mut recorder = Recorder {
             writer: match &settings.trace {
-                Some(t) => Some(TraceWriter::create(&t.dir, run_id, t.key.clone())?),
+                Some(t) => Some(
+                    TraceWriter::create(&t.dir, run_id, t.key.clone())?
+                        .with_signer(t.signer.clone()),
+                ),
                 None => None,
             },
         };
-        let store = engine.store();
-        let index_fingerprint = format!("gen-{}:{}", store.generation(), store.chunks().len());
+        let index_fingerprint = engine.knowledge_version();
+        let history: Vec<PriorTurn> = settings
+            .conversation
+            .as_ref()
+            .and_then(|c| c.lock().ok().map(|s| s.turns.clone()))
+            .unwrap_or_default();
         recorder.event(EventBody::RunStarted(RunStarted {
             question: question.to_string(),
             options: serde_json::to_value(options).unwrap_or_default(),
@@ -134,12 +141,17 @@ impl<'a> Run<'a> {
             today: settings.today.clone(),
             session_id: settings.session.as_ref().map(|s| s.0.clone()),
             turn: settings.session.as_ref().map(|s| s.1),
+            knowledge_base: engine.knowledge_base_id().to_string(),
+            earlier_turns: history
+                .iter()
+                .map(|t| EarlierTurn {
+                    turn: t.turn,
+                    question: t.question.clone(),
+                    answer: t.answer.clone(),
+                    trace: t.trace.clone(),
+                })
+                .collect(),
         }))?;
-        let history: Vec<PriorTurn> = settings
-            .conversation
-            .as_ref()
-            .and_then(|c| c.lock().ok().map(|s| s.turns.clone()))
-            .unwrap_or_default();
         Ok(Self {
             engine,
             settings,

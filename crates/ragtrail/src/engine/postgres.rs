@@ -98,6 +98,7 @@ impl Engine {
         let index = Bm25Index::open_or_create(&data_dir.join(INDEX_DIR))?;
         // The default fusion depends on whether the vector leg is lexical or semantic.
         let settings = SearchSettings::for_embedder(&embedder.info().kind);
+        let kb_id = store.kb_id().to_string();
         let mut engine = Self {
             data_dir: data_dir.to_path_buf(),
             store: ChunkStore::in_memory(StoreManifest::default(), Vec::new()),
@@ -109,6 +110,7 @@ impl Engine {
                 space: None,
                 last_run: None,
             })),
+            kb_id,
         };
         engine.catch_up(&mut |_| {})?;
         Ok(engine)

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::access::AccessContext;
+use crate::embed::EmbedderInfo;
 use crate::engine::Engine;
-use crate::trace::{EventBody, Integrity, RunStatus, TraceFile, run_started};
+use crate::trace::{EarlierTurn, EventBody, Integrity, RunStatus, TraceFile, run_started};
 
 /// Where a cited chunk was returned.
 #[derive(Debug, Clone, Serialize)]
@@ -38,30 +39,81 @@ pub struct CitationAudit {
     pub current_hash: Option<String>,
 }
 
+/// One hit of a round, as the planner was shown it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditHit {
+    /// 1-based position in the round's hits.
+    pub rank: usize,
+    pub chunk_id: String,
+    pub title_path: String,
+    pub score: f64,
+    pub snippet: String,
+}
+
 /// One search round, and whether its hits were used.
+///
+/// `searchDocs` judges each round on *its keywords* (`keyword_coverage`); the run's verdict
+/// ([`AuditReport::decision`]) is the planner's, about *the question* over every hit so far.
+/// They are different measures and may disagree (keywords the hits cover, a question word no
+/// chunk mentions), so the round says which one it carries instead of a bare "sufficient".
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoundAudit {
     pub round: u32,
     pub keywords: Vec<String>,
     pub reason: String,
+    /// How many hits the round returned (`hit_list` holds them).
     pub hits: usize,
     pub cited: bool,
+    /// Best single hit's IDF-weighted share of the round's keyword terms, 0..=1.
+    pub keyword_coverage: f64,
+    /// Whether that share met `searchDocs`' bar (about the keywords, not the question).
+    pub keywords_sufficient: bool,
+    pub hit_list: Vec<AuditHit>,
+}
+
+/// The run's verdict, from its `run_finished` line: the one place the audit's status line, its
+/// round table's last row and its JSON take it from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// `answered`, `insufficient_evidence`, `error`, or `incomplete` (no `run_finished`).
+    pub status: String,
+    /// The status for people (`insufficient evidence`).
+    pub label: String,
+    /// Whether the run found its evidence sufficient (it answered with citations).
     pub sufficient: bool,
+    /// Why the run ended, as it recorded it (`no_relevant_hits: …`, `round_limit`, …).
+    pub reason: String,
 }
 
 /// The audit of one trace.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditReport {
+    /// The trace file audited (set by the caller, which knows where it read it).
+    pub trace: String,
     pub run_id: String,
     pub question: String,
     pub today: String,
     pub planner: String,
+    /// The chat model of an LLM planner.
+    pub model: Option<String>,
     /// The access context the run was made under.
     pub access: AccessContext,
+    /// The knowledge base the run searched and its version then (`gen-N:COUNT`).
+    pub knowledge_base: String,
+    pub knowledge_version: String,
+    pub embedder: EmbedderInfo,
+    pub session_id: Option<String>,
+    pub turn: Option<u32>,
+    /// The conversation's earlier turns, as the planner was given them.
+    pub earlier_turns: Vec<EarlierTurn>,
     pub status: String,
     pub reason: String,
+    /// The run's verdict; `status` and `reason` are its fields, kept for older readers.
+    pub decision: Decision,
     pub answer: Option<String>,
     pub integrity: Integrity,
     pub citations: Vec<CitationAudit>,
@@ -97,13 +149,27 @@ fn withheld(
 ) -> AuditReport {
     let started = run_started(file);
     AuditReport {
+        trace: String::new(),
         run_id: file.run_id().map(|u| u.to_string()).unwrap_or_default(),
         question: WITHHELD.to_string(),
         today: started.map(|s| s.today.clone()).unwrap_or_default(),
         planner: started.map(|s| s.planner.clone()).unwrap_or_default(),
+        model: None,
         access: mismatch.recorded.clone(),
+        knowledge_base: String::new(),
+        knowledge_version: String::new(),
+        embedder: EmbedderInfo::default(),
+        session_id: None,
+        turn: None,
+        earlier_turns: Vec::new(),
         status: WITHHELD.to_string(),
         reason: WITHHELD.to_string(),
+        decision: Decision {
+            status: WITHHELD.to_string(),
+            label: WITHHELD.to_string(),
+            sufficient: false,
+            reason: WITHHELD.to_string(),
+        },
         answer: None,
         integrity,
         citations: Vec::new(),
@@ -141,7 +207,20 @@ pub fn audit(
                 reason: s.reason.clone(),
                 hits: s.hits.len(),
                 cited: false,
-                sufficient: s.sufficiency.sufficient,
+                keyword_coverage: s.sufficiency.coverage,
+                keywords_sufficient: s.sufficiency.sufficient,
+                hit_list: s
+                    .hits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| AuditHit {
+                        rank: i + 1,
+                        chunk_id: h.hit.chunk_id.clone(),
+                        title_path: h.hit.title_path.clone(),
+                        score: h.hit.score,
+                        snippet: h.hit.snippet.clone(),
+                    })
+                    .collect(),
             });
             for (i, h) in s.hits.iter().enumerate() {
                 recorded
@@ -243,14 +322,7 @@ pub fn audit(
             ));
         }
     }
-    let status = finished
-        .map(|f| {
-            serde_json::to_value(f.status)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default()
-        })
-        .unwrap_or_else(|| "incomplete".to_string());
+    let decision = decision(finished);
     match finished.map(|f| f.status) {
         Some(RunStatus::InsufficientEvidence) => {
             notes.push("the run ended with insufficient evidence: no grounded answer".to_string())
@@ -263,18 +335,57 @@ pub fn audit(
         findings.push("the run did not finish (no run_finished line)".to_string());
     }
     AuditReport {
+        trace: String::new(),
         run_id: file.run_id().map(|u| u.to_string()).unwrap_or_default(),
         question: started.map(|s| s.question.clone()).unwrap_or_default(),
         today: started.map(|s| s.today.clone()).unwrap_or_default(),
         planner: started.map(|s| s.planner.clone()).unwrap_or_default(),
+        model: started.and_then(|s| s.model.clone()),
         access: started.map(|s| s.access.clone()).unwrap_or_default(),
-        status,
-        reason: finished.map(|f| f.reason.clone()).unwrap_or_default(),
+        knowledge_base: started
+            .map(|s| s.knowledge_base.clone())
+            .unwrap_or_default(),
+        knowledge_version: started
+            .map(|s| s.index_fingerprint.clone())
+            .unwrap_or_default(),
+        embedder: started.map(|s| s.embedder.clone()).unwrap_or_default(),
+        session_id: started.and_then(|s| s.session_id.clone()),
+        turn: started.and_then(|s| s.turn),
+        earlier_turns: started.map(|s| s.earlier_turns.clone()).unwrap_or_default(),
+        status: decision.status.clone(),
+        reason: decision.reason.clone(),
+        decision,
         answer: final_answer.map(|a| a.text.clone()),
         integrity,
         citations,
         rounds,
         findings,
         notes,
+    }
+}
+
+/// The run's verdict from its `run_finished` line (none: the run did not finish).
+fn decision(finished: Option<&crate::trace::RunFinished>) -> Decision {
+    match finished {
+        Some(f) => Decision {
+            status: f.status.name().to_string(),
+            label: f.status.label().to_string(),
+            // One arm per status, so a new outcome has to say whether it is an answer.
+            sufficient: match f.status {
+                RunStatus::Answered => true,
+                // Passages to read are not an answer.
+                RunStatus::Evidence
+                | RunStatus::InsufficientEvidence
+                | RunStatus::Error
+                | RunStatus::Unknown => false,
+            },
+            reason: f.reason.clone(),
+        },
+        None => Decision {
+            status: "incomplete".to_string(),
+            label: "incomplete (the run did not finish)".to_string(),
+            sufficient: false,
+            reason: String::new(),
+        },
     }
 }

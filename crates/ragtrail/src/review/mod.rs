@@ -10,7 +10,9 @@ pub mod audit;
 pub mod replay;
 
 pub use audit::{AuditReport, audit};
-pub use replay::{ReplayReport, RoundVerdict, replay};
+pub use replay::{ReplayOptions, ReplayReport, RoundVerdict, replay, replay_with};
+
+use crate::engine::Engine;
 
 use crate::access::AccessContext;
 use crate::trace::{TraceFile, run_started};
@@ -42,6 +44,40 @@ pub fn check_access(file: &TraceFile, caller: &AccessContext) -> Result<(), Acce
         Err(AccessMismatch {
             recorded,
             caller: caller.clone(),
+        })
+    }
+}
+
+/// The trace was recorded against another knowledge base than the engine's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this run searched knowledge base {recorded}, and the data directory or database opened now \
+     is knowledge base {current}: replaying here would report every difference between two \
+     knowledge bases as drift. Pass the --data-dir (or DATABASE_URL) the run used, or --force \
+     to compare anyway"
+)]
+pub struct KnowledgeBaseMismatch {
+    pub recorded: String,
+    pub current: String,
+}
+
+/// Whether `engine` serves the knowledge base `file` was recorded against. A trace written
+/// before traces recorded it, or an engine without an id (a read-only data directory), passes:
+/// there is nothing to compare.
+pub fn check_knowledge_base(
+    file: &TraceFile,
+    engine: &Engine,
+) -> Result<(), KnowledgeBaseMismatch> {
+    let recorded = run_started(file)
+        .map(|s| s.knowledge_base.as_str())
+        .unwrap_or_default();
+    let current = engine.knowledge_base_id();
+    if recorded.is_empty() || current.is_empty() || recorded == current {
+        Ok(())
+    } else {
+        Err(KnowledgeBaseMismatch {
+            recorded: recorded.to_string(),
+            current: current.to_string(),
         })
     }
 }

@@ -8,12 +8,13 @@ use std::path::PathBuf;
 /// bad line does not hide what the rest of the file says.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    /// Reading or writing `path` failed.
-    #[error("{}: {source}", path.display())]
+    /// Reading or writing `path` failed. The message names the path and the OS error once; the
+    /// OS error is not also exposed as the source, or a report that prints the whole chain
+    /// (`{:#}`) would print it twice.
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Nothing to verify (a run that died before its first event leaves such a file).
     #[error("{}: the trace is empty", path.display())]
@@ -45,7 +46,7 @@ impl TraceError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         TraceError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

@@ -125,6 +125,10 @@ pub struct RunStarted {
     /// Identifies the index the run searched, so replay can tell when it changed.
     #[serde(default)]
     pub index_fingerprint: String,
+    /// Which knowledge base the run searched (`Engine::knowledge_base_id`), so replay against
+    /// another one is refused instead of reported as drift. Absent in traces before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub knowledge_base: String,
     /// Crate version that wrote the trace.
     #[serde(default)]
     pub version: String,
@@ -137,6 +141,23 @@ pub struct RunStarted {
     /// 1-based turn within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// The conversation's earlier turns as the planner was given them, so an audit shows what
+    /// a follow-up question was read against.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_turns: Vec<EarlierTurn>,
+}
+
+/// One earlier turn of the conversation, as recorded at the start of a later one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct EarlierTurn {
+    pub turn: u32,
+    pub question: String,
+    /// The grounded answer, or the insufficient-evidence message.
+    pub answer: String,
+    /// That turn's trace file, when it wrote one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// Which embedder produced the vectors the dense leg searched (the store records the same).
@@ -324,6 +345,31 @@ pub enum RunStatus {
     /// A status written by a newer version; read so such traces still verify, never written.
     #[serde(other)]
     Unknown,
+}
+
+impl RunStatus {
+    /// The status as people read it in text output (`insufficient evidence`, never the enum's
+    /// name); JSON output keeps the serialised name.
+    pub fn label(self) -> &'static str {
+        match self {
+            RunStatus::Answered => "answered",
+            RunStatus::Evidence => "evidence, not an answer",
+            RunStatus::InsufficientEvidence => "insufficient evidence",
+            RunStatus::Error => "error",
+            RunStatus::Unknown => "unknown (written by a newer ragtrail)",
+        }
+    }
+
+    /// The serialised name (`insufficient_evidence`), as JSON output and filters spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Answered => "answered",
+            RunStatus::Evidence => "evidence",
+            RunStatus::InsufficientEvidence => "insufficient_evidence",
+            RunStatus::Error => "error",
+            RunStatus::Unknown => "unknown",
+        }
+    }
 }
 
 fn is_false(b: &bool) -> bool {

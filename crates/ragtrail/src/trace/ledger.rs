@@ -10,11 +10,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::canonical::{ZERO_HASH, is_hash};
+use super::canonical::{ZERO_HASH, canonical_json, is_hash};
 use super::error::TraceError;
 use super::events::{TRACE_VERSION, ts_millis};
 use super::reader::{check_version, split_lines};
 use super::seal::{now_millis, open_private, seal};
+use super::sign::{SigningKey, entry_message, run_message};
 
 /// File name of the ledger inside the trace directory.
 pub const LEDGER_FILE_NAME: &str = "ledger.jsonl";
@@ -38,8 +39,33 @@ pub struct LedgerEntry {
     pub lines: u64,
     /// `hash` of the trace's `run_finished` line.
     pub final_hash: String,
+    /// Id of the operator key that signed this entry ([`super::sign`]); absent when unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// That key's signature of the run's final hash ([`super::sign::run_message`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_signature: Option<String>,
     pub prev_hash: String,
     pub hash: String,
+    /// That key's signature of this entry's `hash` ([`super::sign::entry_message`]), which
+    /// covers every other field; it is itself left out of the hash, as `hash` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// Name of the ledger key that holds an entry's signature (left out of what is hashed).
+pub(crate) const SIGNATURE_KEY: &str = "signature";
+
+/// A ledger line's value as its hash covers it: without its `signature`.
+pub(crate) fn unsigned(value: &Value) -> std::borrow::Cow<'_, Value> {
+    match value.as_object() {
+        Some(map) if map.contains_key(SIGNATURE_KEY) => {
+            let mut map = map.clone();
+            map.remove(SIGNATURE_KEY);
+            std::borrow::Cow::Owned(Value::Object(map))
+        }
+        _ => std::borrow::Cow::Borrowed(value),
+    }
 }
 
 /// One ledger entry as read: the raw value (hashed by verification) and the typed entry.
@@ -123,6 +149,7 @@ pub(crate) fn append_entry(
     lines: u64,
     final_hash: &str,
     key: Option<&[u8]>,
+    signer: Option<&SigningKey>,
 ) -> Result<LedgerEntry, TraceError> {
     let path = dir.join(LEDGER_FILE_NAME);
     let mut ledger = open_private(
@@ -146,11 +173,20 @@ pub(crate) fn append_entry(
         file: file.to_string(),
         lines,
         final_hash: final_hash.to_string(),
+        key_id: signer.map(|s| s.key_id().to_string()),
+        run_signature: signer.map(|s| s.sign(&run_message(run_id, final_hash))),
         prev_hash,
         hash: String::new(),
+        signature: None,
     };
     let value = serde_json::to_value(&entry).map_err(TraceError::Encode)?;
-    let (value, line, _) = seal(value, key)?;
+    let (mut value, mut line, hash) = seal(value, key)?;
+    if let (Some(signer), Some(map)) = (signer, value.as_object_mut()) {
+        let signature = signer.sign(&entry_message(&hash));
+        map.insert(SIGNATURE_KEY.to_string(), Value::String(signature));
+        line = canonical_json(&value);
+        line.push('\n');
+    }
     let entry: LedgerEntry = serde_json::from_value(value).map_err(TraceError::Encode)?;
     let mut bytes = Vec::with_capacity(line.len() + 1);
     if !tail.ends_with_newline {

@@ -51,6 +51,8 @@ fn run_started() -> EventBody {
         today: "2026-11-30".to_string(),
         session_id: None,
         turn: Some(1),
+        knowledge_base: String::new(),
+        earlier_turns: Vec::new(),
     })
 }
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::canonical::{ZERO_HASH, event_hash};
 use super::error::TraceError;
 use super::events::EventBody;
-use super::ledger::{Ledger, ledger_path, read_ledger};
+use super::ledger::{Ledger, ledger_path, read_ledger, unsigned};
 use super::reader::TraceFile;
 
 /// What is wrong with a line.
@@ -241,7 +241,7 @@ pub fn verify_ledger(ledger: &Ledger, key: Option<&[u8]>) -> Option<ChainProblem
                 kind,
             })
         };
-        if let Some(kind) = hash_problem(&line.value, &entry.hash, key) {
+        if let Some(kind) = hash_problem(&unsigned(&line.value), &entry.hash, key) {
             return at(kind);
         }
         if entry.prev_hash != expected_prev {
@@ -302,7 +302,7 @@ pub fn check_ledger(
     let path = ledger_path(ledger);
     let ledger = match read_ledger(&path) {
         Ok(ledger) => ledger,
-        Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        Err(TraceError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(LedgerCheck::LedgerMissing);
         }
         Err(TraceError::Malformed { line, message }) => {

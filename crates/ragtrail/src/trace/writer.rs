@@ -4,6 +4,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::Utc;
 use uuid::Uuid;
@@ -15,6 +16,7 @@ use super::error::TraceError;
 use super::events::{EventBody, RunFinished, RunStatus, TRACE_VERSION, TraceEvent};
 use super::ledger;
 use super::seal::{now_millis, open_private, seal};
+use super::sign::SigningKey;
 
 /// The longest string a trace line keeps whole (a model's reply, a question); a longer one is
 /// cut, and the cut says how long it was and its SHA-256, so the trace stays bounded whatever
@@ -53,6 +55,8 @@ pub struct TraceWriter {
     file: File,
     run_id: Uuid,
     key: Option<Vec<u8>>,
+    /// The operator's signing key: when set, the ledger entry of the run is signed.
+    signer: Option<Arc<SigningKey>>,
     lines: u64,
     last_hash: String,
     poisoned: bool,
@@ -69,6 +73,8 @@ pub struct FinishedTrace {
     pub final_hash: String,
     /// `seq` of the ledger entry written for this run.
     pub ledger_seq: u64,
+    /// Id of the key that signed the run, when one did.
+    pub key_id: Option<String>,
 }
 
 impl fmt::Debug for TraceWriter {
@@ -78,6 +84,10 @@ impl fmt::Debug for TraceWriter {
             .field("path", &self.path)
             .field("run_id", &self.run_id)
             .field("keyed", &self.key.is_some())
+            .field(
+                "signed_by",
+                &self.signer.as_ref().map(|s| s.key_id().to_string()),
+            )
             .field("lines", &self.lines)
             .field("last_hash", &self.last_hash)
             .finish_non_exhaustive()
@@ -104,10 +114,18 @@ impl TraceWriter {
             file,
             run_id,
             key,
+            signer: None,
             lines: 0,
             last_hash: ZERO_HASH.to_string(),
             poisoned: false,
         })
+    }
+
+    /// Signs the run with `signer` when it finishes: the ledger entry carries the key id, a
+    /// signature of the run's final hash and one of the entry itself.
+    pub fn with_signer(mut self, signer: Option<Arc<SigningKey>>) -> Self {
+        self.signer = signer;
+        self
     }
 
     /// The trace file being written.
@@ -187,6 +205,7 @@ impl TraceWriter {
             total,
             &event.hash,
             self.key.as_deref(),
+            self.signer.as_deref(),
         )?;
         tracing::debug!(path = %self.path.display(), lines = total, "trace finished");
         Ok(FinishedTrace {
@@ -194,6 +213,7 @@ impl TraceWriter {
             lines: total,
             final_hash: event.hash,
             ledger_seq: entry.seq,
+            key_id: entry.key_id,
         })
     }
 

@@ -48,6 +48,7 @@ impl Workspace {
         s.trace = Some(TraceSettings {
             dir: self.dir.path().join("traces"),
             key: None,
+            signer: None,
         });
         s
     }
