@@ -278,6 +278,7 @@ fn run_settings(global: &GlobalArgs, run: &RunArgs, traces: Option<PathBuf>) -> 
     settings.trace = traces.map(|dir| TraceSettings {
         dir,
         key: config::trace_key(),
+        caller: None,
     });
     settings
 }

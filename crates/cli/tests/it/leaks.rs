@@ -45,6 +45,7 @@ fn run_as(ws: &Workspace, engine: &Engine, access: AccessContext, question: &str
         trace: Some(TraceSettings {
             dir: traces_dir(ws),
             key: None,
+            caller: None,
         }),
         session: None,
         conversation: None,

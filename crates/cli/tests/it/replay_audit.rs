@@ -29,6 +29,7 @@ fn recorded_run(key: Option<&[u8]>) -> (Workspace, Engine, PathBuf) {
         trace: Some(TraceSettings {
             dir: ws.dir.path().join("traces"),
             key: key.map(<[u8]>::to_vec),
+            caller: None,
         }),
         session: None,
         conversation: None,
@@ -420,6 +421,7 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
         trace: Some(TraceSettings {
             dir: ws.dir.path().join("traces"),
             key: None,
+            caller: None,
         }),
         session: None,
         conversation: None,

@@ -116,6 +116,7 @@ impl<'a> Run<'a> {
             today: settings.today.clone(),
             session_id: settings.session.as_ref().map(|s| s.0.clone()),
             turn: settings.session.as_ref().map(|s| s.1),
+            caller: settings.trace.as_ref().and_then(|t| t.caller.clone()),
         }))?;
         let history: Vec<PriorTurn> = settings
             .conversation

@@ -51,6 +51,7 @@ fn run_started() -> EventBody {
         today: "2026-11-30".to_string(),
         session_id: None,
         turn: Some(1),
+        caller: None,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod chat_server;
 pub mod cli;
 pub mod embed_server;
 pub mod pg;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +49,7 @@ impl Workspace {
         s.trace = Some(TraceSettings {
             dir: self.dir.path().join("traces"),
             key: None,
+            caller: None,
         });
         s
     }
