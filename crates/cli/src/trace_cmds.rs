@@ -12,10 +12,9 @@ use crate::config;
 use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::review::audit::{AuditReport, audit};
 use ragtrail::review::replay::{ReplayReport, RoundVerdict, replay};
+use ragtrail::review::runs::{ListedRun, list_runs};
 use ragtrail::trace::run_started;
-use ragtrail::trace::{
-    EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with, read_trace,
-};
+use ragtrail::trace::{EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -126,6 +125,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
             trace: Some(TraceSettings {
                 dir: global.trace_dir.clone(),
                 key: config::trace_key(),
+                caller: None,
             }),
             session: None,
             conversation: None,
@@ -347,94 +347,15 @@ fn quote_state(v: Option<bool>) -> &'static str {
     }
 }
 
-fn md(s: &str) -> String {
-    terminal_safe(s).replace('|', "\\|").replace('\n', " ")
-}
-
-/// The audit as Markdown, for a ticket.
-pub fn audit_markdown(r: &AuditReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "## Audit of run `{}`\n", r.run_id);
-    let _ = writeln!(out, "- **Question:** {}", md(&r.question));
-    let _ = writeln!(out, "- **Status:** {} ({})", r.status, r.reason);
-    let _ = writeln!(out, "- **Planner / date:** {} / {}", r.planner, r.today);
-    let _ = writeln!(out, "- **Integrity:** {}", r.integrity.status);
-    for p in &r.integrity.problems {
-        let _ = writeln!(out, "  - {}", md(p));
-    }
-    if let Some(a) = &r.answer {
-        let _ = writeln!(
-            out,
-            "\n### Answer\n\n> {}",
-            terminal_safe(a).replace('\n', "\n> ")
-        );
-    }
-    if !r.citations.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n### Evidence\n\n| # | chunk | titlePath | source | quote | surfaced (round: rank) | store |\n|---|---|---|---|---|---|---|"
-        );
-        for (i, c) in r.citations.iter().enumerate() {
-            let surfaced: Vec<String> = c
-                .surfaced
-                .iter()
-                .map(|s| format!("{}: {}", s.round, s.rank))
-                .collect();
-            let _ = writeln!(
-                out,
-                "| {} | `{}` | {} | {} | “{}” ({}) | {} | {} |",
-                i + 1,
-                c.chunk_id,
-                md(&c.title_path),
-                md(&c.source_uri),
-                md(&c.quote),
-                quote_state(c.quote_verified),
-                surfaced.join(", "),
-                c.store_state
-            );
-        }
-    }
-    if !r.rounds.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n### Rounds\n\n| round | keywords | hits | cited | sufficient |\n|---|---|---|---|---|"
-        );
-        for round in &r.rounds {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} |",
-                round.round,
-                md(&round.keywords.join(", ")),
-                round.hits,
-                round.cited,
-                round.sufficient
-            );
-        }
-    }
-    if !r.findings.is_empty() || !r.notes.is_empty() {
-        let _ = writeln!(out, "\n### Findings");
-        for f in &r.findings {
-            let _ = writeln!(out, "- **finding:** {}", md(f));
-        }
-        for n in &r.notes {
-            let _ = writeln!(out, "- note: {}", md(n));
-        }
-    }
-    out
-}
+/// The audit as Markdown, for a ticket (the engine renders it, so the server serves the same).
+pub use ragtrail::review::audit_markdown;
 
 pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<ExitCode> {
     let dir = &global.trace_dir;
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension().is_some_and(|e| e == "jsonl")
-                    && p.file_name()
-                        .is_some_and(|n| n != ragtrail::trace::LEDGER_FILE_NAME)
-            })
-            .collect(),
+    // Runs of another tenant, or made with roles this operator lacks, are not listed.
+    let access = config::access_context(global.tenant.as_deref(), &global.roles);
+    let runs = match list_runs(dir, &access, args.limit) {
+        Ok(runs) => runs,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             println!(
                 "No traces in {} yet: run `ragtrail ask \"…\"`.",
@@ -444,52 +365,31 @@ pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<Exit
         }
         Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
     };
-    files.sort();
-    files.reverse();
-    let access = config::access_context(global.tenant.as_deref(), &global.roles);
-    for path in files.into_iter().take(args.limit) {
-        let Ok(file) = read_trace(&path) else {
-            println!("{}  (unreadable)", path.display());
-            continue;
+    for run in runs {
+        let run = match run {
+            ListedRun::Run(run) => run,
+            ListedRun::Unreadable(path) => {
+                println!("{}  (unreadable)", path.display());
+                continue;
+            }
         };
-        let Some(started) = run_started(&file) else {
-            continue;
+        let status = match run.status {
+            Some(status) => format!("{status:?}"),
+            None => "Incomplete".to_string(),
         };
-        // Runs of another tenant, or made with roles this operator lacks, are not listed.
-        if started.access.tenant != access.tenant
-            || !started
-                .access
-                .roles
-                .iter()
-                .all(|r| access.roles.contains(r))
-        {
-            continue;
-        }
-        let (status, rounds) = file
-            .events()
-            .find_map(|e| match &e.body {
-                EventBody::RunFinished(f) => Some((format!("{:?}", f.status), f.rounds)),
-                _ => None,
-            })
-            .unwrap_or_else(|| ("Incomplete".to_string(), 0));
-        let answer = file.events().filter_map(|e| match &e.body {
-            EventBody::Answer(a) => Some(a.text.clone()),
-            _ => None,
-        });
-        let answer = answer.last().unwrap_or_default();
-        let time = file
-            .lines
-            .first()
-            .map(|l| l.event.ts.format("%Y-%m-%d %H:%M").to_string())
+        let time = run
+            .started
+            .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
             .unwrap_or_default();
         println!(
-            "{time}  {status:<20} {rounds} rounds  {}\n    {}\n    {}",
-            terminal_safe(ragtrail::text::truncate_chars(&started.question, 60)),
+            "{time}  {status:<20} {} rounds  {}\n    {}\n    {}",
+            run.rounds,
+            terminal_safe(ragtrail::text::truncate_chars(&run.question, 60)),
             terminal_safe(ragtrail::text::truncate_chars(
-                &answer.replace('\n', " "),
+                &run.answer.unwrap_or_default().replace('\n', " "),
                 80
             )),
-            path.display()
+            run.path.display()
         );
     }
     Ok(ExitCode::SUCCESS)

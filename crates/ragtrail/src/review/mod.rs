@@ -7,9 +7,12 @@
 //! not see is looked up as if it never existed.
 
 pub mod audit;
+mod markdown;
 pub mod replay;
+pub mod runs;
 
 pub use audit::{AuditReport, audit};
+pub use markdown::audit_markdown;
 pub use replay::{ReplayReport, RoundVerdict, replay};
 
 use crate::access::AccessContext;
