@@ -43,11 +43,7 @@ pub fn audit_markdown(r: &AuditReport) -> String {
         let _ = writeln!(out, "  - {}", md(p));
     }
     if let Some(a) = &r.answer {
-        let _ = writeln!(
-            out,
-            "\n### Answer\n\n> {}",
-            plain(a).replace('\n', "\n> ")
-        );
+        let _ = writeln!(out, "\n### Answer\n\n> {}", plain(a).replace('\n', "\n> "));
     }
     if !r.citations.is_empty() {
         let _ = writeln!(
@@ -102,4 +98,3 @@ pub fn audit_markdown(r: &AuditReport) -> String {
     }
     out
 }
-
