@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use super::output::{self, Lang};
 use super::{GlobalArgs, open_current_engine};
@@ -28,7 +27,7 @@ pub enum PlannerChoice {
 
 /// The chat endpoint of the LLM planner. The API key is read from `RAGTRAIL_LLM_API_KEY` (or
 /// `OPENAI_API_KEY`) only, never from a flag.
-#[derive(Debug, Default, Args)]
+#[derive(Debug, Default, Clone, Args)]
 #[command(next_help_heading = "Chat model")]
 pub struct LlmArgs {
     /// OpenAI-compatible chat endpoint, usually ending in /v1 [env: RAGTRAIL_LLM_BASE_URL, then
@@ -162,6 +161,7 @@ pub fn run_settings(
             dir: global.trace_dir.clone(),
             key: config::trace_key(),
             signer,
+            caller: None,
         }),
         session: None,
         conversation: None,
@@ -243,32 +243,9 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
 /// `ask`'s exit status when it gives passages as evidence instead of an answer.
 pub const EXIT_EVIDENCE: u8 = 4;
 
-fn status_name(status: &RunStatus) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
-
-/// The `--json` result object.
+/// The `--json` result object (the engine's, so the server's `/v1/ask` answers the same).
 pub fn outcome_json(o: &AgentOutcome) -> serde_json::Value {
-    json!({
-        "runId": o.run_id.to_string(),
-        "status": status_name(&o.status),
-        "reason": o.reason,
-        "answer": o.answer.as_ref().map(|a| a.text.clone()).or_else(|| o.message.clone()),
-        "citations": o.answer.as_ref().map(|a| a.citations.clone()).unwrap_or_default(),
-        "rounds": o.rounds.iter().map(|r| json!({
-            "round": r.round,
-            "keywords": r.keywords,
-            "reason": r.reason,
-            "hits": r.hits,
-            "sufficiency": r.sufficiency,
-        })).collect::<Vec<_>>(),
-        "modelCalls": o.model_calls,
-        "modelUsage": ModelUsage::of(&o.model_calls),
-        "trace": o.trace.as_ref().map(|t| t.path.display().to_string()),
-    })
+    o.to_json()
 }
 
 /// One line adding up the model calls, when a model was called: "model: 3 calls, 2431 prompt +

@@ -280,6 +280,7 @@ fn run_settings(global: &GlobalArgs, run: &RunArgs, traces: Option<PathBuf>) -> 
         key: config::trace_key(),
         // Evaluation traces are measurements, not records of answers given: left unsigned.
         signer: None,
+        caller: None,
     });
     settings
 }

@@ -8,6 +8,7 @@ mod db_cmd;
 mod eval_cmd;
 mod output;
 mod search_cmd;
+mod serve_cmd;
 mod sign_cmds;
 mod status_cmd;
 pub mod trace_cmds;
@@ -276,6 +277,17 @@ pub enum Command {
     Status(status_cmd::StatusArgs),
     /// Measure retrieval and agent quality: BEIR-format sets, golden questions, multi-hop sets.
     Eval(eval_cmd::EvalArgs),
+    /// Serve the HTTP API: /v1/search, /v1/ask, /v1/traces (and audit, replay), /healthz, /readyz.
+    ///
+    /// Every /v1 request needs `Authorization: Bearer <token>` (see `ragtrail tokens`); the
+    /// token alone decides the tenant and roles, and each run's trace records its name.
+    Serve(serve_cmd::ServeArgs),
+    /// Serve MCP over stdin/stdout: tools `searchDocs` and `ask`, each call traced.
+    ///
+    /// Access is the operator's (--tenant, --role), as for `ask`; no tool argument changes it.
+    Mcp(serve_cmd::McpArgs),
+    /// Make, list and revoke the bearer tokens of `ragtrail serve`.
+    Tokens(serve_cmd::TokensArgs),
 }
 
 #[derive(Debug, Args)]
@@ -366,6 +378,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reindex => db_cmd::reindex(&cli.global),
         Command::Status(args) => status_cmd::run(&cli.global, &args),
         Command::Eval(args) => eval_cmd::run(&cli.global, &args),
+        Command::Serve(args) => serve_cmd::serve(&cli.global, &args),
+        Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
+        Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
     }
 }
 

@@ -13,11 +13,12 @@ use crate::config;
 use ragtrail::access::AccessContext;
 use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
 use ragtrail::review::audit::{AuditReport, audit};
+pub use ragtrail::review::markdown::audit_markdown;
+use ragtrail::review::markdown::{decision_text, header, one_line, quote_state};
 use ragtrail::review::replay::{ReplayOptions, ReplayReport, RoundVerdict, replay_with};
-use ragtrail::trace::run_started;
-use ragtrail::trace::{
-    EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with, read_trace,
-};
+use ragtrail::review::runs::{ListedRun, RunSummary, list_runs, may_see, trace_files};
+use ragtrail::trace::{EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with};
+use ragtrail::trace::{read_trace, run_started};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -113,28 +114,6 @@ fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         })
 }
 
-/// The trace files in `dir` (not the ledger), newest first (names start with the UTC time).
-fn trace_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension().is_some_and(|e| e == "jsonl")
-                && p.file_name()
-                    .is_some_and(|n| n != ragtrail::trace::LEDGER_FILE_NAME)
-        })
-        .collect();
-    files.sort();
-    files.reverse();
-    Ok(files)
-}
-
-/// Whether `caller` may see a run recorded under `recorded`: same tenant, and every role of
-/// the run held by the caller (what `traces` lists and `last` picks from).
-fn visible_to(recorded: &AccessContext, caller: &AccessContext) -> bool {
-    recorded.tenant == caller.tenant && recorded.roles.iter().all(|r| caller.roles.contains(r))
-}
-
 /// The trace a `replay`/`audit` argument names: an existing file, `last` (the caller's newest
 /// run in --trace-dir), or a runId or its prefix (at least 8 characters) found there.
 pub fn resolve_trace(global: &GlobalArgs, arg: &str) -> anyhow::Result<PathBuf> {
@@ -162,9 +141,9 @@ pub fn resolve_trace(global: &GlobalArgs, arg: &str) -> anyhow::Result<PathBuf> 
         return files
             .into_iter()
             .find(|p| {
-                read_trace(p).ok().is_some_and(|f| {
-                    run_started(&f).is_some_and(|s| visible_to(&s.access, &caller))
-                })
+                read_trace(p)
+                    .ok()
+                    .is_some_and(|f| run_started(&f).is_some_and(|s| may_see(&s.access, &caller)))
             })
             .with_context(|| {
                 format!(
@@ -317,6 +296,7 @@ fn live_replan(
             dir: global.trace_dir.clone(),
             key: config::trace_key(),
             signer: config::signing_key(&global.data_dir)?,
+            caller: None,
         }),
         session: None,
         conversation: None,
@@ -551,14 +531,6 @@ fn replay_text(r: &ReplayReport) -> String {
     out
 }
 
-/// A snippet on one line, terminal-safe, cut to a readable length.
-fn one_line(s: &str) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let cut = ragtrail::text::truncate_chars(&flat, 200);
-    let more = if cut.len() < flat.len() { "…" } else { "" };
-    format!("{}{more}", terminal_safe(cut))
-}
-
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let trace = resolve_trace(global, &args.trace)?;
     let (integrity, file) = read_checked(&trace, args.no_ledger)?;
@@ -687,194 +659,6 @@ pub fn audit_text(r: &AuditReport) -> String {
     out
 }
 
-/// The header lines both audit formats show, in order.
-fn header(r: &AuditReport) -> Vec<(&'static str, String)> {
-    let or_unknown = |s: &str| {
-        if s.is_empty() {
-            "(not recorded)".to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    let mut lines = Vec::new();
-    if !r.trace.is_empty() {
-        lines.push(("trace", r.trace.clone()));
-    }
-    lines.push(("question", r.question.clone()));
-    lines.push((
-        "access",
-        format!(
-            "tenant {} roles [{}]",
-            r.access.tenant,
-            r.access.roles.join(", ")
-        ),
-    ));
-    lines.push((
-        "knowledge base",
-        format!(
-            "{} version {}",
-            or_unknown(&r.knowledge_base),
-            or_unknown(&r.knowledge_version)
-        ),
-    ));
-    lines.push((
-        "embedder",
-        if r.embedder.kind.is_empty() {
-            "(not recorded)".to_string()
-        } else {
-            r.embedder.describe()
-        },
-    ));
-    lines.push((
-        "planner",
-        match &r.model {
-            Some(m) => format!("{} (model {m})", r.planner),
-            None => r.planner.clone(),
-        },
-    ));
-    lines.push(("date", r.today.clone()));
-    if let Some(session) = &r.session_id {
-        lines.push((
-            "conversation",
-            format!(
-                "session {session}, turn {}, {}",
-                r.turn.unwrap_or(0),
-                output::count(r.earlier_turns.len(), "earlier turn", "earlier turns")
-            ),
-        ));
-    }
-    lines.push(("status", decision_text(r)));
-    lines
-}
-
-/// The run's verdict as one phrase: the status line and the line under the rounds both say it.
-fn decision_text(r: &AuditReport) -> String {
-    // An answered run's reason is `answered`: no need to say it twice.
-    if r.decision.reason.is_empty() || r.decision.reason == r.decision.status {
-        r.decision.label.clone()
-    } else {
-        format!("{} ({})", r.decision.label, r.decision.reason)
-    }
-}
-
-fn quote_state(v: Option<bool>) -> &'static str {
-    match v {
-        Some(true) => "verified in the chunk",
-        Some(false) => "NOT in the chunk",
-        None => "cannot be checked",
-    }
-}
-
-fn md(s: &str) -> String {
-    terminal_safe(s).replace('|', "\\|").replace('\n', " ")
-}
-
-/// The audit as Markdown, for a ticket.
-pub fn audit_markdown(r: &AuditReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "## Audit of run `{}`\n", r.run_id);
-    for (name, value) in header(r) {
-        let mut name = name.to_string();
-        if let Some(first) = name.get_mut(..1) {
-            first.make_ascii_uppercase();
-        }
-        let _ = writeln!(out, "- **{name}:** {}", md(&value));
-    }
-    for t in &r.earlier_turns {
-        let _ = writeln!(
-            out,
-            "  - turn {}: {} → {}",
-            t.turn,
-            md(&t.question),
-            md(&one_line(&t.answer))
-        );
-    }
-    let _ = writeln!(out, "- **Integrity:** {}", r.integrity.status);
-    for p in &r.integrity.problems {
-        let _ = writeln!(out, "  - {}", md(p));
-    }
-    if let Some(a) = &r.answer {
-        let _ = writeln!(
-            out,
-            "\n### Answer\n\n> {}",
-            terminal_safe(a).replace('\n', "\n> ")
-        );
-    }
-    if !r.citations.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n### Evidence\n\n| # | chunk | titlePath | source | quote | surfaced (round: rank) | store |\n|---|---|---|---|---|---|---|"
-        );
-        for (i, c) in r.citations.iter().enumerate() {
-            let surfaced: Vec<String> = c
-                .surfaced
-                .iter()
-                .map(|s| format!("{}: {}", s.round, s.rank))
-                .collect();
-            let _ = writeln!(
-                out,
-                "| {} | `{}` | {} | {} | “{}” ({}) | {} | {} |",
-                i + 1,
-                c.chunk_id,
-                md(&c.title_path),
-                md(&c.source_uri),
-                md(&c.quote),
-                quote_state(c.quote_verified),
-                surfaced.join(", "),
-                c.store_state
-            );
-        }
-    }
-    if !r.rounds.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n### Rounds\n\n| round | keywords | hits | cited | keywords covered |\n|---|---|---|---|---|"
-        );
-        for round in &r.rounds {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {:.0}% |",
-                round.round,
-                md(&round.keywords.join(", ")),
-                round.hits,
-                if round.cited { "yes" } else { "no" },
-                round.keyword_coverage * 100.0
-            );
-        }
-        let _ = writeln!(out, "\n**Decision:** {}", md(&decision_text(r)));
-        if !r.decision.sufficient {
-            let _ = writeln!(
-                out,
-                "\n### Hits shown to the planner\n\n| round | # | titlePath | chunk | score | snippet |\n|---|---|---|---|---|---|"
-            );
-            for round in &r.rounds {
-                for h in &round.hit_list {
-                    let _ = writeln!(
-                        out,
-                        "| {} | {} | {} | `{}` | {:.4} | {} |",
-                        round.round,
-                        h.rank,
-                        md(&h.title_path),
-                        h.chunk_id,
-                        h.score,
-                        md(&one_line(&h.snippet))
-                    );
-                }
-            }
-        }
-    }
-    if !r.findings.is_empty() || !r.notes.is_empty() {
-        let _ = writeln!(out, "\n### Findings");
-        for f in &r.findings {
-            let _ = writeln!(out, "- **finding:** {}", md(f));
-        }
-        for n in &r.notes {
-            let _ = writeln!(out, "- note: {}", md(n));
-        }
-    }
-    out
-}
-
 /// One run as `traces` lists it.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -905,8 +689,40 @@ fn status_matches(wanted: &str, status: &str) -> bool {
 
 pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<ExitCode> {
     let dir = &global.trace_dir;
-    let files = match trace_files(dir) {
-        Ok(files) => files,
+    if let Some(wanted) = &args.status {
+        let known = [
+            "answered",
+            "evidence",
+            "insufficient_evidence",
+            "insufficient",
+            "error",
+            "incomplete",
+        ];
+        let normal = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+        if !known.contains(&normal.as_str()) {
+            anyhow::bail!(
+                "unknown --status {wanted}: use answered, evidence, insufficient_evidence, error or incomplete"
+            );
+        }
+    }
+    let status_name = |r: &RunSummary| r.status.map_or("incomplete", |s| s.name());
+    let keep = |r: &RunSummary| {
+        !(args
+            .status
+            .as_deref()
+            .is_some_and(|w| !status_matches(w, status_name(r)))
+            || args
+                .session
+                .as_deref()
+                .is_some_and(|s| r.session_id.as_deref() != Some(s))
+            || args
+                .since
+                .is_some_and(|since| r.started.is_none_or(|t| t < since)))
+    };
+    // Runs of another tenant, or made with roles this operator lacks, are not listed.
+    let access = config::access_context(global.tenant.as_deref(), &global.roles);
+    let runs = match list_runs(dir, &access, args.limit, &keep) {
+        Ok(runs) => runs,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if args.json {
                 println!("[]");
@@ -920,90 +736,33 @@ pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<Exit
         }
         Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
     };
-    if let Some(wanted) = &args.status {
-        let known = [
-            "answered",
-            "insufficient_evidence",
-            "insufficient",
-            "error",
-            "incomplete",
-        ];
-        let normal = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
-        if !known.contains(&normal.as_str()) {
-            anyhow::bail!(
-                "unknown --status {wanted}: use answered, insufficient_evidence, error or incomplete"
-            );
-        }
-    }
-    let access = config::access_context(global.tenant.as_deref(), &global.roles);
     let mut listed = Vec::new();
     let mut unreadable = Vec::new();
-    for path in files {
-        if listed.len() >= args.limit {
-            break;
-        }
-        let Ok(file) = read_trace(&path) else {
-            unreadable.push(path);
-            continue;
+    for run in runs {
+        let run = match run {
+            ListedRun::Run(run) => run,
+            ListedRun::Unreadable(path) => {
+                unreadable.push(path);
+                continue;
+            }
         };
-        let Some(started) = run_started(&file) else {
-            continue;
-        };
-        // Runs of another tenant, or made with roles this operator lacks, are not listed.
-        if !visible_to(&started.access, &access) {
-            continue;
-        }
-        let (status, label, reason, rounds) = file
-            .events()
-            .find_map(|e| match &e.body {
-                EventBody::RunFinished(f) => Some((
-                    f.status.name().to_string(),
-                    f.status.label(),
-                    f.reason.clone(),
-                    f.rounds,
-                )),
-                _ => None,
-            })
-            .unwrap_or_else(|| ("incomplete".to_string(), "incomplete", String::new(), 0));
-        let time = file.lines.first().map(|l| l.event.ts);
-        if args
-            .status
-            .as_deref()
-            .is_some_and(|w| !status_matches(w, &status))
-            || args
-                .session
-                .as_deref()
-                .is_some_and(|s| started.session_id.as_deref() != Some(s))
-            || args
-                .since
-                .is_some_and(|since| time.is_none_or(|t| t < since))
-        {
-            continue;
-        }
-        let answer = file
-            .events()
-            .filter_map(|e| match &e.body {
-                EventBody::Answer(a) => Some(a.text.clone()),
-                _ => None,
-            })
-            .last()
-            .unwrap_or_default();
         listed.push(TraceSummary {
-            run_id: file.run_id().map(|u| u.to_string()).unwrap_or_default(),
-            started: time
+            run_id: run.run_id.to_string(),
+            started: run
+                .started
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
                 .unwrap_or_default(),
-            status,
-            label,
-            reason,
-            rounds,
-            question: started.question.clone(),
-            answer,
-            tenant: started.access.tenant.clone(),
-            roles: started.access.roles.clone(),
-            session: started.session_id.clone(),
-            turn: started.turn,
-            trace: path.display().to_string(),
+            status: status_name(&run).to_string(),
+            label: run.status.map_or("incomplete", |s| s.label()),
+            reason: run.reason.clone(),
+            rounds: run.rounds,
+            question: run.question.clone(),
+            answer: run.answer.clone().unwrap_or_default(),
+            tenant: run.access.tenant.clone(),
+            roles: run.access.roles.clone(),
+            session: run.session_id.clone(),
+            turn: run.turn,
+            trace: run.path.display().to_string(),
         });
     }
     if args.json {

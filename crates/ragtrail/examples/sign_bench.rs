@@ -62,6 +62,7 @@ fn write_run(dir: &std::path::Path, signer: Option<Arc<SigningKey>>) -> (f64, st
         turn: None,
         knowledge_base: "kb-bench".into(),
         earlier_turns: Vec::new(),
+        caller: None,
     }))
     .expect("append");
     for round in 1..=2 {

@@ -46,6 +46,7 @@ fn run_as(ws: &Workspace, engine: &Engine, access: AccessContext, question: &str
             dir: traces_dir(ws),
             key: None,
             signer: None,
+            caller: None,
         }),
         session: None,
         conversation: None,

@@ -46,6 +46,9 @@ pub struct TraceSettings {
     pub key: Option<Vec<u8>>,
     /// Operator's signing key: each finished run's ledger entry is signed with it.
     pub signer: Option<std::sync::Arc<crate::trace::SigningKey>>,
+    /// Name of whoever the server granted this run's access to (a token's name), recorded in
+    /// `run_started`; `None` from the command line.
+    pub caller: Option<String>,
 }
 
 /// Everything about a run that is not the question.
@@ -157,6 +160,32 @@ pub struct AgentOutcome {
     /// Each planner turn that called a model (empty for the offline planner).
     pub model_calls: Vec<ModelCall>,
     pub trace: Option<FinishedTrace>,
+}
+
+impl AgentOutcome {
+    /// The outcome as one JSON object: `runId`, `status`, `reason`, `answer` (or the message
+    /// when there is none), `citations`, `rounds` (keywords, reason, hits, sufficiency) and
+    /// `trace` (the trace file). `ask --json` prints it and the server's `/v1/ask` returns it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let status = serde_json::to_value(self.status).unwrap_or_default();
+        serde_json::json!({
+            "runId": self.run_id.to_string(),
+            "status": status,
+            "reason": self.reason,
+            "answer": self.answer.as_ref().map(|a| a.text.clone()).or_else(|| self.message.clone()),
+            "citations": self.answer.as_ref().map(|a| a.citations.clone()).unwrap_or_default(),
+            "rounds": self.rounds.iter().map(|r| serde_json::json!({
+                "round": r.round,
+                "keywords": r.keywords,
+                "reason": r.reason,
+                "hits": r.hits,
+                "sufficiency": r.sufficiency,
+            })).collect::<Vec<_>>(),
+            "modelCalls": self.model_calls,
+            "modelUsage": ModelUsage::of(&self.model_calls),
+            "trace": self.trace.as_ref().map(|t| t.path.display().to_string()),
+        })
+    }
 }
 
 /// What happens during a run, for live display.

@@ -151,6 +151,7 @@ impl<'a> Run<'a> {
                     trace: t.trace.clone(),
                 })
                 .collect(),
+            caller: settings.trace.as_ref().and_then(|t| t.caller.clone()),
         }))?;
         Ok(Self {
             engine,

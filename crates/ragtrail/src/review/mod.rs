@@ -7,9 +7,12 @@
 //! not see is looked up as if it never existed.
 
 pub mod audit;
+pub mod markdown;
 pub mod replay;
+pub mod runs;
 
 pub use audit::{AuditReport, audit};
+pub use markdown::audit_markdown;
 pub use replay::{ReplayOptions, ReplayReport, RoundVerdict, replay, replay_with};
 
 use crate::engine::Engine;

@@ -141,6 +141,10 @@ pub struct RunStarted {
     /// 1-based turn within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Who started the run when a server granted the access: the name of the caller's token
+    /// (never the token itself). Absent for runs started from the command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
     /// The conversation's earlier turns as the planner was given them, so an audit shows what
     /// a follow-up question was read against.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -53,6 +53,7 @@ fn run_started() -> EventBody {
         turn: Some(1),
         knowledge_base: String::new(),
         earlier_turns: Vec::new(),
+        caller: None,
     })
 }
 

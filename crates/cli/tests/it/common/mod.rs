@@ -5,6 +5,7 @@ pub mod chat_server;
 pub mod cli;
 pub mod embed_server;
 pub mod pg;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +50,7 @@ impl Workspace {
             dir: self.dir.path().join("traces"),
             key: None,
             signer: None,
+            caller: None,
         });
         s
     }

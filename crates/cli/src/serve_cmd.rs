@@ -1,0 +1,201 @@
+//! `ragtrail serve`, `ragtrail mcp` and `ragtrail tokens`: thin commands over the server crate.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use super::ask_cmd::{LlmArgs, PlannerChoice, choose_planner};
+use super::{GlobalArgs, open_current_engine};
+use crate::config;
+use ragtrail_server::{App, Grant, PlannerFactory, ServerConfig, TokenStore};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Keep it on loopback unless a TLS proxy sits in front: tokens travel
+    /// in plain text otherwise.
+    #[arg(long, env = "RAGTRAIL_LISTEN", default_value_t = SocketAddr::from(([127, 0, 0, 1], ragtrail_server::DEFAULT_PORT)), value_name = "ADDR")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub run: ServerRunArgs,
+}
+
+/// How the server answers `ask` (shared by `serve` and `mcp`).
+#[derive(Debug, Args)]
+pub struct ServerRunArgs {
+    /// Who plans the searches of `ask` [default: llm when a chat endpoint is configured, else
+    /// offline].
+    #[arg(long, value_enum)]
+    pub planner: Option<PlannerChoice>,
+    /// Every run's date (YYYY-MM-DD) [default: the local date of each run].
+    #[arg(long, value_name = "DATE")]
+    pub today: Option<chrono::NaiveDate>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The name recorded as the caller in the traces of this server's runs.
+    #[arg(long, default_value = "mcp", value_name = "NAME")]
+    pub caller: String,
+    #[command(flatten)]
+    pub run: ServerRunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TokensArgs {
+    #[command(subcommand)]
+    pub command: TokensCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Make a token for NAME granting --tenant and --role; printed once, on the last line.
+    Add {
+        /// Who the token is for (recorded in the traces of its runs).
+        name: String,
+    },
+    /// List the tokens: name, tenant, roles, when made and revoked (never the tokens).
+    List,
+    /// Revoke NAME's token: refused from the next request on.
+    Revoke { name: String },
+}
+
+fn app(global: &GlobalArgs, run: &ServerRunArgs) -> anyhow::Result<Arc<App>> {
+    let choice = run.planner;
+    let llm = run.llm.clone();
+    let planner: PlannerFactory =
+        Arc::new(move || choose_planner(choice, &llm).map_err(|e| format!("{e:#}")));
+    // Check the planner's configuration before serving anybody.
+    planner().map_err(anyhow::Error::msg)?;
+    let engine = open_current_engine(global)?;
+    Ok(Arc::new(App {
+        engine,
+        config: ServerConfig {
+            trace_dir: global.trace_dir.clone(),
+            trace_key: config::trace_key(),
+            signer: config::signing_key(&global.data_dir)?,
+            tokens: TokenStore::in_data_dir(&global.data_dir),
+            planner,
+            today: run.today.map(|d| d.format("%Y-%m-%d").to_string()),
+        },
+    }))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+pub fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let app = app(global, &args.run)?;
+    let tokens = app.config.tokens.list().context("reading the token file")?;
+    if tokens.iter().all(|t| t.revoked.is_some()) {
+        eprintln!(
+            "note: no live tokens in {}: every request will be refused until you run `ragtrail tokens add NAME --tenant T`",
+            app.config.tokens.path().display()
+        );
+    }
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let addr = listener.local_addr().context("reading the bound address")?;
+        // Tests and scripts read the address from this line (with --listen 127.0.0.1:0).
+        println!("listening on http://{addr}");
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        ragtrail_server::serve(listener, app, shutdown_signal())
+            .await
+            .context("serving")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn mcp(global: &GlobalArgs, args: &McpArgs) -> anyhow::Result<ExitCode> {
+    let app = app(global, &args.run)?;
+    // The operator's access, as for `ask`: an MCP client cannot choose it.
+    let grant = Grant {
+        name: args.caller.clone(),
+        access: config::access_context(global.tenant.as_deref(), &global.roles),
+    };
+    runtime()?
+        .block_on(ragtrail_server::mcp::serve_stdio(app, grant))
+        .map_err(anyhow::Error::msg)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn tokens(global: &GlobalArgs, args: &TokensArgs) -> anyhow::Result<ExitCode> {
+    let store = TokenStore::in_data_dir(&global.data_dir);
+    match &args.command {
+        TokensCommand::Add { name } => {
+            let tenant = global
+                .tenant
+                .as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .context("say which tenant the token may see: `ragtrail tokens add NAME --tenant T [--role R]…`")?;
+            let access = config::access_context(Some(tenant), &global.roles);
+            let token = store.add(name, &access.tenant, &access.roles)?;
+            println!(
+                "token {name}: tenant {}, roles [{}], stored as its SHA-256 in {}",
+                access.tenant,
+                access.roles.join(", "),
+                store.path().display()
+            );
+            println!("It is shown only now; send it as `Authorization: Bearer <token>`:");
+            println!("{token}");
+        }
+        TokensCommand::List => {
+            let tokens = store.list()?;
+            if tokens.is_empty() {
+                println!("No tokens yet: `ragtrail tokens add NAME --tenant T [--role R]…`.");
+            }
+            for t in tokens {
+                let state = match t.revoked {
+                    Some(when) => format!("revoked {}", when.format("%Y-%m-%d %H:%M")),
+                    None => "live".to_string(),
+                };
+                println!(
+                    "{:<20} tenant {:<12} roles [{}]  made {}  {state}",
+                    t.name,
+                    t.tenant,
+                    t.roles.join(", "),
+                    t.created.format("%Y-%m-%d %H:%M")
+                );
+            }
+        }
+        TokensCommand::Revoke { name } => {
+            store.revoke(name)?;
+            println!("token {name} revoked");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,318 @@
+//! The HTTP API (`/v1/…`, `/healthz`, `/readyz`): routing, the bearer-token check, request
+//! bodies and queries; the work itself is [`App`]'s.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use ragtrail::agent::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::body::{self, MAX_BODY_BYTES, bounded};
+use crate::error::{ApiError, code};
+use crate::service::{App, AskParams, blocking};
+use crate::tokens::Grant;
+
+/// The router of the whole API over `app`.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/v1/search", post(search))
+        .route("/v1/ask", post(ask))
+        .route("/v1/traces", get(traces))
+        .route("/v1/traces/{run_id}", get(trace))
+        .route("/v1/traces/{run_id}/audit", get(audit))
+        .route("/v1/traces/{run_id}/replay", post(replay))
+        .fallback(|| async { ApiError::not_found("such endpoint") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(app)
+}
+
+/// The caller, from a valid `Authorization: Bearer` token.
+pub struct Caller(pub Grant);
+
+impl FromRequestParts<Arc<App>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| {
+                ApiError::unauthorized(
+                    "send `Authorization: Bearer <token>` (make one with `ragtrail tokens add`)",
+                )
+            })?
+            .to_str()
+            .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .ok_or_else(|| ApiError::unauthorized("the Authorization header is not `Bearer …`"))?;
+        match app.config.tokens.verify(token) {
+            Ok(Some(grant)) => Ok(Caller(grant)),
+            Ok(None) => Err(ApiError::unauthorized("the token is unknown or revoked")),
+            Err(e) => Err(ApiError::internal(e)),
+        }
+    }
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Ready when the index is open and holds chunks (with PostgreSQL, the engine opened against
+/// the database at start-up).
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let store = app.engine.store();
+    let chunks = store.chunks().len();
+    if app.engine.is_empty() {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::NOT_READY,
+            "the index is empty: ingest a knowledge folder first",
+        )
+        .into_response();
+    }
+    Json(json!({
+        "status": "ready",
+        "chunks": chunks,
+        "generation": store.generation(),
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SearchBody {
+    keywords: Vec<String>,
+    #[serde(default = "default_top_k")]
+    top_k: usize,
+    #[serde(default)]
+    include_superseded: bool,
+}
+
+fn default_top_k() -> usize {
+    5
+}
+
+/// `POST /v1/search`: the hits as `ragtrail search --json` prints them.
+async fn search(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body: SearchBody = body::parse(body)?;
+    let resp =
+        blocking(move || app.search(&grant, body.keywords, body.top_k, body.include_superseded))
+            .await?;
+    Ok(Json(resp.hits).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AskBody {
+    question: String,
+    #[serde(default)]
+    max_rounds: Option<u32>,
+    #[serde(default)]
+    top_k: Option<u32>,
+    #[serde(default)]
+    require_source: Option<bool>,
+    /// The run's date, YYYY-MM-DD (documents in force on that day).
+    #[serde(default)]
+    today: Option<chrono::NaiveDate>,
+}
+
+/// Searches allowed in one run, as `AgentRagOptions::clamped` bounds them.
+const MAX_ROUNDS: u32 = 10;
+
+/// `POST /v1/ask`: the outcome as `ragtrail ask --json` prints it.
+async fn ask(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body: AskBody = body::parse(body)?;
+    let defaults = AgentRagOptions::default();
+    let options = AgentRagOptions {
+        max_search_rounds: bounded(
+            "maxRounds",
+            body.max_rounds.unwrap_or(defaults.max_search_rounds),
+            1,
+            MAX_ROUNDS,
+        )?,
+        top_k_per_round: bounded(
+            "topK",
+            body.top_k.unwrap_or(defaults.top_k_per_round),
+            1,
+            MAX_TOP_K_PER_ROUND,
+        )?,
+        require_source: body.require_source.unwrap_or(defaults.require_source),
+    };
+    let params = AskParams {
+        question: body.question,
+        options,
+        today: body.today.map(|d| d.format("%Y-%m-%d").to_string()),
+    };
+    let outcome = blocking(move || app.ask(&grant, params)).await?;
+    Ok(Json(outcome.to_json()).into_response())
+}
+
+/// Query parameters as given, checked by [`query_fields`].
+type RawQuery = Result<Query<BTreeMap<String, String>>, QueryRejection>;
+
+/// The query's fields, refusing access fields and any field not in `allowed`.
+fn query_fields(query: RawQuery, allowed: &[&str]) -> Result<BTreeMap<String, String>, ApiError> {
+    let Query(fields) =
+        query.map_err(|e| ApiError::bad_request(code::INVALID_FIELD, e.body_text()))?;
+    for name in fields.keys() {
+        if ["tenant", "role", "roles", "access", "caller"].contains(&name.as_str()) {
+            return Err(ApiError::bad_request(
+                code::ACCESS_IN_REQUEST,
+                format!(
+                    "`{name}` cannot be set in a request: tenant and roles come from your token"
+                ),
+            )
+            .with_field(name.clone()));
+        }
+        if !allowed.contains(&name.as_str()) {
+            return Err(ApiError::bad_request(
+                code::UNKNOWN_FIELD,
+                format!("unknown query parameter `{name}`, expected one of {allowed:?}"),
+            )
+            .with_field(name.clone()));
+        }
+    }
+    Ok(fields)
+}
+
+/// Most runs one listing returns.
+const MAX_LIST: usize = 1000;
+
+/// `GET /v1/traces?limit=N&status=S&session=ID`: the caller's tenant's runs, newest first.
+async fn traces(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let fields = query_fields(query, &["limit", "status", "session"])?;
+    let limit = match fields.get("limit") {
+        Some(l) => bounded(
+            "limit",
+            l.parse::<usize>().map_err(|_| {
+                ApiError::bad_request(code::INVALID_FIELD, "limit must be a whole number")
+                    .with_field("limit")
+            })?,
+            1,
+            MAX_LIST,
+        )?,
+        None => 50,
+    };
+    let status = fields.get("status").cloned();
+    let session = fields.get("session").cloned();
+    let runs = blocking(move || {
+        // Filters apply after listing, so scan more than `limit` when filtering.
+        let scan = if status.is_some() || session.is_some() {
+            MAX_LIST
+        } else {
+            limit
+        };
+        let mut runs = app.list(&grant, scan)?;
+        runs.retain(|r| {
+            let status_name = match r.status {
+                Some(s) => serde_json::to_value(s)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                None => "incomplete".to_string(),
+            };
+            status.as_ref().is_none_or(|s| *s == status_name)
+                && session
+                    .as_ref()
+                    .is_none_or(|s| r.session_id.as_ref() == Some(s))
+        });
+        runs.truncate(limit);
+        Ok(runs)
+    })
+    .await?;
+    Ok(Json(json!({ "runs": runs })).into_response())
+}
+
+/// `GET /v1/traces/{runId}`: the run's summary, integrity and every event as written.
+async fn trace(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    Path(run_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let body = blocking(move || {
+        let run = app.open_run(&grant, &run_id)?;
+        let events: Vec<&Value> = run.file.lines.iter().map(|l| &l.value).collect();
+        Ok(json!({
+            "run": run.summary,
+            "integrity": run.integrity,
+            "events": events,
+        }))
+    })
+    .await?;
+    Ok(Json(body).into_response())
+}
+
+/// `GET /v1/traces/{runId}/audit?format=json|markdown`.
+async fn audit(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    Path(run_id): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let fields = query_fields(query, &["format"])?;
+    let markdown = match fields.get("format").map(String::as_str) {
+        None | Some("json") => false,
+        Some("markdown") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                code::INVALID_FIELD,
+                format!("format is json or markdown, not {other:?}"),
+            )
+            .with_field("format"));
+        }
+    };
+    let report = blocking(move || {
+        let run = app.open_run(&grant, &run_id)?;
+        Ok(app.audit(&grant, &run))
+    })
+    .await?;
+    Ok(if markdown {
+        (
+            [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
+            ragtrail::review::audit_markdown(&report),
+        )
+            .into_response()
+    } else {
+        Json(report).into_response()
+    })
+}
+
+/// `POST /v1/traces/{runId}/replay`: the recorded searches against today's index.
+async fn replay(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    Path(run_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let report = blocking(move || {
+        let run = app.open_run(&grant, &run_id)?;
+        app.replay(&grant, &run)
+    })
+    .await?;
+    Ok(Json(report).into_response())
+}

@@ -1,0 +1,236 @@
+//! The MCP server (`ragtrail mcp`, over stdio): tools `searchDocs` and `ask` over the same
+//! engine and traces as the HTTP API. Who the caller is comes from the operator's configuration
+//! (the [`Grant`] the server was started with), never from a tool's arguments: the argument
+//! types reject any field they do not name, a tenant or role included.
+
+use std::sync::Arc;
+
+use ragtrail::agent::{AgentOutcome, AgentRagOptions};
+use ragtrail::search::SearchHit;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::service::{App, AskParams, blocking};
+use crate::tokens::Grant;
+
+/// `searchDocs` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchDocsArgs {
+    /// 1 to 8 keywords: words or short phrases taken literally (no query syntax, no
+    /// sentences), in the knowledge base's language.
+    pub keywords: Vec<String>,
+    /// Hits to return, 1 to 20 [default: 5].
+    #[serde(default)]
+    pub top_k: Option<u32>,
+}
+
+/// `ask` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AskArgs {
+    /// The question, in any language of the knowledge base (at most 2,000 characters).
+    pub question: String,
+}
+
+/// One hit as a tool returns it.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolHit {
+    /// Stable id of the chunk; cite it.
+    pub chunk_id: String,
+    /// Document title and headings down to the chunk ("Travel > Hotels").
+    pub title_path: String,
+    /// The chunk's best passage for the keywords.
+    pub snippet: String,
+    /// The source file.
+    pub source_uri: String,
+    /// Fused relevance score (higher is better).
+    pub score: f64,
+}
+
+impl From<&SearchHit> for ToolHit {
+    fn from(h: &SearchHit) -> Self {
+        Self {
+            chunk_id: h.chunk_id.clone(),
+            title_path: h.title_path.clone(),
+            snippet: h.snippet.clone(),
+            source_uri: h.source_uri.clone(),
+            score: h.score,
+        }
+    }
+}
+
+/// `searchDocs` result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchDocsResult {
+    /// The traced run of this call (replay and audit it by this id).
+    pub run_id: String,
+    pub hits: Vec<ToolHit>,
+    /// Whether the best hit covers the keywords well enough to answer from.
+    pub sufficient: bool,
+}
+
+/// A cited passage of an answer.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCitation {
+    pub chunk_id: String,
+    pub title_path: String,
+    pub source_uri: String,
+    /// Verbatim quote from the chunk, checked against it.
+    pub quote: String,
+}
+
+/// `ask` result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AskResult {
+    pub run_id: String,
+    /// `answered`, `insufficient_evidence` or `error`.
+    pub status: String,
+    pub reason: String,
+    /// The answer, or what to tell the user when there is none.
+    pub answer: Option<String>,
+    pub citations: Vec<ToolCitation>,
+    /// Every hit of every search round, in order.
+    pub hits: Vec<ToolHit>,
+}
+
+fn all_hits(outcome: &AgentOutcome) -> Vec<ToolHit> {
+    outcome
+        .rounds
+        .iter()
+        .flat_map(|r| r.hits.iter().map(ToolHit::from))
+        .collect()
+}
+
+fn tool_error(e: ApiError) -> String {
+    match e.field {
+        Some(field) => format!("{} ({field}): {}", e.code, e.message),
+        None => format!("{}: {}", e.code, e.message),
+    }
+}
+
+/// The MCP service of one connection.
+#[derive(Clone)]
+pub struct McpServer {
+    app: Arc<App>,
+    grant: Grant,
+    tool_router: ToolRouter<Self>,
+}
+
+#[tool_router]
+impl McpServer {
+    pub fn new(app: Arc<App>, grant: Grant) -> Self {
+        Self {
+            app,
+            grant,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        name = "searchDocs",
+        description = "Search the policy knowledge base with keywords (short terms, not sentences). Returns hits with chunkId, titlePath, snippet, sourceUri and score; every call is traced."
+    )]
+    async fn search_docs(
+        &self,
+        Parameters(args): Parameters<SearchDocsArgs>,
+    ) -> Result<Json<SearchDocsResult>, String> {
+        let app = self.app.clone();
+        let grant = self.grant.clone();
+        let top_k = args
+            .top_k
+            .unwrap_or(AgentRagOptions::default().top_k_per_round);
+        let outcome = blocking(move || app.traced_search(&grant, args.keywords, top_k))
+            .await
+            .map_err(tool_error)?;
+        let sufficient = outcome
+            .rounds
+            .first()
+            .is_some_and(|r| r.sufficiency.sufficient);
+        Ok(Json(SearchDocsResult {
+            run_id: outcome.run_id.to_string(),
+            hits: all_hits(&outcome),
+            sufficient,
+        }))
+    }
+
+    #[tool(
+        name = "ask",
+        description = "Answer a question from the policy knowledge base, searching in rounds; the answer cites chunks with verbatim quotes, or says the evidence is insufficient. Every run is traced."
+    )]
+    async fn ask(&self, Parameters(args): Parameters<AskArgs>) -> Result<Json<AskResult>, String> {
+        let app = self.app.clone();
+        let grant = self.grant.clone();
+        let params = AskParams {
+            question: args.question,
+            options: AgentRagOptions::default(),
+            today: None,
+        };
+        let outcome = blocking(move || app.ask(&grant, params))
+            .await
+            .map_err(tool_error)?;
+        let status = serde_json::to_value(outcome.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        Ok(Json(AskResult {
+            run_id: outcome.run_id.to_string(),
+            status,
+            reason: outcome.reason.clone(),
+            answer: outcome
+                .answer
+                .as_ref()
+                .map(|a| a.text.clone())
+                .or_else(|| outcome.message.clone()),
+            citations: outcome
+                .answer
+                .as_ref()
+                .map(|a| {
+                    a.citations
+                        .iter()
+                        .map(|c| ToolCitation {
+                            chunk_id: c.chunk_id.clone(),
+                            title_path: c.title_path.clone(),
+                            source_uri: c.source_uri.clone(),
+                            quote: c.quote.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            hits: all_hits(&outcome),
+        }))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ragtrail", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Policy documents (travel expenses, leave, returns, HR handbooks; Chinese and English). \
+                 Call searchDocs with short keywords and cite chunkIds, or call ask for a cited answer.",
+            )
+    }
+}
+
+/// Serves MCP over stdin/stdout until the client closes the connection.
+pub async fn serve_stdio(app: Arc<App>, grant: Grant) -> Result<(), String> {
+    let service = McpServer::new(app, grant)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("starting the MCP session: {e}"))?;
+    service
+        .waiting()
+        .await
+        .map_err(|e| format!("the MCP session failed: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! What a caller can ask of the server, whatever the transport (HTTP or MCP): searches, runs,
+//! traces. Each call takes the caller's [`Grant`], which came from a verified token or the
+//! operator's configuration, never from the request; the synchronous engine runs on tokio's
+//! blocking pool so a slow search never stalls the accepting threads.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use ragtrail::agent::{
+    self, AgentError, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner, RunSettings,
+    TraceSettings,
+};
+use ragtrail::engine::{Engine, EngineError};
+use ragtrail::review::runs::{self, ListedRun, RunSummary};
+use ragtrail::review::{self, AuditReport, ReplayReport};
+use ragtrail::search::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
+use ragtrail::trace::{Integrity, LedgerPolicy, TraceFile, Verdict, check_integrity_with};
+use uuid::Uuid;
+
+use crate::direct::DirectSearch;
+use crate::error::{ApiError, code};
+use crate::tokens::{Grant, TokenStore};
+
+/// Makes the planner of one run (the operator's choice: offline, or a configured chat model).
+pub type PlannerFactory = Arc<dyn Fn() -> Result<Box<dyn Planner>, String> + Send + Sync>;
+
+/// How the operator configured the server.
+pub struct ServerConfig {
+    pub trace_dir: PathBuf,
+    /// The operator's trace key (`RAGTRAIL_TRACE_KEY`): HMAC chains when set.
+    pub trace_key: Option<Vec<u8>>,
+    /// The operator's signing key (`ragtrail keys generate`): every run's ledger entry is
+    /// signed with it when set.
+    pub signer: Option<std::sync::Arc<ragtrail::trace::SigningKey>>,
+    pub tokens: TokenStore,
+    pub planner: PlannerFactory,
+    /// Every run's date (YYYY-MM-DD); `None`: the local date when the run starts.
+    pub today: Option<String>,
+}
+
+/// The engine and configuration every request shares.
+pub struct App {
+    pub engine: Engine,
+    pub config: ServerConfig,
+}
+
+/// Options of one `ask`, already bounded.
+#[derive(Debug, Clone)]
+pub struct AskParams {
+    pub question: String,
+    pub options: AgentRagOptions,
+    pub today: Option<String>,
+}
+
+/// Runs `job` on the blocking pool.
+pub async fn blocking<T: Send + 'static>(
+    job: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(ApiError::internal)?
+}
+
+fn search_error(e: EngineError) -> ApiError {
+    match e {
+        EngineError::Search(
+            e @ (SearchError::NoKeywords
+            | SearchError::TooManyKeywords { .. }
+            | SearchError::KeywordTooLong { .. }),
+        ) => ApiError::bad_request(code::INVALID_KEYWORDS, e.to_string()).with_field("keywords"),
+        e => ApiError::internal(e),
+    }
+}
+
+fn agent_error(e: AgentError) -> ApiError {
+    match e {
+        e @ (AgentError::EmptyQuestion | AgentError::QuestionTooLong(_)) => {
+            ApiError::bad_request(code::INVALID_QUESTION, e.to_string()).with_field("question")
+        }
+        e => ApiError::internal(e),
+    }
+}
+
+impl App {
+    fn today(&self, asked: Option<String>) -> String {
+        asked
+            .or_else(|| self.config.today.clone())
+            .unwrap_or_else(|| {
+                chrono::Local::now()
+                    .date_naive()
+                    .format("%Y-%m-%d")
+                    .to_string()
+            })
+    }
+
+    fn settings(&self, grant: &Grant, options: AgentRagOptions, today: String) -> RunSettings {
+        let mut settings = RunSettings::new(options, grant.access.clone(), today);
+        settings.trace = Some(TraceSettings {
+            dir: self.config.trace_dir.clone(),
+            key: self.config.trace_key.clone(),
+            signer: self.config.signer.clone(),
+            caller: Some(grant.name.clone()),
+        });
+        settings
+    }
+
+    /// `searchDocs` as `ragtrail search --json` runs it (not traced: a search alone answers
+    /// nothing; [`App::traced_search`] is the traced form agents use).
+    pub fn search(
+        &self,
+        grant: &Grant,
+        keywords: Vec<String>,
+        top_k: usize,
+        include_superseded: bool,
+    ) -> Result<SearchResponse, ApiError> {
+        let top_k = crate::body::bounded("topK", top_k, 1, MAX_TOP_K)?;
+        let mut req = SearchRequest::new(keywords, top_k, grant.access.clone());
+        req.include_superseded = include_superseded;
+        self.engine.search_docs(&req).map_err(search_error)
+    }
+
+    /// One agent run, traced under the caller's token name.
+    pub fn ask(&self, grant: &Grant, params: AskParams) -> Result<AgentOutcome, ApiError> {
+        let mut planner = (self.config.planner)().map_err(ApiError::internal)?;
+        let settings = self.settings(grant, params.options, self.today(params.today));
+        agent::run(
+            &self.engine,
+            &mut *planner,
+            &params.question,
+            &settings,
+            &mut |_| {},
+        )
+        .map_err(agent_error)
+    }
+
+    /// A `searchDocs` call by an outside agent, traced as a run of one search round (planner
+    /// `direct`), so its hits can be replayed and audited like an `ask`'s.
+    pub fn traced_search(
+        &self,
+        grant: &Grant,
+        keywords: Vec<String>,
+        top_k: u32,
+    ) -> Result<AgentOutcome, ApiError> {
+        let top_k = crate::body::bounded("topK", top_k, 1, MAX_TOP_K_PER_ROUND)?;
+        let options = AgentRagOptions {
+            max_search_rounds: 1,
+            top_k_per_round: top_k,
+            require_source: true,
+        };
+        let mut planner = DirectSearch::new(keywords.clone());
+        let settings = self.settings(grant, options, self.today(None));
+        let question = DirectSearch::question(&keywords);
+        let outcome = agent::run(
+            &self.engine,
+            &mut planner,
+            &question,
+            &settings,
+            &mut |_| {},
+        )
+        .map_err(agent_error)?;
+        if let Some(message) = planner.rejected() {
+            return Err(
+                ApiError::bad_request(code::INVALID_KEYWORDS, message).with_field("keywords")
+            );
+        }
+        Ok(outcome)
+    }
+
+    /// The runs the caller may see, newest first.
+    pub fn list(&self, grant: &Grant, limit: usize) -> Result<Vec<RunSummary>, ApiError> {
+        match runs::list_runs(&self.config.trace_dir, &grant.access, limit, &|_| true) {
+            Ok(listed) => Ok(listed
+                .into_iter()
+                .filter_map(|r| match r {
+                    ListedRun::Run(run) => Some(*run),
+                    // A file nobody can read says nothing a caller may know.
+                    ListedRun::Unreadable(_) => None,
+                })
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(ApiError::internal(e)),
+        }
+    }
+
+    /// The run's trace, checked, if the caller may see it; another tenant's run (or one that
+    /// cannot be read, so its tenant is unknown) is "not found", never "forbidden".
+    pub fn open_run(&self, grant: &Grant, run_id: &str) -> Result<CheckedRun, ApiError> {
+        let run_id: Uuid = run_id.parse().map_err(|_| {
+            ApiError::bad_request(
+                code::INVALID_RUN_ID,
+                "a run id is a UUID (the runId of /v1/traces or of an ask)",
+            )
+            .with_field("runId")
+        })?;
+        let path = runs::find_run(&self.config.trace_dir, run_id)
+            .map_err(ApiError::internal)?
+            .ok_or_else(|| ApiError::not_found("such run"))?;
+        let (integrity, file) = check_integrity_with(
+            &path,
+            self.config.trace_key.as_deref(),
+            LedgerPolicy::Required,
+        )
+        .map_err(ApiError::internal)?;
+        let file = file.ok_or_else(|| ApiError::not_found("such run"))?;
+        let summary =
+            runs::summarize(&path, &file).ok_or_else(|| ApiError::not_found("such run"))?;
+        if !runs::may_see(&summary.access, &grant.access) {
+            return Err(ApiError::not_found("such run"));
+        }
+        Ok(CheckedRun {
+            summary,
+            integrity,
+            file,
+        })
+    }
+
+    /// The audit of a run the caller may see, under the caller's own access.
+    pub fn audit(&self, grant: &Grant, run: &CheckedRun) -> AuditReport {
+        let engine = (run.integrity.verdict != Verdict::IntegrityFailure
+            && review::check_access(&run.file, &grant.access).is_ok())
+        .then_some(&self.engine);
+        review::audit(&run.file, run.integrity.clone(), engine, &grant.access)
+    }
+
+    /// The replay of a run the caller may see: refused when its integrity fails or it was
+    /// recorded with other roles than the caller's.
+    pub fn replay(&self, grant: &Grant, run: &CheckedRun) -> Result<ReplayReport, ApiError> {
+        if run.integrity.verdict == Verdict::IntegrityFailure {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                code::INTEGRITY_FAILURE,
+                format!(
+                    "the trace cannot be trusted: {}",
+                    run.integrity.problems.join("; ")
+                ),
+            ));
+        }
+        review::check_access(&run.file, &grant.access).map_err(|e| {
+            ApiError::new(StatusCode::FORBIDDEN, code::ACCESS_MISMATCH, e.to_string())
+        })?;
+        review::replay(&self.engine, &run.file, &grant.access).map_err(ApiError::internal)
+    }
+}
+
+/// A trace found by run id, read and checked, that the caller may see.
+pub struct CheckedRun {
+    pub summary: RunSummary,
+    pub integrity: Integrity,
+    pub file: TraceFile,
+}
