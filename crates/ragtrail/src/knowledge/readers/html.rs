@@ -504,7 +504,6 @@ mod tests {
             .expect("spawn")
             .join()
             .expect("no stack overflow")
-            .ok()
             .expect("read");
         assert_eq!(doc, vec![("".to_string(), vec!["bottom text".to_string()])]);
     }
