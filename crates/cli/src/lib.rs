@@ -235,9 +235,13 @@ pub enum Command {
     Chat(chat_cmd::ChatArgs),
     /// Read a knowledge folder into the index: only what changed since the last ingest.
     ///
-    /// `.md` and `.txt` files, recursively. Unchanged files are skipped, changed ones replaced,
-    /// deleted ones removed. Unreadable, binary, empty or oversized files are skipped with a
-    /// warning; malformed front matter stops the ingest (the index is left as it was).
+    /// `.md`, `.txt`, `.html`/`.htm`, `.docx` and `.pdf` files, recursively; a `NAME.pdf.yaml`
+    /// (or `.docx.yaml`, `.html.yaml`) beside a file is its front matter (tenant, roles, status,
+    /// version, updated, title). Unchanged files are skipped, changed ones replaced, deleted ones
+    /// removed. Every file that is not read is named with its reason (unsupported type, empty,
+    /// encrypted or broken PDF, no text layer, corrupt .docx…) and keeps its previous version in
+    /// the index; the summary counts files per format. Malformed front matter stops the ingest
+    /// (the index is left as it was).
     Ingest(IngestArgs),
     /// Re-run a recorded run's searches against the current index and show what changed.
     ///
@@ -300,6 +304,11 @@ pub struct IngestArgs {
     /// Skip files larger than this many bytes.
     #[arg(long, env = "RAGTRAIL_MAX_FILE_BYTES", default_value_t = 5 * 1024 * 1024, value_name = "BYTES")]
     pub max_file_bytes: u64,
+    /// Print the summary as JSON: added, changed, removed (source paths), unchanged, chunks,
+    /// generation, formats ({"pdf": {"read": 2, "skipped": 1}, …}) and skipped ([{"path",
+    /// "reason"}]).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Entry point of the binary.
@@ -504,6 +513,13 @@ fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode
     };
     options.scan.max_file_bytes = args.max_file_bytes;
     let summary = run_ingest(&mut engine, &dir, &options)?;
-    println!("{}", output::ingest_summary_line(&summary));
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&output::ingest_summary_json(&summary))?
+        );
+    } else {
+        println!("{}", output::ingest_summary_line(&summary));
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,14 +5,15 @@
 #[cfg(feature = "postgres")]
 mod postgres;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::embed::{EmbedError, Embedder, HashingEmbedder};
 use crate::index::{Bm25Index, IndexError};
 use crate::knowledge::{
-    self, Chunk, Document, FolderStamps, KnowledgeChanges, KnowledgeError, ScanOptions, SkippedFile,
+    self, Chunk, Document, FolderStamps, FormatCount, KnowledgeChanges, KnowledgeError,
+    ScanOptions, SkippedFile,
 };
 use crate::search::fusion::FusedHit;
 use crate::search::{
@@ -83,6 +84,9 @@ pub struct IngestSummary {
     pub unchanged: usize,
     pub chunks: usize,
     pub skipped: Vec<SkippedFile>,
+    /// Files read and skipped, by format name (`markdown`, `html`, `docx`, `pdf`, `text`,
+    /// `other`).
+    pub formats: BTreeMap<String, FormatCount>,
     pub generation: u64,
 }
 
@@ -268,6 +272,7 @@ impl Engine {
         let new_sources: HashSet<&str> = scan.documents.iter().map(|d| d.source.as_str()).collect();
         let mut summary = IngestSummary {
             skipped: scan.skipped.clone(),
+            formats: scan.formats.clone(),
             ..IngestSummary::default()
         };
         let mut touched: HashSet<String> = HashSet::new();

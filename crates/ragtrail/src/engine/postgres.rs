@@ -292,6 +292,7 @@ impl Engine {
         let plan = plan_ingest(self.store.documents(), &scan, root, rebuild);
         let mut summary = IngestSummary {
             skipped: scan.skipped.clone(),
+            formats: scan.formats.clone(),
             added: plan.added.clone(),
             changed: plan.changed.clone(),
             removed: plan.removed.clone(),

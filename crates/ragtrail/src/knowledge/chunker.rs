@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::plain::{inline_to_plain, markdown_to_plain};
+use super::plain::{describe_row, inline_to_plain, markdown_to_plain};
 use super::{Chunk, Document, TITLE_SEPARATOR, chunk_id, sha256_hex};
 use crate::text::{SentenceEnds, StopThen, char_len, sentence_spans_with};
 
@@ -22,13 +22,19 @@ impl Default for ChunkLimits {
     }
 }
 
-struct Section<'a> {
-    /// The heading path as written in the source: what the chunk id is computed from, so ids
-    /// stay those of the Markdown the file holds.
-    source_headings: Vec<String>,
+/// One section of a document, as every reader gives it: the heading path, where it points, and
+/// its blocks as plain text.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Section {
+    /// The heading path the chunk id is computed from: the Markdown as written (so ids stay
+    /// those of the file), the plain headings elsewhere, plus a place mark where headings do
+    /// not tell places apart (a PDF page).
+    pub id_headings: Vec<String>,
     /// The heading path as plain text: what titlePaths and anchors show.
-    headings: Vec<String>,
-    lines: Vec<&'a str>,
+    pub headings: Vec<String>,
+    /// The `sourceUri` fragment when it is not the last heading's slug (`page=3`).
+    pub anchor: Option<String>,
+    pub blocks: Vec<Block>,
 }
 
 /// Splits a document body into chunks. `markdown` false treats the text as plain paragraphs
@@ -39,32 +45,57 @@ pub fn chunk_document(
     markdown: bool,
     limits: ChunkLimits,
 ) -> Vec<Chunk> {
+    chunk_sections(doc, markdown_sections(body, &doc.title, markdown), limits)
+}
+
+/// The sections of a Markdown (or plain-text) body, with their blocks rendered to plain text.
+pub(super) fn markdown_sections(body: &str, title: &str, markdown: bool) -> Vec<Section> {
     let sections = if markdown {
-        split_sections(body, &doc.title)
+        split_sections(body, title)
     } else {
-        vec![Section {
+        vec![LineSection {
             source_headings: Vec::new(),
             headings: Vec::new(),
             lines: body.lines().collect(),
         }]
     };
+    sections
+        .into_iter()
+        .map(|s| Section {
+            blocks: blocks(&s.lines, markdown),
+            id_headings: s.source_headings,
+            headings: s.headings,
+            anchor: None,
+        })
+        .collect()
+}
+
+/// Turns the sections of any reader into chunks: packs each section's blocks under the size cap
+/// and names every chunk's place, titlePath and `sourceUri`.
+pub(super) fn chunk_sections(
+    doc: &Document,
+    sections: Vec<Section>,
+    limits: ChunkLimits,
+) -> Vec<Chunk> {
     let mut anchors: HashMap<String, usize> = HashMap::new();
     let mut chunks = Vec::new();
     for section in sections {
-        let texts = pack(&blocks(&section.lines, markdown), limits.max_chars.max(50));
+        let texts = pack(&section.blocks, limits.max_chars.max(50));
         if texts.is_empty() {
             continue;
         }
-        let anchor = section.headings.last().map(|h| {
-            let base = slug(h);
-            let seen = anchors.entry(base.clone()).or_insert(0);
-            let anchor = if *seen == 0 {
-                base.clone()
-            } else {
-                format!("{base}-{seen}")
-            };
-            *seen += 1;
-            anchor
+        let anchor = section.anchor.clone().or_else(|| {
+            section.headings.last().map(|h| {
+                let base = slug(h);
+                let seen = anchors.entry(base.clone()).or_insert(0);
+                let anchor = if *seen == 0 {
+                    base.clone()
+                } else {
+                    format!("{base}-{seen}")
+                };
+                *seen += 1;
+                anchor
+            })
         });
         let source_uri = match &anchor {
             Some(a) => format!("{}#{}", doc.source, a),
@@ -77,7 +108,7 @@ pub fn chunk_document(
         for (ordinal, text) in texts.into_iter().enumerate() {
             let ordinal = ordinal as u32;
             chunks.push(Chunk {
-                id: chunk_id(&doc.source, &section.source_headings, ordinal),
+                id: chunk_id(&doc.source, &section.id_headings, ordinal),
                 source: doc.source.clone(),
                 title_path: title_path.clone(),
                 headings: section.headings.clone(),
@@ -96,6 +127,13 @@ pub fn chunk_document(
     chunks
 }
 
+/// A Markdown section before its lines are grouped into blocks.
+struct LineSection<'a> {
+    source_headings: Vec<String>,
+    headings: Vec<String>,
+    lines: Vec<&'a str>,
+}
+
 /// The first `# Heading` of a Markdown body, if any: the title of a file without front matter.
 pub(super) fn first_h1(body: &str) -> Option<String> {
     let mut fence = None;
@@ -112,8 +150,8 @@ pub(super) fn first_h1(body: &str) -> Option<String> {
     None
 }
 
-fn split_sections<'a>(body: &'a str, title: &str) -> Vec<Section<'a>> {
-    let mut sections = vec![Section {
+fn split_sections<'a>(body: &'a str, title: &str) -> Vec<LineSection<'a>> {
+    let mut sections = vec![LineSection {
         source_headings: Vec::new(),
         headings: Vec::new(),
         lines: Vec::new(),
@@ -134,7 +172,7 @@ fn split_sections<'a>(body: &'a str, title: &str) -> Vec<Section<'a>> {
             if !(level == 1 && plain == title) {
                 stack.push((level, text, plain));
             }
-            sections.push(Section {
+            sections.push(LineSection {
                 source_headings: stack.iter().map(|(_, t, _)| t.clone()).collect(),
                 headings: stack.iter().map(|(_, _, p)| p.clone()).collect(),
                 lines: Vec::new(),
@@ -201,9 +239,13 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
-#[derive(Debug, PartialEq)]
-enum Block {
+/// A block of a section, as plain text: the one idea of a block every reader shares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// A paragraph (a list is one, one line per item).
     Paragraph(String),
+    /// A table, one self-describing line per row (`Header: value, Header: value`): packed
+    /// whole, split by rows only when it alone exceeds the cap.
     Table(Vec<String>),
 }
 
@@ -213,6 +255,31 @@ impl Block {
             Block::Paragraph(p) => p.clone(),
             Block::Table(rows) => rows.join("\n"),
         }
+    }
+
+    /// A list: one line per non-empty item.
+    pub fn list(items: &[String]) -> Option<Block> {
+        let lines: Vec<&str> = items
+            .iter()
+            .map(|i| i.trim())
+            .filter(|i| !i.is_empty())
+            .collect();
+        (!lines.is_empty()).then(|| Block::Paragraph(lines.join("\n")))
+    }
+
+    /// A table from its header row and body rows, each row naming its header cells as a
+    /// Markdown table's rows do; a table with a header only is a line of text.
+    pub fn table(header: &[String], rows: &[Vec<String>]) -> Option<Block> {
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|r| describe_row(header, r))
+            .filter(|r| !r.is_empty())
+            .collect();
+        if lines.is_empty() {
+            let head = header.join(" ");
+            return (!head.trim().is_empty()).then(|| Block::Paragraph(head.trim().to_string()));
+        }
+        Some(Block::Table(lines))
     }
 }
 

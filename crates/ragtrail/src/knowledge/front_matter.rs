@@ -100,6 +100,53 @@ pub fn split_front_matter<'a>(
     })
 }
 
+/// A sidecar's front matter (`policy.pdf.yaml` beside `policy.pdf`): the same keys, read and
+/// checked as a Markdown file's front matter is; the `---` fences are optional.
+pub(super) fn parse_sidecar(file: &str, text: &str) -> Result<FrontMatter, KnowledgeError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.lines().next().map(str::trim_end) == Some("---") {
+        return split_front_matter(file, text).map(|(fm, _, _)| fm);
+    }
+    parse_yaml(file, text)
+}
+
+/// Front matter given as name/value pairs (an HTML page's `<meta name=… content=…>`), checked as
+/// YAML front matter is: a miscased or misspelt access key is an error, never ignored. `roles`
+/// is a comma-separated list; names that are neither known keys nor look like access keys
+/// (`viewport`, `generator`) are not front matter and are left out.
+pub(super) fn front_matter_from_pairs(
+    file: &str,
+    pairs: &[(String, String)],
+) -> Result<FrontMatter, KnowledgeError> {
+    let mut map = serde_norway::Mapping::new();
+    for (key, value) in pairs {
+        if !(KNOWN_KEYS.contains(&key.as_str()) || resembles_access_key(key)) || key == "title" {
+            continue;
+        }
+        let value = if key == "roles" {
+            serde_norway::Value::Sequence(
+                value
+                    .split(',')
+                    .map(|r| serde_norway::Value::String(r.trim().to_string()))
+                    .filter(|r| r.as_str().is_some_and(|r| !r.is_empty()))
+                    .collect(),
+            )
+        } else {
+            serde_norway::Value::String(value.trim().to_string())
+        };
+        map.insert(serde_norway::Value::String(key.clone()), value);
+    }
+    if map.is_empty() {
+        return Ok(FrontMatter::default());
+    }
+    let yaml = serde_norway::to_string(&map).map_err(|e| KnowledgeError::FrontMatter {
+        file: file.to_string(),
+        line: 1,
+        message: e.to_string(),
+    })?;
+    parse_yaml(file, &yaml)
+}
+
 /// The keys [`FrontMatter`] reads.
 const KNOWN_KEYS: [&str; 6] = ["title", "tenant", "roles", "version", "updated", "status"];
 

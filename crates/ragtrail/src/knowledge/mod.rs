@@ -4,13 +4,18 @@
 mod chunker;
 mod front_matter;
 mod plain;
+mod readers;
 mod scan;
 mod stamps;
 
+pub use chunker::{Block, Section};
 pub use chunker::{ChunkLimits, chunk_document};
 pub use front_matter::{FrontMatter, split_front_matter};
 pub use plain::{inline_to_plain, markdown_to_plain};
-pub use scan::{DefaultAccess, ScanOptions, ScanReport, SkippedFile, scan};
+pub use readers::{Format, ReadDocument, ReadError, read as read_document};
+pub use scan::{
+    DefaultAccess, FormatCount, OTHER_FORMAT, ScanOptions, ScanReport, SkippedFile, scan,
+};
 pub use stamps::{FileStamp, FolderStamps, KnowledgeChanges};
 
 use serde::{Deserialize, Serialize};
@@ -81,6 +86,17 @@ pub struct Chunk {
     pub status: DocStatus,
 }
 
+impl Chunk {
+    /// The page of a PDF chunk (its `sourceUri` is `file.pdf#page=N`); `None` elsewhere.
+    pub fn page(&self) -> Option<u32> {
+        let (file, fragment) = self.source_uri.rsplit_once('#')?;
+        if !file.to_ascii_lowercase().ends_with(".pdf") {
+            return None;
+        }
+        fragment.strip_prefix("page=")?.parse().ok()
+    }
+}
+
 /// What chunk text is: 2, plain text rendered from the Markdown (1 was the Markdown as written).
 /// A store holding chunks of another format must be rebuilt: unchanged files would otherwise
 /// keep their old chunks.
@@ -113,9 +129,11 @@ pub fn chunk_id(source: &str, headings: &[String], ordinal: u32) -> String {
 pub enum KnowledgeError {
     #[error("knowledge folder {path} does not exist; create it or pass the folder to ingest")]
     MissingDir { path: String },
-    #[error("{path} is not a folder; pass the folder that holds your .md and .txt files")]
+    #[error(
+        "{path} is not a folder; pass the folder that holds your documents (.md, .txt, .html, .docx, .pdf)"
+    )]
     NotADir { path: String },
-    #[error("knowledge folder {path} holds no .md or .txt files")]
+    #[error("knowledge folder {path} holds no .md, .txt, .html, .htm, .docx or .pdf files")]
     EmptyDir { path: String },
     #[error("{file}:{line}: malformed front matter: {message}")]
     FrontMatter {

@@ -293,7 +293,7 @@ impl Writer {
 
 /// `Header: value, Header: value` (full-width `：` and `，` for a Chinese header); cells left
 /// empty are left out, and a cell without a header is given alone.
-fn describe_row(header: &[String], cells: &[String]) -> String {
+pub(super) fn describe_row(header: &[String], cells: &[String]) -> String {
     let cjk = header.iter().any(|h| h.chars().any(is_cjk));
     let (colon, comma) = if cjk { ("：", "，") } else { (": ", ", ") };
     cells

@@ -1,13 +1,14 @@
-//! Walking a knowledge folder: which files are read, which are skipped (and why).
+//! Walking a knowledge folder: which files are read, by which reader, which are skipped (and
+//! why). Nothing is skipped silently: every file the folder holds is either read, or named in
+//! [`ScanReport::skipped`] with its reason, and counted per format.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::chunker::first_h1;
-use super::plain::inline_to_plain;
-use super::{
-    Chunk, ChunkLimits, DocStatus, Document, KnowledgeError, chunk_document, sha256_hex,
-    split_front_matter,
-};
+use super::chunker::chunk_sections;
+use super::front_matter::parse_sidecar;
+use super::readers::{self, Format, ReadError};
+use super::{Chunk, ChunkLimits, DocStatus, Document, FrontMatter, KnowledgeError, sha256_hex};
 use crate::access::DEFAULT_TENANT;
 
 /// What a scan reads.
@@ -48,23 +49,36 @@ pub struct SkippedFile {
     pub reason: String,
 }
 
+/// How many files of one format were read and skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FormatCount {
+    pub read: usize,
+    pub skipped: usize,
+}
+
+/// The name files of a type ingest does not read are counted under.
+pub const OTHER_FORMAT: &str = "other";
+
 /// Every document and chunk of a folder, plus the files skipped.
 #[derive(Debug, Default)]
 pub struct ScanReport {
     pub documents: Vec<Document>,
     pub chunks: Vec<Chunk>,
     pub skipped: Vec<SkippedFile>,
+    /// Files read and skipped, by format name (`markdown`, `pdf`…, and `other`).
+    pub formats: BTreeMap<String, FormatCount>,
 }
 
-fn is_knowledge_file(path: &Path) -> Option<bool> {
-    match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
-        "md" | "markdown" => Some(true),
-        "txt" => Some(false),
-        _ => None,
-    }
+/// A file of the folder: one ingest reads, or one it does not (with the reason).
+pub(super) enum FolderFile {
+    Knowledge(PathBuf, Format),
+    Unsupported(PathBuf, String),
 }
 
-/// Reads every `.md` / `.txt` file under `root`, in path order.
+/// The extensions ingest reads, for messages.
+const READ_EXTENSIONS: &str = ".md, .txt, .html, .htm, .docx, .pdf";
+
+/// Reads every knowledge file under `root`, in path order.
 pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeError> {
     let display = root.display().to_string();
     if !root.exists() {
@@ -74,51 +88,220 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeE
         return Err(KnowledgeError::NotADir { path: display });
     }
     let mut report = ScanReport::default();
-    let files = knowledge_files(root, &mut report.skipped);
-    if files.is_empty() && report.skipped.is_empty() {
+    let files = folder_files(root, &mut report.skipped);
+    let readable = files
+        .iter()
+        .filter(|f| matches!(f, FolderFile::Knowledge(..)))
+        .count();
+    if readable == 0 && report.skipped.is_empty() {
         return Err(KnowledgeError::EmptyDir { path: display });
     }
-    for (path, markdown) in files {
+    for file in files {
+        let (path, format) = match file {
+            FolderFile::Knowledge(path, format) => (path, format),
+            FolderFile::Unsupported(path, reason) => {
+                report.count(OTHER_FORMAT, false);
+                report.skipped.push(SkippedFile {
+                    path: relative_source(root, &path),
+                    reason,
+                });
+                continue;
+            }
+        };
         let source = relative_source(root, &path);
-        match read_text(&path, options.max_file_bytes) {
-            Ok(text) => {
-                let (doc, chunks) =
-                    parse_document(&source, &path, &text, markdown, options.limits)?;
-                if doc.tenant_from_default && options.default_access == DefaultAccess::Deny {
-                    return Err(KnowledgeError::FrontMatter {
-                        file: source,
-                        line: 1,
-                        message: "the document names no `tenant:`, and the operator's default \
-                                  access is deny (RAGTRAIL_DEFAULT_ACCESS=deny): every document \
-                                  must name its tenant"
-                            .to_string(),
-                    });
-                }
-                let doc = doc.document;
-                if chunks.is_empty() {
-                    report.skipped.push(SkippedFile {
-                        path: source,
-                        reason: "no text after the front matter".into(),
-                    });
-                    continue;
-                }
+        match read_file(&path, &source, format, options)? {
+            Ok((doc, chunks)) => {
+                report.count(format.name(), true);
                 report.documents.push(doc);
                 report.chunks.extend(chunks);
             }
-            Err(reason) => report.skipped.push(SkippedFile {
-                path: source,
-                reason,
-            }),
+            Err(reason) => {
+                report.count(format.name(), false);
+                report.skipped.push(SkippedFile {
+                    path: source,
+                    reason,
+                });
+            }
         }
     }
     Ok(report)
 }
 
-/// The knowledge files under `root` (path, whether Markdown), in path order; entries that could
-/// not be read go to `skipped`. Dot folders and dot files are left out.
-pub(super) fn knowledge_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<(PathBuf, bool)> {
+impl ScanReport {
+    fn count(&mut self, format: &str, read: bool) {
+        let count = self.formats.entry(format.to_string()).or_default();
+        if read {
+            count.read += 1;
+        } else {
+            count.skipped += 1;
+        }
+    }
+}
+
+/// Reads one file with its format's reader: the document and its chunks, or why it is skipped
+/// (`Ok(Err(reason))`). Malformed front matter (in the file, its `<meta>` or its sidecar) and a
+/// document without a tenant under deny-by-default stop the scan.
+fn read_file(
+    path: &Path,
+    source: &str,
+    format: Format,
+    options: &ScanOptions,
+) -> Result<Result<(Document, Vec<Chunk>), String>, KnowledgeError> {
+    let bytes = match read_bytes(path, options.max_file_bytes) {
+        Ok(b) => b,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let read = match readers::read(format, source, &bytes) {
+        Ok(r) => r,
+        Err(ReadError::Unreadable(reason)) => return Ok(Err(reason)),
+        Err(ReadError::FrontMatter(e)) => return Err(e),
+    };
+    let sidecar = if format.takes_sidecar() {
+        match read_sidecar(path, source)? {
+            Ok(s) => s,
+            Err(reason) => return Ok(Err(reason)),
+        }
+    } else {
+        None
+    };
+    let content_hash = match &sidecar {
+        None => sha256_hex(&bytes),
+        Some((_, sidecar_bytes)) => {
+            let mut all = bytes.clone();
+            all.push(0x1e);
+            all.extend_from_slice(sidecar_bytes);
+            sha256_hex(&all)
+        }
+    };
+    let fm = merge_front_matter(read.meta, sidecar.map(|(fm, _)| fm));
+    if fm.tenant.is_none() && options.default_access == DefaultAccess::Deny {
+        return Err(KnowledgeError::FrontMatter {
+            file: source.to_string(),
+            line: 1,
+            message: format!(
+                "the document names no `tenant:`{}, and the operator's default access is deny \
+                 (RAGTRAIL_DEFAULT_ACCESS=deny): every document must name its tenant",
+                if format.takes_sidecar() {
+                    format!(" (write it in a sidecar {source}.yaml)")
+                } else {
+                    String::new()
+                }
+            ),
+        });
+    }
+    let title = fm
+        .title
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| t.trim().to_string())
+        .or(read.title)
+        .unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_else(|| source.to_string())
+        });
+    let doc = Document {
+        source: source.to_string(),
+        title,
+        tenant: fm
+            .tenant
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_TENANT.to_string()),
+        roles: fm.roles.clone(),
+        version: fm.version.clone(),
+        updated: fm.updated.clone(),
+        status: fm.status.unwrap_or(DocStatus::Active),
+        content_hash,
+    };
+    let chunks = chunk_sections(&doc, read.sections, options.limits);
+    if chunks.is_empty() {
+        let reason = match format {
+            Format::Markdown | Format::Text => "no text after the front matter",
+            Format::Html => "no text outside navigation, header, footer and scripts",
+            Format::Docx => "no text in the document body",
+            Format::Pdf => "no text on any page",
+        };
+        return Ok(Err(reason.to_string()));
+    }
+    Ok(Ok((doc, chunks)))
+}
+
+/// The sidecar beside a file (`policy.pdf.yaml`, or `.yml`): its front matter and bytes.
+#[allow(clippy::type_complexity)]
+fn read_sidecar(
+    path: &Path,
+    source: &str,
+) -> Result<Result<Option<(FrontMatter, Vec<u8>)>, String>, KnowledgeError> {
+    let Some(sidecar) = sidecar_of(path) else {
+        return Ok(Ok(None));
+    };
+    let name = format!(
+        "{source}{}",
+        if sidecar.extension().is_some_and(|e| e == "yml") {
+            ".yml"
+        } else {
+            ".yaml"
+        }
+    );
+    let bytes = match std::fs::read(&sidecar) {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(format!("its sidecar {name} is unreadable: {e}"))),
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return Ok(Err(format!("its sidecar {name} is not UTF-8 text")));
+    };
+    let fm = parse_sidecar(&name, text)?;
+    Ok(Ok(Some((fm, bytes))))
+}
+
+/// The sidecar file of `path`, if there is one.
+fn sidecar_of(path: &Path) -> Option<PathBuf> {
+    ["yaml", "yml"].into_iter().find_map(|ext| {
+        let mut name = path.file_name()?.to_os_string();
+        name.push(".");
+        name.push(ext);
+        let candidate = path.with_file_name(name);
+        candidate.is_file().then_some(candidate)
+    })
+}
+
+/// Whether `path` is a sidecar: `NAME.EXT.yaml` beside a file `NAME.EXT` of a format that takes
+/// one.
+fn is_sidecar(path: &Path) -> bool {
+    let is_yaml = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
+    if !is_yaml {
+        return false;
+    }
+    let described = path.with_extension("");
+    Format::of(&described).is_some_and(Format::takes_sidecar) && described.is_file()
+}
+
+/// The file's own metadata, overridden by its sidecar: a sidecar decides who may read the
+/// document (tenant and roles together), and its other keys win where it gives them.
+fn merge_front_matter(own: FrontMatter, sidecar: Option<FrontMatter>) -> FrontMatter {
+    let Some(side) = sidecar else {
+        return own;
+    };
+    FrontMatter {
+        title: side.title.or(own.title),
+        tenant: side.tenant,
+        roles: side.roles,
+        version: side.version.or(own.version),
+        updated: side.updated.or(own.updated),
+        status: side.status.or(own.status),
+    }
+}
+
+/// Every file under `root`, in path order, as a knowledge file or an unsupported one; entries
+/// that could not be read go to `skipped`. Dot folders and dot files are left out, and so are
+/// sidecars (they belong to their file).
+pub(super) fn folder_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<FolderFile> {
     let display = root.display().to_string();
-    let mut files: Vec<(PathBuf, bool)> = Vec::new();
+    let mut files = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -127,8 +310,20 @@ pub(super) fn knowledge_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Ve
     for entry in walker {
         match entry {
             Ok(e) if e.file_type().is_file() => {
-                if let Some(markdown) = is_knowledge_file(e.path()) {
-                    files.push((e.into_path(), markdown));
+                let path = e.into_path();
+                match Format::of(&path) {
+                    Some(format) => files.push(FolderFile::Knowledge(path, format)),
+                    None if is_sidecar(&path) => {}
+                    None => {
+                        let ext = path
+                            .extension()
+                            .map(|e| format!(".{}", e.to_string_lossy()))
+                            .unwrap_or_else(|| "no extension".to_string());
+                        files.push(FolderFile::Unsupported(
+                            path,
+                            format!("unsupported type ({ext}); ingest reads {READ_EXTENSIONS}"),
+                        ));
+                    }
                 }
             }
             Ok(_) => {}
@@ -144,6 +339,23 @@ pub(super) fn knowledge_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Ve
     files
 }
 
+/// The knowledge files under `root` (the ones a scan reads), with their sidecars: what the
+/// stale check stamps.
+pub(super) fn knowledge_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for file in folder_files(root, skipped) {
+        if let FolderFile::Knowledge(path, format) = file {
+            if format.takes_sidecar()
+                && let Some(sidecar) = sidecar_of(&path)
+            {
+                out.push(sidecar);
+            }
+            out.push(path);
+        }
+    }
+    out
+}
+
 pub(super) fn relative_source(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
     rel.components()
@@ -152,8 +364,8 @@ pub(super) fn relative_source(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
-/// Reads a file as UTF-8 text, or says why it cannot be ingested.
-fn read_text(path: &Path, max_bytes: u64) -> Result<String, String> {
+/// Reads a file's bytes, or says why it cannot be ingested (too large, empty, unreadable).
+fn read_bytes(path: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
     let size = std::fs::metadata(path)
         .map_err(|e| format!("unreadable: {e}"))?
         .len();
@@ -162,75 +374,10 @@ fn read_text(path: &Path, max_bytes: u64) -> Result<String, String> {
             "too large: {size} bytes, the limit is {max_bytes} (RAGTRAIL_MAX_FILE_BYTES)"
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("unreadable: {e}"))?;
-    if bytes.contains(&0) {
-        return Err("binary content (NUL bytes)".into());
+    if size == 0 {
+        return Err("empty file (0 bytes)".into());
     }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })?;
-    if text.trim().is_empty() {
-        return Err("empty file".into());
-    }
-    Ok(text)
-}
-
-/// Parses one file's text into its document record and chunks.
-pub(crate) fn parse_document(
-    source: &str,
-    path: &Path,
-    text: &str,
-    markdown: bool,
-    limits: ChunkLimits,
-) -> Result<(ParsedDocument, Vec<Chunk>), KnowledgeError> {
-    let (fm, body, _) = split_front_matter(source, text)?;
-    let title = fm
-        .title
-        .clone()
-        .filter(|t| !t.trim().is_empty())
-        .or_else(|| if markdown { first_h1(body) } else { None })
-        .unwrap_or_else(|| {
-            path.file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_else(|| source.to_string())
-        });
-    let tenant_from_default = fm.tenant.is_none();
-    let title = if markdown {
-        inline_to_plain(&title)
-    } else {
-        title.trim().to_string()
-    };
-    let doc = Document {
-        source: source.to_string(),
-        title,
-        tenant: fm
-            .tenant
-            .clone()
-            .filter(|t| !t.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_TENANT.to_string()),
-        roles: fm.roles.clone(),
-        version: fm.version.clone(),
-        updated: fm.updated.clone(),
-        status: fm.status.unwrap_or(DocStatus::Active),
-        content_hash: sha256_hex(text.as_bytes()),
-    };
-    let chunks = chunk_document(&doc, body, markdown, limits);
-    Ok((
-        ParsedDocument {
-            document: doc,
-            tenant_from_default,
-        },
-        chunks,
-    ))
-}
-
-/// A parsed document and whether its tenant came from the default (no `tenant:` key).
-pub(crate) struct ParsedDocument {
-    pub document: Document,
-    pub tenant_from_default: bool,
+    std::fs::read(path).map_err(|e| format!("unreadable: {e}"))
 }
 
 #[cfg(test)]
@@ -257,6 +404,7 @@ mod tests {
         write(dir.path(), "latin1.md", &[0x63, 0x61, 0x66, 0xe9]);
         write(dir.path(), "big.md", &vec![b'a'; 2048]);
         write(dir.path(), "ignored.pdf", b"%PDF");
+        write(dir.path(), "notes.rtf", b"{\\rtf1 notes}");
         write(dir.path(), ".hidden/x.md", b"## x\n\ny\n");
         let opts = ScanOptions {
             max_file_bytes: 1024,
@@ -265,6 +413,20 @@ mod tests {
         let report = scan(dir.path(), &opts).expect("scan");
         let sources: Vec<_> = report.documents.iter().map(|d| d.source.as_str()).collect();
         assert_eq!(sources, vec!["a/one.md", "two.txt"]);
+        let counts: Vec<_> = report
+            .formats
+            .iter()
+            .map(|(f, c)| (f.as_str(), c.read, c.skipped))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                ("markdown", 1, 4),
+                ("other", 0, 1),
+                ("pdf", 0, 1),
+                ("text", 1, 0)
+            ]
+        );
         assert_eq!(report.documents[0].tenant, "acme");
         assert_eq!(report.documents[1].tenant, DEFAULT_TENANT);
         assert_eq!(report.documents[1].title, "two");
@@ -280,7 +442,9 @@ mod tests {
                 ("big.md", "too"),
                 ("bin.md", "binary"),
                 ("empty.md", "empty"),
-                ("latin1.md", "not")
+                ("ignored.pdf", "broken"),
+                ("latin1.md", "not"),
+                ("notes.rtf", "unsupported"),
             ]
         );
     }
@@ -317,5 +481,107 @@ mod tests {
                 .starts_with("hr/bad.md:2: malformed front matter"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_sidecar_gives_a_binary_format_its_access_and_is_not_reported_as_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let html = "<html><head><title>Expenses</title></head><body><h2>Taxis</h2>\
+                    <p>Keep the receipt.</p></body></html>";
+        write(dir.path(), "p.html", html.as_bytes());
+        write(
+            dir.path(),
+            "p.html.yaml",
+            b"tenant: acme\nroles: [finance]\nversion: 3\n",
+        );
+        write(dir.path(), "orphan.yaml", b"tenant: acme\n");
+        let report = scan(dir.path(), &ScanOptions::default()).expect("scan");
+        assert_eq!(report.documents.len(), 1);
+        let doc = &report.documents[0];
+        assert_eq!(
+            (
+                doc.title.as_str(),
+                doc.tenant.as_str(),
+                doc.roles.clone(),
+                doc.version.clone()
+            ),
+            (
+                "Expenses",
+                "acme",
+                vec!["finance".to_string()],
+                Some("3".to_string())
+            )
+        );
+        assert_eq!(report.chunks[0].title_path, "Expenses / Taxis");
+        assert_eq!(report.chunks[0].roles, vec!["finance"]);
+        assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+        assert_eq!(report.skipped[0].path, "orphan.yaml");
+        // The sidecar is part of the document: editing it changes the document's hash.
+        let before = doc.content_hash.clone();
+        write(dir.path(), "p.html.yaml", b"tenant: acme\nroles: [hr]\n");
+        let again = scan(dir.path(), &ScanOptions::default()).expect("scan");
+        assert_ne!(again.documents[0].content_hash, before);
+    }
+
+    #[test]
+    fn a_miscased_access_key_in_a_sidecar_or_a_meta_tag_stops_the_scan() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), "p.html", b"<title>T</title><p>text</p>");
+        write(dir.path(), "p.html.yaml", b"Tenant: acme\n");
+        let err = scan(dir.path(), &ScanOptions::default()).expect_err("must fail");
+        assert!(
+            err.to_string()
+                .starts_with("p.html.yaml:2: malformed front matter: unknown key `Tenant`"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(
+            dir.path(),
+            "q.html",
+            b"<meta name=\"Roles\" content=\"hr\"><title>T</title><p>text</p>",
+        );
+        let err = scan(dir.path(), &ScanOptions::default()).expect_err("must fail");
+        assert!(err.to_string().contains("unknown key `Roles`"), "{err}");
+    }
+
+    #[test]
+    fn deny_by_default_asks_a_binary_format_for_a_sidecar() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), "p.html", b"<title>T</title><p>text</p>");
+        let opts = ScanOptions {
+            default_access: DefaultAccess::Deny,
+            ..ScanOptions::default()
+        };
+        let err = scan(dir.path(), &opts).expect_err("must fail");
+        assert!(err.to_string().contains("sidecar p.html.yaml"), "{err}");
+        write(dir.path(), "p.html.yaml", b"tenant: acme\n");
+        assert_eq!(
+            scan(dir.path(), &opts).expect("scan").documents[0].tenant,
+            "acme"
+        );
+    }
+
+    #[test]
+    fn gbk_text_is_named_and_a_bom_is_not_text() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (gbk, _, _) = encoding_rs::GBK.encode("## 年假\n\n员工每年享有五天年假。\n");
+        write(dir.path(), "gbk.md", &gbk);
+        write(
+            dir.path(),
+            "bom.md",
+            "\u{feff}# 标题\n\n正文。\n".as_bytes(),
+        );
+        write(dir.path(), "empty.html", b"");
+        let report = scan(dir.path(), &ScanOptions::default()).expect("scan");
+        assert_eq!(report.documents[0].title, "标题");
+        assert_eq!(report.chunks[0].text, "正文。");
+        let reasons: Vec<_> = report
+            .skipped
+            .iter()
+            .map(|s| (s.path.as_str(), s.reason.as_str()))
+            .collect();
+        assert_eq!(reasons[0], ("empty.html", "empty file (0 bytes)"));
+        assert_eq!(reasons[1].0, "gbk.md");
+        assert!(reasons[1].1.contains("GBK/GB18030"), "{}", reasons[1].1);
     }
 }

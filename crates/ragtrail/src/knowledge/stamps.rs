@@ -74,7 +74,7 @@ impl FolderStamps {
         }
         let mut unreadable = Vec::new();
         let mut files = BTreeMap::new();
-        for (path, _) in knowledge_files(root, &mut unreadable) {
+        for path in knowledge_files(root, &mut unreadable) {
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
@@ -160,7 +160,7 @@ mod tests {
         write(root, "a.md", "# A\n\nalpha\n");
         write(root, "sub/b.md", "# B\n\nbeta\n");
         write(root, "c.txt", "gamma\n");
-        write(root, "notes.pdf", "not a knowledge file");
+        write(root, "notes.rtf", "not a knowledge file");
         write(root, ".hidden/d.md", "# D\n");
         let stamps = FolderStamps::of(root).expect("stamps");
         assert_eq!(
@@ -172,7 +172,7 @@ mod tests {
         write(root, "a.md", "# A\n\nalpha, longer now\n");
         write(root, "e.md", "# E\n\nepsilon\n");
         std::fs::remove_file(root.join("c.txt")).expect("remove");
-        write(root, "notes2.pdf", "still not a knowledge file");
+        write(root, "notes2.rtf", "still not a knowledge file");
         let changes = stamps.changes();
         assert_eq!(changes.changed, ["a.md"]);
         assert_eq!(changes.added, ["e.md"]);

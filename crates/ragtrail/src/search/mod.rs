@@ -616,6 +616,9 @@ fn metadata(
     if let Some(u) = &chunk.updated {
         m.insert("updated".to_string(), u.clone());
     }
+    if let Some(page) = chunk.page() {
+        m.insert("page".to_string(), page.to_string());
+    }
     if let Some(r) = f.bm25 {
         m.insert("bm25Rank".to_string(), r.rank.to_string());
         m.insert("bm25Score".to_string(), format!("{:.4}", r.score));

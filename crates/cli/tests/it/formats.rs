@@ -1,0 +1,316 @@
+//! HTML, Word and PDF ingest on files real tools made (pandoc, LibreOffice, qpdf: see
+//! `tests/fixtures/formats/README.md`): titlePaths from headings and outlines, tables whole with
+//! their header, PDF pages in `sourceUri` and hit metadata, and every file that cannot be read
+//! named with its reason, its previous version kept.
+
+use std::path::PathBuf;
+
+use crate::common::cli::{ragtrail, text};
+use crate::common::*;
+use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::engine::Engine;
+use ragtrail::trace::RunStatus;
+
+fn fixture(name: &str) -> PathBuf {
+    tests_dir().join("fixtures/formats").join(name)
+}
+
+/// A workspace whose knowledge folder holds copies of `fixtures` (under their own names).
+fn workspace_with(fixtures: &[&str]) -> Workspace {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.knowledge()).expect("mkdir");
+    for name in fixtures {
+        std::fs::copy(fixture(name), ws.knowledge().join(name)).expect("copy fixture");
+    }
+    ws
+}
+
+fn ingested(fixtures: &[&str]) -> (Workspace, Engine) {
+    let ws = workspace_with(fixtures);
+    let mut engine = ws.engine();
+    let summary = ws.ingest(&mut engine);
+    assert!(summary.skipped.is_empty(), "{:?}", summary.skipped);
+    (ws, engine)
+}
+
+fn title_paths(engine: &Engine) -> Vec<String> {
+    let mut paths: Vec<String> = engine
+        .store()
+        .chunks()
+        .iter()
+        .map(|c| c.title_path.clone())
+        .collect();
+    paths.dedup();
+    paths
+}
+
+const EN_TITLE: &str = "Overseas Staff Travel & Expense Policy";
+
+/// The English policy's headings, as its Markdown has them.
+fn en_sections() -> Vec<String> {
+    [
+        "",
+        " / Scope and Eligibility",
+        " / Booking Travel",
+        " / Booking Travel / Flights",
+        " / Booking Travel / Hotels",
+        " / Booking Travel / Ground Transport",
+        " / Lodging and Meal Allowances / Regional Rate Table",
+        " / Lodging and Meal Allowances / Partial Days and Provided Meals",
+        " / Submitting a Claim / Deadline and System",
+        " / Submitting a Claim / Receipts",
+        " / Submitting a Claim / Missing Receipts",
+        " / Currency and Exchange Rates",
+        " / Exceeding the Limits",
+        " / Reimbursable Extras",
+        " / Non-Reimbursable Items",
+        " / Corporate Card",
+    ]
+    .iter()
+    .map(|s| format!("{EN_TITLE}{s}"))
+    .collect()
+}
+
+const ZONE_1_ROW: &str = "Zone: Zone 1, Countries and regions: United States, United Kingdom, \
+                          Switzerland, Japan, Singapore, Hong Kong, Lodging cap per night (USD): \
+                          280, Meal allowance per day (USD): 85";
+
+#[test]
+fn html_headings_build_title_paths_and_the_table_keeps_its_header() {
+    let (_ws, engine) = ingested(&["overseas-travel-expense-en.html"]);
+    assert_eq!(title_paths(&engine), en_sections());
+    let hits = search(&engine, &["Zone 1", "lodging cap"], 3);
+    assert_eq!(
+        hits[0].title_path,
+        format!("{EN_TITLE} / Lodging and Meal Allowances / Regional Rate Table")
+    );
+    assert_eq!(
+        hits[0].source_uri,
+        "overseas-travel-expense-en.html#regional-rate-table"
+    );
+    let chunk = engine
+        .store()
+        .chunks()
+        .iter()
+        .find(|c| c.id == hits[0].chunk_id)
+        .expect("chunk");
+    assert!(chunk.text.contains(ZONE_1_ROW), "{}", chunk.text);
+    assert!(
+        !chunk.text.contains("font-size"),
+        "the page's CSS is not text"
+    );
+}
+
+#[test]
+fn docx_heading_styles_build_title_paths_and_tables_stay_whole() {
+    let (_ws, engine) = ingested(&["overseas-travel-expense-en.docx", "annual-leave.docx"]);
+    let paths = title_paths(&engine);
+    let en: Vec<String> = paths
+        .iter()
+        .filter(|p| p.starts_with(EN_TITLE))
+        .cloned()
+        .collect();
+    assert_eq!(en, en_sections());
+    assert!(
+        paths.contains(&"年休假管理办法 / 年假天数 / 法定年假".to_string()),
+        "{paths:?}"
+    );
+    let texts: Vec<&str> = engine
+        .store()
+        .chunks()
+        .iter()
+        .map(|c| c.text.as_str())
+        .collect();
+    assert!(texts.iter().any(|t| t.contains(ZONE_1_ROW)), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("累计工作年限：满10年不满20年，法定年假天数：10天")),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn pdf_outline_names_sections_and_pages_are_cited() {
+    let (ws, engine) = ingested(&["overseas-travel-expense-en.pdf"]);
+    let hits = search(&engine, &["FIN-12", "missing receipt"], 3);
+    assert_eq!(
+        hits[0].title_path,
+        format!("{EN_TITLE} / Submitting a Claim / Missing Receipts")
+    );
+    assert_eq!(hits[0].source_uri, "overseas-travel-expense-en.pdf#page=3");
+    assert_eq!(hits[0].metadata.get("page").map(String::as_str), Some("3"));
+    let flights = search(&engine, &["economy class", "premium economy"], 3);
+    assert_eq!(
+        flights[0].source_uri,
+        "overseas-travel-expense-en.pdf#page=1"
+    );
+
+    // The question's answer sits on page 3: the answer cites it there.
+    let outcome = ws.ask(
+        &engine,
+        &mut OfflinePlanner::new(),
+        "How many times per year can form FIN-12 be used for a lost receipt?",
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let answer = outcome.answer.expect("answer");
+    assert!(
+        answer
+            .citations
+            .iter()
+            .any(|c| c.source_uri == "overseas-travel-expense-en.pdf#page=3"),
+        "{:?}",
+        answer.citations
+    );
+}
+
+#[test]
+fn pdf_without_an_outline_gives_page_sections() {
+    let (_ws, engine) = ingested(&["overseas-travel-expense-en-no-outline.pdf"]);
+    assert_eq!(title_paths(&engine), vec![EN_TITLE.to_string()]);
+    let uris: Vec<&str> = engine
+        .store()
+        .chunks()
+        .iter()
+        .map(|c| c.source_uri.as_str())
+        .collect();
+    for page in 1..=3 {
+        let uri = format!("overseas-travel-expense-en-no-outline.pdf#page={page}");
+        assert!(uris.contains(&uri.as_str()), "{uris:?}");
+    }
+    let hits = search(&engine, &["FIN-12", "missing receipt"], 3);
+    assert_eq!(hits[0].metadata.get("page").map(String::as_str), Some("3"));
+}
+
+#[test]
+fn a_chinese_pdf_reads_in_order_and_is_found_by_chinese_keywords() {
+    let (_ws, engine) = ingested(&["annual-leave.pdf"]);
+    let hits = search(&engine, &["未休年假", "日工资"], 3);
+    assert_eq!(hits[0].title_path, "年休假管理办法 / 未休年假的补偿");
+    assert_eq!(hits[0].source_uri, "annual-leave.pdf#page=2");
+    assert!(hits[0].snippet.contains("300%"), "{}", hits[0].snippet);
+}
+
+#[test]
+fn unreadable_files_are_named_counted_and_keep_their_previous_version() {
+    let ws = workspace_with(&[
+        "overseas-travel-expense-en.docx",
+        "encrypted.pdf",
+        "not-a-zip.docx",
+        "zip-bomb.docx",
+    ]);
+    ws.write("policy.docx", "");
+    ws.write("scan.png", "not read");
+    std::fs::copy(
+        fixture("annual-leave.docx"),
+        ws.knowledge().join("leave.docx"),
+    )
+    .expect("copy");
+    let mut engine = ws.engine();
+    let first = ws.ingest(&mut engine);
+    let reasons: Vec<(&str, &str)> = first
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), s.reason.split(':').next().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            ("encrypted.pdf", "encrypted PDF"),
+            ("not-a-zip.docx", "not a zip archive (a .docx is one)"),
+            ("policy.docx", "empty file (0 bytes)"),
+            (
+                "scan.png",
+                "unsupported type (.png); ingest reads .md, .txt, .html, .htm, .docx, .pdf"
+            ),
+            (
+                "zip-bomb.docx",
+                "word/document.xml declares 209715200 bytes inflated, over the 67108864-byte bound (a zip bomb, or a document too large to ingest)"
+            ),
+        ]
+    );
+    let counts: Vec<(&str, usize, usize)> = first
+        .formats
+        .iter()
+        .map(|(f, c)| (f.as_str(), c.read, c.skipped))
+        .collect();
+    assert_eq!(counts, vec![("docx", 2, 3), ("other", 0, 1), ("pdf", 0, 1)]);
+    let leave_chunks = |engine: &Engine| {
+        engine
+            .store()
+            .chunks()
+            .iter()
+            .filter(|c| c.source == "leave.docx")
+            .count()
+    };
+    let before = leave_chunks(&engine);
+    assert!(before > 0);
+
+    // The file is now corrupt: it is named, and its previous version stays searchable.
+    ws.write("leave.docx", "PK\u{3}\u{4} truncated");
+    let second = ws.ingest(&mut engine);
+    assert!(second.removed.is_empty(), "{:?}", second.removed);
+    assert!(
+        second
+            .skipped
+            .iter()
+            .any(|s| s.path == "leave.docx" && s.reason.starts_with("not a zip archive")),
+        "{:?}",
+        second.skipped
+    );
+    assert_eq!(leave_chunks(&engine), before);
+    assert_eq!(search(&engine, &["法定年假"], 3)[0].chunk_id.len(), 18);
+}
+
+#[test]
+fn ingest_json_carries_the_counts_and_every_skipped_file() {
+    let ws = workspace_with(&["overseas-travel-expense-en.html", "encrypted.pdf"]);
+    ws.write("notes.md", "# Notes\n\nKeep receipts.\n");
+    let data = ws.data();
+    let out = ragtrail(
+        ws.dir.path(),
+        &[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "ingest",
+            ws.knowledge().to_str().expect("utf-8"),
+            "--json",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(json["formats"]["html"]["read"], 1);
+    assert_eq!(json["formats"]["markdown"]["read"], 1);
+    assert_eq!(json["formats"]["pdf"]["skipped"], 1);
+    assert_eq!(json["skipped"][0]["path"], "encrypted.pdf");
+    assert!(
+        json["skipped"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("encrypted PDF")),
+        "{stdout}"
+    );
+    assert_eq!(
+        json["added"],
+        serde_json::json!(["notes.md", "overseas-travel-expense-en.html"])
+    );
+
+    let out = ragtrail(
+        ws.dir.path(),
+        &[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "ingest",
+            ws.knowledge().to_str().expect("utf-8"),
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stdout.contains("files: html 1 read, markdown 1 read, pdf 1 skipped"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("warning: skipped encrypted.pdf: encrypted PDF"),
+        "{stderr}"
+    );
+}
