@@ -848,7 +848,8 @@ fn a_give_up_before_any_search_is_overridden_by_the_loop_for_any_planner() {
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     let message = outcome.message.clone().unwrap_or_default();
     assert!(!message.contains("No search was run"), "{message}");
-    assert!(message.contains("Keywords tried"), "{message}");
+    assert!(!message.contains("未进行检索"), "{message}");
+    assert!(message.contains("已尝试的关键词"), "{message}");
     // The trace says the loop overrode the planner, and with which reason.
     let file = trace::read_trace(&outcome.trace.as_ref().expect("trace").path).expect("read");
     let overrides: Vec<Option<String>> = file

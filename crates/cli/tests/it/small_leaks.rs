@@ -271,7 +271,7 @@ fn replay_live_json_prints_one_json_document() {
     let (stdout, _) = text(&out);
     assert!(stdout.contains("live re-plan (offline planner"), "{stdout}");
     assert!(
-        stdout.contains("status: recorded Answered | live Answered"),
+        stdout.contains("status: recorded answered | live answered"),
         "{stdout}"
     );
 }

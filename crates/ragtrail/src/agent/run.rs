@@ -92,6 +92,9 @@ pub(super) struct Run<'a> {
     refused_any: bool,
     /// A give-up before any search was turned into a search (done at most once).
     overrode_give_up: bool,
+    /// A search was asked for (carried out or rejected): a give-up after it is the planner's
+    /// own verdict on keywords it chose, not a refusal to look.
+    search_asked: bool,
     /// The turns that called a model.
     model_calls: Vec<ModelCall>,
 }
@@ -171,6 +174,7 @@ impl<'a> Run<'a> {
             keyword_sets_tried: Vec::new(),
             refused_any: false,
             overrode_give_up: false,
+            search_asked: false,
             model_calls: Vec::new(),
         })
     }
@@ -320,7 +324,11 @@ impl<'a> Run<'a> {
     /// (once per run; the question's own words are always worth one search, whatever the
     /// planner), or `None` to accept it.
     fn give_up_overridden(&mut self, reason: &str) -> Option<Vec<String>> {
-        if !self.rounds.is_empty() || self.overrode_give_up || self.options.max_search_rounds == 0 {
+        if !self.rounds.is_empty()
+            || self.search_asked
+            || self.overrode_give_up
+            || self.options.max_search_rounds == 0
+        {
             return None;
         }
         let keywords =
@@ -351,6 +359,7 @@ impl<'a> Run<'a> {
             query,
             overrode_give_up,
         } = asked;
+        self.search_asked = true;
         if self.rounds.len() as u32 >= self.options.max_search_rounds {
             let message = format!(
                 "no searches left ({} of {} used): answer from the hits you have, or give up",
