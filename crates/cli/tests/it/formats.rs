@@ -314,3 +314,42 @@ fn ingest_json_carries_the_counts_and_every_skipped_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_scanned_pdf_is_named_as_having_no_text_layer_and_the_rest_is_ingested() {
+    let ws = workspace_with(&["scanned-no-text.pdf", "overseas-travel-expense-en.html"]);
+    let mut engine = ws.engine();
+    let summary = ws.ingest(&mut engine);
+    let skipped: Vec<(&str, &str)> = summary
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        vec![(
+            "scanned-no-text.pdf",
+            "no text layer: none of its 1 pages holds text (a scan?); ragtrail does no OCR, so \
+             run one first"
+        )]
+    );
+    let counts: Vec<(&str, usize, usize)> = summary
+        .formats
+        .iter()
+        .map(|(f, c)| (f.as_str(), c.read, c.skipped))
+        .collect();
+    assert_eq!(counts, vec![("html", 1, 0), ("pdf", 0, 1)]);
+    // Nothing of the scan reached the index; the HTML policy beside it did.
+    let sources: Vec<&str> = engine
+        .store()
+        .chunks()
+        .iter()
+        .map(|c| c.source.as_str())
+        .collect();
+    assert!(!sources.contains(&"scanned-no-text.pdf"), "{sources:?}");
+    let hits = search(&engine, &["FIN-12", "missing receipt"], 3);
+    assert_eq!(
+        hits[0].source_uri,
+        "overseas-travel-expense-en.html#missing-receipts"
+    );
+}
