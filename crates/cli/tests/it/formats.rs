@@ -353,3 +353,57 @@ fn a_scanned_pdf_is_named_as_having_no_text_layer_and_the_rest_is_ingested() {
         "overseas-travel-expense-en.html#missing-receipts"
     );
 }
+
+#[test]
+fn ask_on_the_bundled_knowledge_cites_the_pdf_page_that_holds_the_answer() {
+    // The bundled meeting-room policy is a 3-page PDF (see the fixtures README); the no-show rule
+    // sits on its page 2.
+    let ws = Workspace::new();
+    let data = ws.data();
+    let knowledge = repo_root().join("knowledge");
+    let out = ragtrail(
+        ws.dir.path(),
+        &[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--knowledge",
+            knowledge.to_str().expect("utf-8"),
+            "ask",
+            "How many days does an organiser lose the right to book meeting rooms after three \
+             no-shows in a month?",
+            "--json",
+            "--no-trace",
+            "--today",
+            "2026-11-30",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("pdf 1 read"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(json["status"], "answered", "{stdout}");
+    assert!(
+        json["answer"]
+            .as_str()
+            .is_some_and(|a| a.contains("14 days")),
+        "{stdout}"
+    );
+    let cited: Vec<(&str, &str)> = json["citations"]
+        .as_array()
+        .expect("citations")
+        .iter()
+        .map(|c| {
+            (
+                c["sourceUri"].as_str().unwrap_or(""),
+                c["titlePath"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        cited.contains(&(
+            "facilities/meeting-rooms-en.pdf#page=2",
+            "Meeting Room and Event Space Booking Policy / Check-in, No-shows and Cancellations"
+        )),
+        "{cited:?}"
+    );
+}
