@@ -314,3 +314,96 @@ fn ingest_json_carries_the_counts_and_every_skipped_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_scanned_pdf_is_named_as_having_no_text_layer_and_the_rest_is_ingested() {
+    let ws = workspace_with(&["scanned-no-text.pdf", "overseas-travel-expense-en.html"]);
+    let mut engine = ws.engine();
+    let summary = ws.ingest(&mut engine);
+    let skipped: Vec<(&str, &str)> = summary
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        vec![(
+            "scanned-no-text.pdf",
+            "no text layer: none of its 1 pages holds text (a scan?); ragtrail does no OCR, so \
+             run one first"
+        )]
+    );
+    let counts: Vec<(&str, usize, usize)> = summary
+        .formats
+        .iter()
+        .map(|(f, c)| (f.as_str(), c.read, c.skipped))
+        .collect();
+    assert_eq!(counts, vec![("html", 1, 0), ("pdf", 0, 1)]);
+    // Nothing of the scan reached the index; the HTML policy beside it did.
+    let sources: Vec<&str> = engine
+        .store()
+        .chunks()
+        .iter()
+        .map(|c| c.source.as_str())
+        .collect();
+    assert!(!sources.contains(&"scanned-no-text.pdf"), "{sources:?}");
+    let hits = search(&engine, &["FIN-12", "missing receipt"], 3);
+    assert_eq!(
+        hits[0].source_uri,
+        "overseas-travel-expense-en.html#missing-receipts"
+    );
+}
+
+#[test]
+fn ask_on_the_bundled_knowledge_cites_the_pdf_page_that_holds_the_answer() {
+    // The bundled meeting-room policy is a 3-page PDF (see the fixtures README); the no-show rule
+    // sits on its page 2.
+    let ws = Workspace::new();
+    let data = ws.data();
+    let knowledge = repo_root().join("knowledge");
+    let out = ragtrail(
+        ws.dir.path(),
+        &[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--knowledge",
+            knowledge.to_str().expect("utf-8"),
+            "ask",
+            "How many days does an organiser lose the right to book meeting rooms after three \
+             no-shows in a month?",
+            "--json",
+            "--no-trace",
+            "--today",
+            "2026-11-30",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("pdf 1 read"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(json["status"], "answered", "{stdout}");
+    assert!(
+        json["answer"]
+            .as_str()
+            .is_some_and(|a| a.contains("14 days")),
+        "{stdout}"
+    );
+    let cited: Vec<(&str, &str)> = json["citations"]
+        .as_array()
+        .expect("citations")
+        .iter()
+        .map(|c| {
+            (
+                c["sourceUri"].as_str().unwrap_or(""),
+                c["titlePath"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        cited.contains(&(
+            "facilities/meeting-rooms-en.pdf#page=2",
+            "Meeting Room and Event Space Booking Policy / Check-in, No-shows and Cancellations"
+        )),
+        "{cited:?}"
+    );
+}
