@@ -7,15 +7,7 @@ use ragtrail::search::SearchHit;
 /// Replaces control characters (ANSI escapes, carriage returns) so document text cannot drive
 /// the terminal.
 pub fn terminal_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
+    ragtrail::review::markdown::plain(s)
 }
 
 pub use ragtrail::text::Lang;

@@ -563,6 +563,19 @@ impl<'a> Run<'a> {
                 .push(Observation::CitationsRefused { refused });
             return Ok(None);
         }
+        let finish = self.grounded(RunStatus::Answered, "answered".to_string(), text, cited)?;
+        Ok(Some(finish))
+    }
+
+    /// Records an answer or evidence whose citations all passed the checks, and finishes the
+    /// run with it: the two share the event shape, the status tells them apart.
+    fn grounded(
+        &mut self,
+        status: RunStatus,
+        reason: String,
+        text: String,
+        cited: Vec<Citation>,
+    ) -> Result<Finish, AgentError> {
         self.recorder.event(EventBody::Answer(AnswerEvent {
             text: text.clone(),
             citations: cited.clone(),
@@ -570,15 +583,15 @@ impl<'a> Run<'a> {
             refused: Vec::new(),
             unsourced: false,
         }))?;
-        Ok(Some(Finish {
-            status: RunStatus::Answered,
-            reason: "answered".to_string(),
+        Ok(Finish {
+            status,
+            reason,
             answer: Some(FinalAnswer {
                 text,
                 citations: cited,
                 unsourced: false,
             }),
-        }))
+        })
     }
 
     /// Why an answer's citations are refused, when the options require sources: a chunk not
@@ -624,22 +637,7 @@ impl<'a> Run<'a> {
         }
         let cited = cite(&kept, &self.rounds);
         let text = evidence_text(self.question, &cited);
-        self.recorder.event(EventBody::Answer(AnswerEvent {
-            text: text.clone(),
-            citations: cited.clone(),
-            grounded: true,
-            refused: Vec::new(),
-            unsourced: false,
-        }))?;
-        Ok(Finish {
-            status: RunStatus::Evidence,
-            reason,
-            answer: Some(FinalAnswer {
-                text,
-                citations: cited,
-                unsourced: false,
-            }),
-        })
+        self.grounded(RunStatus::Evidence, reason, text, cited)
     }
 
     /// A conversational reply: it finishes the run, recorded as unsourced.
