@@ -367,6 +367,11 @@ pub fn is_stop_term(term: &str) -> bool {
         "一般",
         "大概",
         "该",
+        // Motion and person words that frame an everyday question (去深圳, 谁来批): the
+        // destination or the role after them carries the meaning.
+        "去",
+        "来",
+        "谁",
     ];
     const EN: &[&str] = &[
         "what", "how", "when", "where", "who", "whom", "which", "why", "can", "could", "do", "doe",

@@ -203,6 +203,20 @@ mod tests {
         words.iter().map(|w| w.to_string()).collect()
     }
 
+    #[test]
+    fn function_words_are_never_key_terms() {
+        // 去, 来 and 谁 frame the question; a document need not say them to answer it.
+        let keys = key_terms(&["下周去深圳出差，住宿谁来批？".to_string()], &|_| 1, 100);
+        let terms: Vec<&str> = keys.iter().map(|k| k.term.as_str()).collect();
+        assert!(
+            terms.contains(&"深圳") && terms.contains(&"出差"),
+            "{terms:?}"
+        );
+        for word in ["去", "来", "谁"] {
+            assert!(!terms.contains(&word), "{word} in {terms:?}");
+        }
+    }
+
     fn kt(term: &str, weight: f64) -> KeyTerm {
         KeyTerm {
             term: term.into(),
