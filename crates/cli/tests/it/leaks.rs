@@ -19,6 +19,8 @@ const HR_WORD: &str = "HRWORD";
 
 const ACME_DOC: &str = "---\ntitle: Acme travel\ntenant: acme\n---\n\n## Hotel\n\nHotel expenses are reimbursed up to 600 per night ACMEWORD.\n";
 const GLOBEX_DOC: &str = "---\ntitle: Globex travel\ntenant: globex\n---\n\n## Hotel\n\nHotel expenses are reimbursed up to 900 per night GLOBEXWORD.\n";
+/// Globex's rate as its document words it (a bare "900" can turn up in a run id or a path).
+const GLOBEX_RATE: &str = "900 per night";
 const HR_DOC: &str = "---\ntitle: Acme HR\ntenant: acme\nroles: [hr]\n---\n\n## Review\n\nHotel expenses above the limit are reviewed by HR HRWORD.\n";
 
 /// The knowledge folder ingested into `data/`.
@@ -194,7 +196,7 @@ fn replay_and_audit_of_another_tenants_trace_are_refused_and_reveal_nothing() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let report: Value = serde_json::from_str(&stdout).expect("json");
     assert_eq!(report["integrity"]["status"], "clean");
-    for secret in [GLOBEX_WORD, "900", &globex_id, &globex_hash] {
+    for secret in [GLOBEX_WORD, GLOBEX_RATE, &globex_id, &globex_hash] {
         assert!(!stdout.contains(secret), "audit printed {secret}: {stdout}");
     }
     assert!(stdout.contains("withheld"), "{stdout}");
@@ -261,14 +263,17 @@ fn a_forged_trace_naming_another_tenants_chunk_reads_exactly_like_one_naming_no_
         }
         for out in &seen {
             // (The keywords are the forger's own text; the documents' text and hashes are not.)
-            for secret in [HR_WORD, hash.as_str(), "900"] {
+            for secret in [HR_WORD, hash.as_str(), GLOBEX_RATE] {
                 assert!(!out.contains(secret), "printed {secret}: {out}");
             }
         }
     }
     // The round recorded under globex is not re-run under it, so nothing of globex comes back.
     for out in &none {
-        assert!(!out.contains(&globex_id) && !out.contains("900"), "{out}");
+        assert!(
+            !out.contains(&globex_id) && !out.contains(GLOBEX_RATE),
+            "{out}"
+        );
     }
     assert!(
         replayed["rounds"][0]["error"]
