@@ -464,25 +464,21 @@ fn replay_text(r: &ReplayReport) -> String {
                 }
             }
         }
-        for h in &round.missing {
-            let _ = writeln!(
-                out,
-                "    missing  #{} {}  ({})\n        was: {}",
-                h.rank,
-                terminal_safe(&h.title_path),
-                h.chunk_id,
-                one_line(&h.text)
-            );
-        }
-        for h in &round.new {
-            let _ = writeln!(
-                out,
-                "    new      #{} {}  ({})\n        now: {}",
-                h.rank,
-                terminal_safe(&h.title_path),
-                h.chunk_id,
-                one_line(&h.text)
-            );
+        // A lost hit shows the text the run saw, a gained one the text there is now.
+        for (hits, what, when) in [
+            (&round.missing, "missing", "was"),
+            (&round.new, "new", "now"),
+        ] {
+            for h in hits {
+                let _ = writeln!(
+                    out,
+                    "    {what:<8} #{} {}  ({})\n        {when}: {}",
+                    h.rank,
+                    terminal_safe(&h.title_path),
+                    h.chunk_id,
+                    one_line(&h.text)
+                );
+            }
         }
         for m in &round.moved {
             let _ = writeln!(

@@ -70,22 +70,6 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .expect("read")
-        .lines()
-        .map(String::from)
-        .collect()
-}
-
-fn write_lines(path: &Path, lines: &[String]) {
-    std::fs::write(
-        path,
-        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
-    )
-    .expect("write");
-}
-
 fn rehash(line: &str, prev: Option<&str>, key: Option<&[u8]>) -> (String, String) {
     let mut v: Value = serde_json::from_str(line).expect("json");
     if let Some(p) = prev {
@@ -122,7 +106,7 @@ fn a_fresh_trace_is_clean_and_replays_exactly() {
 #[test]
 fn every_kind_of_tampering_is_an_integrity_failure_naming_the_line() {
     let (_ws, _engine, path) = recorded_run(None);
-    let original = lines(&path);
+    let original = trace_lines(&path);
     let n = original.len();
     assert!(n >= 5);
     let search_line = original
@@ -133,7 +117,7 @@ fn every_kind_of_tampering_is_an_integrity_failure_naming_the_line() {
     // One byte changed in a hit.
     let mut t = original.clone();
     t[search_line] = t[search_line].replacen("\"snippet\":\"", "\"snippet\":\"X", 1);
-    write_lines(&path, &t);
+    write_trace_lines(&path, &t);
     assert_eq!(
         verdict(&path, None),
         (Verdict::IntegrityFailure, Some(search_line + 1))
@@ -142,13 +126,13 @@ fn every_kind_of_tampering_is_an_integrity_failure_naming_the_line() {
     // A line deleted: the next line's prevHash no longer links.
     let mut t = original.clone();
     t.remove(1);
-    write_lines(&path, &t);
+    write_trace_lines(&path, &t);
     assert_eq!(verdict(&path, None), (Verdict::IntegrityFailure, Some(2)));
 
     // Two lines swapped.
     let mut t = original.clone();
     t.swap(1, 2);
-    write_lines(&path, &t);
+    write_trace_lines(&path, &t);
     assert_eq!(verdict(&path, None).0, Verdict::IntegrityFailure);
     assert_eq!(verdict(&path, None).1, Some(2));
 
@@ -159,14 +143,14 @@ fn every_kind_of_tampering_is_an_integrity_failure_naming_the_line() {
         .map(String::from);
     let forged = t[search_line].replacen("\"snippet\":\"", "\"snippet\":\"forged ", 1);
     t[search_line] = rehash(&forged, prev_hash.as_deref(), None).0;
-    write_lines(&path, &t);
+    write_trace_lines(&path, &t);
     assert_eq!(
         verdict(&path, None),
         (Verdict::IntegrityFailure, Some(search_line + 2))
     );
 
     // The last two lines removed at a newline: only the ledger can tell, and it does.
-    write_lines(&path, &original[..n - 2]);
+    write_trace_lines(&path, &original[..n - 2]);
     let (v, line) = verdict(&path, None);
     assert_eq!(
         v,
@@ -184,7 +168,7 @@ fn every_kind_of_tampering_is_an_integrity_failure_naming_the_line() {
         *line = l;
         prev = Some(h);
     }
-    write_lines(&path, &t);
+    write_trace_lines(&path, &t);
     assert_eq!(verdict(&path, None).0, Verdict::IntegrityFailure);
 
     // A torn last line alone is a crash, not tampering: incomplete (exit 1).
@@ -216,7 +200,7 @@ fn a_run_that_crashed_mid_line_is_incomplete_not_tampered() {
     let crashed_dir = ws.dir.path().join("crashed");
     std::fs::create_dir_all(&crashed_dir).expect("mkdir");
     let crashed = crashed_dir.join(path.file_name().expect("name"));
-    let original = lines(&path);
+    let original = trace_lines(&path);
     let mut text: String = original[..original.len() - 1]
         .iter()
         .map(|l| format!("{l}\n"))
@@ -257,14 +241,14 @@ fn a_trace_key_catches_a_rewrite_made_without_it() {
         Verdict::IntegrityFailure,
         "HMAC lines do not verify as plain SHA-256"
     );
-    let mut t = lines(&path);
+    let mut t = trace_lines(&path);
     let mut prev: Option<String> = None;
     for line in t.iter_mut() {
         let (l, h) = rehash(line, prev.as_deref(), None);
         *line = l;
         prev = Some(h);
     }
-    write_lines(&path, &t);
+    write_trace_lines(&path, &t);
     let (v, line) = verdict(&path, Some(key));
     assert_eq!((v, line), (Verdict::IntegrityFailure, Some(1)));
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::cli::{ragtrail, ragtrail_with_env, text};
-use crate::common::{TRAVEL, Workspace};
+use crate::common::{TRAVEL, Workspace, trace_lines, write_trace_lines};
 use ragtrail::trace::{canonical_json, event_hash};
 use serde_json::Value;
 
@@ -52,22 +52,6 @@ fn verify(ws: &Workspace, trace: &Path, extra: &[&str]) -> (Option<i32>, String)
     (code, format!("{stdout}{stderr}"))
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .expect("read")
-        .lines()
-        .map(String::from)
-        .collect()
-}
-
-fn write_lines(path: &Path, lines: &[String]) {
-    std::fs::write(
-        path,
-        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
-    )
-    .expect("write");
-}
-
 /// Re-hashes every line as a forger would: new `prevHash` links and `hash`es, other fields
 /// (signatures included) as they were, unless `edit` changes them.
 fn rechain(lines: &mut [String], mut edit: impl FnMut(usize, &mut Value)) -> String {
@@ -110,7 +94,7 @@ fn a_generated_key_signs_every_run_and_a_third_party_verifies_with_the_public_ke
     assert!(stderr.contains("already there"), "{stderr}");
 
     let trace = ask(&ws, QUESTION);
-    let ledger = lines(&trace.with_file_name("ledger.jsonl"));
+    let ledger = trace_lines(&trace.with_file_name("ledger.jsonl"));
     let entry: Value = serde_json::from_str(ledger.last().expect("entry")).expect("json");
     let key_id = entry["keyId"].as_str().expect("keyId").to_string();
     assert_eq!(key_id.len(), 16);
@@ -147,23 +131,23 @@ fn a_trace_rechained_by_hand_passes_the_hash_check_but_fails_verify() {
     let public = public.display().to_string();
     assert_eq!(verify(&ws, &trace, &["--public-key", &public]).0, Some(0));
     let ledger_path = trace.with_file_name("ledger.jsonl");
-    let original_ledger = lines(&ledger_path);
+    let original_ledger = trace_lines(&ledger_path);
 
     // Edit a hit's snippet, re-chain the trace, and rewrite its ledger entry to match,
     // keeping the entry's signatures (the forger cannot make new ones).
-    let mut t = lines(&trace);
+    let mut t = trace_lines(&trace);
     let search = t
         .iter()
         .position(|l| l.contains("\"type\":\"search\""))
         .expect("search line");
     t[search] = t[search].replacen("\"snippet\":\"", "\"snippet\":\"截图亦可报销。", 1);
     let final_hash = rechain(&mut t, |_, _| {});
-    write_lines(&trace, &t);
+    write_trace_lines(&trace, &t);
     let mut l = original_ledger.clone();
     rechain(&mut l, |_, v| {
         v["finalHash"] = Value::String(final_hash.clone())
     });
-    write_lines(&ledger_path, &l);
+    write_trace_lines(&ledger_path, &l);
 
     // The hash chain and the ledger agree: audit calls it clean.
     let (code, stdout, _) = run(&ws, &["audit", &trace.display().to_string()]);
@@ -190,7 +174,7 @@ fn a_trace_rechained_by_hand_passes_the_hash_check_but_fails_verify() {
             m.remove("signature");
         }
     });
-    write_lines(&ledger_path, &l);
+    write_trace_lines(&ledger_path, &l);
     assert_eq!(
         run(&ws, &["audit", &trace.display().to_string()]).0,
         Some(0)
@@ -203,7 +187,7 @@ fn a_trace_rechained_by_hand_passes_the_hash_check_but_fails_verify() {
     let other = Workspace::new();
     other.write("finance/travel.md", TRAVEL);
     let other_public = generate(&other, "other.pub");
-    write_lines(&ledger_path, &original_ledger);
+    write_trace_lines(&ledger_path, &original_ledger);
     let (code, out) = verify(
         &ws,
         &trace,
@@ -236,9 +220,9 @@ fn removing_the_last_run_is_caught_against_a_pinned_head() {
     // The last run removed whole: its trace and its ledger line.
     std::fs::remove_file(&last).expect("remove trace");
     let ledger_path = first.with_file_name("ledger.jsonl");
-    let mut l = lines(&ledger_path);
+    let mut l = trace_lines(&ledger_path);
     l.pop();
-    write_lines(&ledger_path, &l);
+    write_trace_lines(&ledger_path, &l);
     // Every remaining check passes: nothing else can tell.
     let (code, out) = verify(&ws, &first, &["--public-key", &public]);
     assert_eq!(code, Some(0), "{out}");

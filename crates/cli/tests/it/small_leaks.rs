@@ -171,9 +171,8 @@ fn with_closed_stdout(ws: &Workspace, args: &[&str]) -> std::process::Output {
     child.wait_with_output().expect("wait")
 }
 
-#[test]
-fn a_closed_stdout_ends_a_command_quietly() {
-    let ws = two_tenants();
+/// The trace of a question acme asks (answered from acme's hotel rule).
+fn acme_trace(ws: &Workspace) -> String {
     let out = ragtrail(
         ws.dir.path(),
         &[
@@ -186,7 +185,13 @@ fn a_closed_stdout_ends_a_command_quietly() {
             "hotel expenses",
         ],
     );
-    let trace = json_of(&out)["trace"].as_str().expect("trace").to_string();
+    json_of(&out)["trace"].as_str().expect("trace").to_string()
+}
+
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let ws = two_tenants();
+    let trace = acme_trace(&ws);
     for args in [
         vec!["--data-dir", "data", "--tenant", "acme", "audit", &trace],
         vec!["--data-dir", "data", "--tenant", "acme", "traces"],
@@ -213,19 +218,7 @@ fn a_closed_stdout_ends_a_command_quietly() {
 #[test]
 fn replay_live_json_prints_one_json_document() {
     let ws = two_tenants();
-    let out = ragtrail(
-        ws.dir.path(),
-        &[
-            "--data-dir",
-            "data",
-            "--tenant",
-            "acme",
-            "ask",
-            "--json",
-            "hotel expenses",
-        ],
-    );
-    let trace = json_of(&out)["trace"].as_str().expect("trace").to_string();
+    let trace = acme_trace(&ws);
     let out = ragtrail(
         ws.dir.path(),
         &[

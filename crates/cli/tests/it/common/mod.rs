@@ -113,3 +113,21 @@ pub fn no_evidence_message(outcome: AgentOutcome) -> String {
     );
     outcome.message.expect("message")
 }
+
+/// A trace file's lines, to edit one and write them back (tamper tests).
+pub fn trace_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("read")
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Writes `lines` back, one per line.
+pub fn write_trace_lines(path: &Path, lines: &[String]) {
+    std::fs::write(
+        path,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .expect("write");
+}
