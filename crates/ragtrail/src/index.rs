@@ -189,17 +189,38 @@ impl Bm25Index {
         self.reader.searcher().num_docs()
     }
 
-    /// In how many chunks `term` (an analysed term) occurs in the body, or the heading path
-    /// when that is more (headings are short and carry the topic).
-    pub fn doc_freq(&self, term: &str) -> u64 {
+    /// Term counts over the chunks a reader with `access` may see, for term rarity outside
+    /// BM25 (the planner's keyword order and key-term weights, `searchDocs`' sufficiency): the
+    /// same scope as BM25's statistics, so neither says whether a word occurs in another
+    /// tenant's documents.
+    pub fn scoped_counts(
+        &self,
+        access: &AccessContext,
+        include_superseded: bool,
+    ) -> Result<ScopedCounts, IndexError> {
         let searcher = self.reader.searcher();
-        let body = searcher
-            .doc_freq(&Term::from_field_text(self.fields.body, term))
-            .unwrap_or(0);
-        let title = searcher
-            .doc_freq(&Term::from_field_text(self.fields.title, term))
-            .unwrap_or(0);
-        body.max(title)
+        let q = Bm25Query {
+            keywords: &[],
+            access,
+            include_superseded,
+            limit: 0,
+            title_boost: 1.0,
+        };
+        let (scope, num_chunks) = if self.filters_pass_all(&searcher, &q)? {
+            (None, searcher.num_docs())
+        } else {
+            let scope = self.scope_query(&q);
+            let n = searcher
+                .search(&scope, &tantivy::collector::Count)
+                .map_err(|e| self.err(e))?;
+            (Some(scope), n as u64)
+        };
+        Ok(ScopedCounts {
+            searcher,
+            fields: self.fields,
+            scope,
+            num_chunks,
+        })
     }
 
     /// Starts a batch of changes; nothing is visible until [`IndexUpdate::commit`].
@@ -381,6 +402,48 @@ impl Bm25Index {
             ));
         }
         clauses
+    }
+}
+
+/// Term counts over the chunks one reader may see ([`Bm25Index::scoped_counts`]).
+pub struct ScopedCounts {
+    searcher: tantivy::Searcher,
+    fields: Fields,
+    /// `None` when every chunk is in scope (one tenant, nothing restricted or superseded: the
+    /// common case, counted from the index's own statistics).
+    scope: Option<BooleanQuery>,
+    num_chunks: u64,
+}
+
+impl ScopedCounts {
+    /// Chunks in scope.
+    pub fn num_chunks(&self) -> u64 {
+        self.num_chunks
+    }
+
+    /// In how many chunks in scope `term` (an analysed term) occurs in the body, or the
+    /// heading path when that is more (headings are short and carry the topic).
+    pub fn doc_freq(&self, term: &str) -> u64 {
+        let count = |field| {
+            let term = Term::from_field_text(field, term);
+            match &self.scope {
+                None => self.searcher.doc_freq(&term).unwrap_or(0),
+                Some(scope) => {
+                    let in_scope = BooleanQuery::new(vec![
+                        (
+                            Occur::Must,
+                            Box::new(TermQuery::new(term, IndexRecordOption::Basic))
+                                as Box<dyn Query>,
+                        ),
+                        (Occur::Must, scope.box_clone()),
+                    ]);
+                    self.searcher
+                        .search(&in_scope, &tantivy::collector::Count)
+                        .map_or(0, |n| n as u64)
+                }
+            }
+        };
+        count(self.fields.body).max(count(self.fields.title))
     }
 }
 
@@ -623,10 +686,20 @@ mod tests {
             }
             let keywords: Vec<String> = query.iter().map(|&w| WORDS[w].to_string()).collect();
             let (a, b) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
-            let alone = search(&index_of(a.path(), &mine), &keywords, &acme);
+            let alone_index = index_of(a.path(), &mine);
+            let alone = search(&alone_index, &keywords, &acme);
             let mixed_index = index_of(b.path(), &mixed);
             let beside = search(&mixed_index, &keywords, &acme);
             prop_assert_eq!(alone, beside);
+            // The counts a planner weighs terms by do not move either.
+            let (by_alone, by_mixed) = (
+                alone_index.scoped_counts(&acme, false).expect("counts"),
+                mixed_index.scoped_counts(&acme, false).expect("counts"),
+            );
+            prop_assert_eq!(by_alone.num_chunks(), by_mixed.num_chunks());
+            for word in WORDS {
+                prop_assert_eq!(by_alone.doc_freq(word), by_mixed.doc_freq(word), "{}", word);
+            }
             // A tenant with no chunks at all: nothing, and no panic on an empty scope.
             let nobody = AccessContext::new("nobody", Vec::<String>::new());
             prop_assert!(search(&mixed_index, &keywords, &nobody).is_empty());

@@ -209,7 +209,9 @@ pub enum AgentError {
 struct Lookup<'a> {
     engine: &'a Engine,
     access: &'a AccessContext,
-    n: u64,
+    /// Term counts over what the run may see; `None` if the index could not count them (then
+    /// every term counts as unseen, which only ever makes the planner more careful).
+    counts: Option<crate::index::ScopedCounts>,
     returned: HashMap<String, String>,
 }
 
@@ -218,7 +220,7 @@ impl<'a> Lookup<'a> {
         Self {
             engine,
             access,
-            n: engine.index().num_chunks(),
+            counts: engine.index().scoped_counts(access, false).ok(),
             returned: HashMap::new(),
         }
     }
@@ -237,11 +239,11 @@ impl<'a> Lookup<'a> {
 
 impl EvidenceLookup for Lookup<'_> {
     fn doc_freq(&self, term: &str) -> u64 {
-        self.engine.index().doc_freq(term)
+        self.counts.as_ref().map_or(0, |c| c.doc_freq(term))
     }
 
     fn num_chunks(&self) -> u64 {
-        self.n
+        self.counts.as_ref().map_or(0, |c| c.num_chunks())
     }
 
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str> {

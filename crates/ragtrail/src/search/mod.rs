@@ -309,7 +309,12 @@ pub fn search_docs_with(
     let first_cut = top_k.saturating_mul(2).min(candidates);
     let mut fused = fuse(fusion, &bm25_hits, &vector_hits, first_cut);
 
-    let keys = key_terms(&keywords, &|t: &str| index.doc_freq(t), index.num_chunks());
+    let counts = index.scoped_counts(&req.access, req.include_superseded)?;
+    let keys = key_terms(
+        &keywords,
+        &|t: &str| counts.doc_freq(t),
+        counts.num_chunks(),
+    );
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
     // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
     // analysed once, not once per key term).
