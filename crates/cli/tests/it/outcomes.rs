@@ -153,3 +153,22 @@ fn a_rare_word_no_document_uses_is_still_refused_in_the_questions_language() {
     assert!(message.contains("已尝试的关键词"), "{message}");
     assert!(!message.contains("Keywords tried"), "{message}");
 }
+
+#[test]
+fn words_the_segmenter_made_up_and_no_document_uses_do_not_sink_a_question() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // jieba's HMM joins 要 + 交 into 要交, a word its dictionary lacks and no document uses: it
+    // stands for its dictionary words (none of two characters), so it no longer counts against
+    // the section on sick-leave papers, which answers.
+    let (code, result) = ask_json(tmp.path(), "病了一个礼拜没上班，回来要交什么材料？");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    assert_eq!(code, Some(0));
+    assert!(
+        result["citations"]
+            .as_array()
+            .expect("citations")
+            .iter()
+            .any(|c| c["titlePath"] == "病假管理规定 / 证明材料"),
+        "{result:#}"
+    );
+}

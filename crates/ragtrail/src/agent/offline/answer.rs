@@ -9,7 +9,7 @@ use super::{
 };
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
-use crate::search::sufficiency::{KeyTerm, covered, covered_by, key_terms};
+use crate::search::sufficiency::{KeyTerm, covered, covered_by};
 use crate::text::{self, char_len};
 
 /// The question's key terms, to measure how much of the question a set of terms covers.
@@ -20,12 +20,7 @@ struct QuestionKeys {
 }
 
 impl QuestionKeys {
-    fn new(question: String, ctx: &PlannerContext<'_>) -> Self {
-        let keys = key_terms(
-            &[question],
-            &|t: &str| ctx.lookup.doc_freq(t),
-            ctx.lookup.num_chunks(),
-        );
+    fn new(keys: Vec<KeyTerm>) -> Self {
         let total: f64 = keys
             .iter()
             .map(|k| k.weight)
@@ -73,7 +68,7 @@ impl OfflinePlanner {
     /// citation; gives up when no sentence matches.
     pub(super) fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
         let weights = self.weights();
-        let keys = QuestionKeys::new(self.effective_question(ctx), ctx);
+        let keys = QuestionKeys::new(self.verdict_keys.clone());
         let candidates = candidates(ctx, &keys);
         let chosen = chosen(ctx, &candidates, &keys);
         let scored = scored_sentences(ctx, &weights, &chosen);
@@ -96,7 +91,7 @@ impl OfflinePlanner {
         reason: String,
     ) -> Option<PlannerAction> {
         let weights = self.weights();
-        let keys = QuestionKeys::new(self.effective_question(ctx), ctx);
+        let keys = QuestionKeys::new(self.verdict_keys.clone());
         let candidates = candidates(ctx, &keys);
         let chosen = chosen(ctx, &candidates, &keys);
         let scored = scored_sentences(ctx, &weights, &chosen);

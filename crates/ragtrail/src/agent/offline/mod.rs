@@ -32,9 +32,7 @@ use super::planner::{
     Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
 };
 use crate::search::SearchHit;
-use crate::search::sufficiency::{
-    Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms,
-};
+use crate::search::sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, decide};
 use crate::text::{self, SentenceEnds, StopThen, char_len, is_stop_term};
 use question::small_talk_reply;
 
@@ -75,6 +73,9 @@ pub struct OfflinePlanner {
     /// The question's everyday nouns no chunk mentions (`question::is_everyday_word`): they keep
     /// an answer from being composed, not the passages that cover the rest from being shown.
     everyday_unknown: Vec<String>,
+    /// The question's key terms for the verdict and the answer (`question::verdict_keys`),
+    /// read once with the question.
+    verdict_keys: Vec<KeyTerm>,
 }
 
 impl OfflinePlanner {
@@ -140,11 +141,7 @@ impl OfflinePlanner {
     /// chunk returned so far (a later round's keywords come from the hits themselves, so their
     /// own coverage says nothing about the question).
     fn question_sufficiency(&self, ctx: &PlannerContext<'_>) -> Sufficiency {
-        let keys = key_terms(
-            &[self.effective_question(ctx)],
-            &|t: &str| ctx.lookup.doc_freq(t),
-            ctx.lookup.num_chunks(),
-        );
+        let keys = &self.verdict_keys;
         // Every turn weighs every hit so far: the store's cached analysis of each, not jieba
         // over its text again.
         let per_hit: Vec<HashSet<String>> = all_hits(ctx)
@@ -152,10 +149,10 @@ impl OfflinePlanner {
                 let terms = ctx
                     .lookup
                     .returned_chunk_terms(&h.chunk_id, &h.title_path)?;
-                Some(covered_by(&keys, |t| terms.contains(t), terms.lowercase()))
+                Some(covered_by(keys, |t| terms.contains(t), terms.lowercase()))
             })
             .collect();
-        let mut sufficiency = decide(&keys, &per_hit, self.thresholds);
+        let mut sufficiency = decide(keys, &per_hit, self.thresholds);
         let unknown = if self.unknown_nouns.is_empty() {
             &self.everyday_unknown
         } else {

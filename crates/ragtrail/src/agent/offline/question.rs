@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{OfflinePlanner, analysed};
 use crate::agent::PlannerContext;
-use crate::search::sufficiency::idf;
+use crate::search::sufficiency::{KeyTerm, idf, key_terms};
 use crate::text::{self, char_len};
 
 /// The question's content words with their weight (the rarest analysed term in each).
@@ -77,6 +77,45 @@ fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String>
         }
     }
     out
+}
+
+/// The question's key terms as the verdict weighs them: `searchDocs`' key terms, with the
+/// words jieba's HMM made up and no chunk mentions replaced by their dictionary words.
+fn verdict_keys(question: &str, ctx: &PlannerContext<'_>) -> Vec<KeyTerm> {
+    let doc_freq = |t: &str| ctx.lookup.doc_freq(t);
+    let n = ctx.lookup.num_chunks();
+    let mut seen = HashSet::new();
+    let mut keys = Vec::new();
+    for key in key_terms(&[question.to_string()], &doc_freq, n) {
+        let replaced = match made_up_pieces(&key.term, &|w: &str| ctx.lookup.mentions(w)) {
+            Some(pieces) => key_terms(&pieces, &doc_freq, n),
+            None => vec![key],
+        };
+        keys.extend(replaced.into_iter().filter(|k| seen.insert(k.term.clone())));
+    }
+    keys
+}
+
+/// A word jieba's HMM joined from pieces its dictionary lacks as a whole ("最多能", "能报",
+/// "没休") and that no chunk mentions: segmentation noise, which can only ever count against
+/// the evidence. Its dictionary words of two or more characters stand for it; most such words
+/// have none (能 + 报) and drop out. `None` for any other word.
+fn made_up_pieces(term: &str, mentions: &dyn Fn(&str) -> bool) -> Option<Vec<String>> {
+    let jieba = text::jieba();
+    if char_len(term) < 2 || !term.chars().all(text::is_cjk) || jieba.has_word(term) {
+        return None;
+    }
+    if mentions(term) {
+        return None;
+    }
+    Some(
+        jieba
+            .cut(term, false)
+            .into_iter()
+            .map(|t| t.word.to_string())
+            .filter(|w| char_len(w) >= 2)
+            .collect(),
+    )
 }
 
 /// The reply to a greeting or thanks (and nothing else), in the question's language.
@@ -203,6 +242,7 @@ impl OfflinePlanner {
         });
         (self.everyday_unknown, self.unknown_nouns) =
             unknown.into_iter().partition(|w| text::is_everyday_word(w));
+        self.verdict_keys = verdict_keys(&self.effective_question(ctx), ctx);
     }
 
     /// The question with the topic words carried over from the previous turn, if any.
@@ -248,5 +288,23 @@ mod tests {
         // Everyday words and rare ones, as counted in jieba's dictionary.
         // Nothing unknown at all.
         assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| true).is_empty());
+    }
+
+    #[test]
+    fn made_up_words_no_chunk_mentions_stand_for_their_dictionary_words() {
+        let nowhere = |_: &str| false;
+        // Only the dictionary words of two or more characters stand for a made-up word: 报销
+        // for 报销完, nothing for 能报 (能 + 报) or 最多能 (最 + 多 + 能).
+        assert_eq!(
+            made_up_pieces("报销完", &nowhere),
+            Some(vec!["报销".to_string()])
+        );
+        assert_eq!(made_up_pieces("能报", &nowhere), Some(Vec::new()));
+        assert_eq!(made_up_pieces("最多能", &nowhere), Some(Vec::new()));
+        // A dictionary word, a word the knowledge base uses (年假 is matched by its bigrams),
+        // and a Latin word stay as they are.
+        assert_eq!(made_up_pieces("报销", &nowhere), None);
+        assert_eq!(made_up_pieces("最多能", &|_: &str| true), None);
+        assert_eq!(made_up_pieces("globex", &nowhere), None);
     }
 }
