@@ -72,9 +72,9 @@ fn app(global: &GlobalArgs, run: &ServerRunArgs) -> anyhow::Result<Arc<App>> {
     // Check the planner's configuration before serving anybody.
     planner().map_err(anyhow::Error::msg)?;
     let engine = open_current_engine(global)?;
-    Ok(Arc::new(App {
+    Ok(Arc::new(App::new(
         engine,
-        config: ServerConfig {
+        ServerConfig {
             trace_dir: global.trace_dir.clone(),
             trace_key: config::trace_key(),
             signer: config::signing_key(&global.data_dir)?,
@@ -82,7 +82,7 @@ fn app(global: &GlobalArgs, run: &ServerRunArgs) -> anyhow::Result<Arc<App>> {
             planner,
             today: run.today.map(|d| d.format("%Y-%m-%d").to_string()),
         },
-    }))
+    )))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -74,9 +74,14 @@ async fn healthz() -> Json<Value> {
 /// Ready when the index is open and holds chunks (with PostgreSQL, the engine opened against
 /// the database at start-up).
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let store = app.engine.store();
+    // With PostgreSQL this asks the database for its version: ready means reachable too.
+    let engine = match app.engine() {
+        Ok(engine) => engine,
+        Err(e) => return e.into_response(),
+    };
+    let store = engine.store();
     let chunks = store.chunks().len();
-    if app.engine.is_empty() {
+    if engine.is_empty() {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             code::NOT_READY,
@@ -289,7 +294,7 @@ async fn audit(
     };
     let report = blocking(move || {
         let run = app.open_run(&grant, &run_id)?;
-        Ok(app.audit(&grant, &run))
+        app.audit(&grant, &run)
     })
     .await?;
     Ok(if markdown {

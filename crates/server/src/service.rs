@@ -4,7 +4,7 @@
 //! blocking pool so a slow search never stalls the accepting threads.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use axum::http::StatusCode;
 use ragtrail::agent::{
@@ -41,7 +41,9 @@ pub struct ServerConfig {
 
 /// The engine and configuration every request shares.
 pub struct App {
-    pub engine: Engine,
+    /// Read by every request; written only to catch up with what another process ingested
+    /// into the shared PostgreSQL database ([`App::engine`]).
+    engine: RwLock<Engine>,
     pub config: ServerConfig,
 }
 
@@ -83,6 +85,39 @@ fn agent_error(e: AgentError) -> ApiError {
 }
 
 impl App {
+    pub fn new(engine: Engine, config: ServerConfig) -> Self {
+        Self {
+            engine: RwLock::new(engine),
+            config,
+        }
+    }
+
+    /// The engine, current with the database: when another process (a second `serve`, a CLI
+    /// `ingest`) has written the shared PostgreSQL knowledge base since this one last read it,
+    /// it catches up first (a full rebuild of its index from the database, other requests
+    /// waiting meanwhile), so a request never sees `StaleIndex` nor yesterday's chunks. With
+    /// the embedded store this is a plain read lock.
+    pub fn engine(&self) -> Result<RwLockReadGuard<'_, Engine>, ApiError> {
+        fn poisoned<T>(_: T) -> ApiError {
+            ApiError::internal("a request panicked while holding the engine")
+        }
+        {
+            let engine = self.engine.read().map_err(poisoned)?;
+            if !engine.behind_database().map_err(ApiError::internal)? {
+                return Ok(engine);
+            }
+        }
+        {
+            let mut engine = self.engine.write().map_err(poisoned)?;
+            // Another request may have caught up while this one waited for the lock.
+            if engine.behind_database().map_err(ApiError::internal)? {
+                tracing::info!("another process changed the knowledge base; catching up");
+                engine.catch_up(&mut |_| {}).map_err(ApiError::internal)?;
+            }
+        }
+        self.engine.read().map_err(poisoned)
+    }
+
     fn today(&self, asked: Option<String>) -> String {
         asked
             .or_else(|| self.config.today.clone())
@@ -117,7 +152,7 @@ impl App {
         let top_k = crate::body::bounded("topK", top_k, 1, MAX_TOP_K)?;
         let mut req = SearchRequest::new(keywords, top_k, grant.access.clone());
         req.include_superseded = include_superseded;
-        self.engine.search_docs(&req).map_err(search_error)
+        self.engine()?.search_docs(&req).map_err(search_error)
     }
 
     /// One agent run, traced under the caller's token name.
@@ -125,7 +160,7 @@ impl App {
         let mut planner = (self.config.planner)().map_err(ApiError::internal)?;
         let settings = self.settings(grant, params.options, self.today(params.today));
         agent::run(
-            &self.engine,
+            &*self.engine()?,
             &mut *planner,
             &params.question,
             &settings,
@@ -152,7 +187,7 @@ impl App {
         let settings = self.settings(grant, options, self.today(None));
         let question = DirectSearch::question(&keywords);
         let outcome = agent::run(
-            &self.engine,
+            &*self.engine()?,
             &mut planner,
             &question,
             &settings,
@@ -216,11 +251,17 @@ impl App {
     }
 
     /// The audit of a run the caller may see, under the caller's own access.
-    pub fn audit(&self, grant: &Grant, run: &CheckedRun) -> AuditReport {
+    pub fn audit(&self, grant: &Grant, run: &CheckedRun) -> Result<AuditReport, ApiError> {
+        let engine = self.engine()?;
         let engine = (run.integrity.verdict != Verdict::IntegrityFailure
             && review::check_access(&run.file, &grant.access).is_ok())
-        .then_some(&self.engine);
-        review::audit(&run.file, run.integrity.clone(), engine, &grant.access)
+        .then_some(&*engine);
+        Ok(review::audit(
+            &run.file,
+            run.integrity.clone(),
+            engine,
+            &grant.access,
+        ))
     }
 
     /// The replay of a run the caller may see: refused when its integrity fails or it was
@@ -239,7 +280,7 @@ impl App {
         review::check_access(&run.file, &grant.access).map_err(|e| {
             ApiError::new(StatusCode::FORBIDDEN, code::ACCESS_MISMATCH, e.to_string())
         })?;
-        review::replay(&self.engine, &run.file, &grant.access).map_err(ApiError::internal)
+        review::replay(&*self.engine()?, &run.file, &grant.access).map_err(ApiError::internal)
     }
 }
 

@@ -121,6 +121,16 @@ impl Engine {
         self.backend.pg().map(|pg| &pg.store)
     }
 
+    /// Whether another process has written the database since this engine last read it (its
+    /// searches would be refused with `StaleIndex` until [`Engine::catch_up`]). One small query;
+    /// always `false` for the embedded store.
+    pub fn behind_database(&self) -> Result<bool, EngineError> {
+        match self.backend.pg() {
+            Some(pg) => Ok(pg.store.data_version()? != self.store.generation()),
+            None => Ok(false),
+        }
+    }
+
     /// Brings the in-memory chunk records and the BM25 index up to the database's current
     /// state (rebuilding the index if its recorded version differs). Returns whether the index
     /// was rebuilt. Nothing to do for the embedded store.

@@ -10,6 +10,11 @@ use serde_json::Value;
 /// The `ragtrail` command of a test workspace: data, knowledge and traces in `root`, nothing
 /// from the caller's environment, the offline planner and a fixed date.
 pub fn command(root: &Path) -> Command {
+    command_with_data(root, "data")
+}
+
+/// [`command`] with the index and store in `root/DATA`.
+pub fn command_with_data(root: &Path, data: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
     cmd.current_dir(root);
     for (key, _) in std::env::vars_os() {
@@ -21,7 +26,7 @@ pub fn command(root: &Path) -> Command {
     cmd.env_remove("DATABASE_URL");
     cmd.args([
         "--data-dir",
-        "data",
+        data,
         "--knowledge",
         "knowledge",
         "--trace-dir",
@@ -61,7 +66,12 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(root: &Path) -> Self {
-        let mut cmd = command(root);
+        Self::spawn(command(root))
+    }
+
+    /// `cmd serve …` on a port the OS picks, offline planner, fixed date: `cmd` chooses the
+    /// directories and the environment.
+    pub fn spawn(mut cmd: Command) -> Self {
         cmd.args([
             "serve",
             "--listen",
