@@ -16,6 +16,9 @@
 //! `search` sends each question's content words, as the offline planner's first round does.
 //! Printed: requests/s, p50 / p99 latency, errors, and the server's resident memory (current
 //! and peak, from /proc). Bounded by design: loopback only, at most 32 connections.
+//!
+//! Under `cargo test --all-targets` (no `--bench` argument) it is a smoke run of 0.2 s a row
+//! that fails if any request failed; its timings mean nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -32,6 +35,8 @@ const CONCURRENCY: [usize; 3] = [1, 8, 32];
 
 struct Options {
     seconds: f64,
+    /// Run by `cargo test`, not `cargo bench`.
+    smoke: bool,
     knowledge: PathBuf,
     questions: PathBuf,
 }
@@ -40,6 +45,7 @@ fn options() -> Options {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut o = Options {
         seconds: 5.0,
+        smoke: true,
         knowledge: root.join("knowledge"),
         questions: root.join("eval/golden.jsonl"),
     };
@@ -59,10 +65,13 @@ fn options() -> Options {
             }
             "--knowledge" => o.knowledge = PathBuf::from(value()),
             "--questions" => o.questions = PathBuf::from(value()),
-            // `cargo bench` passes --bench to every bench binary.
-            "--bench" => {}
+            // `cargo bench` passes --bench to every bench binary; `cargo test` does not.
+            "--bench" => o.smoke = false,
             other => fail(&format!("unknown argument {other}")),
         }
+    }
+    if o.smoke {
+        o.seconds = 0.2;
     }
     o
 }
@@ -198,22 +207,23 @@ impl Sample {
     }
 }
 
-/// Runs `work(client, i)` on `threads` threads until `seconds` pass; `work` returns whether
-/// the call succeeded.
+/// Runs `work(client, i)` on `threads` threads for `seconds`, timed from when every thread has
+/// made its client; `work` returns whether the call succeeded.
 fn drive<C>(
     threads: usize,
     seconds: f64,
     make: impl Fn() -> C + Sync,
     work: impl Fn(&C, usize) -> bool + Sync,
 ) -> Sample {
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds);
-    let per_thread: Vec<(Vec<Duration>, usize)> = std::thread::scope(|s| {
+    let ready = std::sync::Barrier::new(threads + 1);
+    let (per_thread, wall): (Vec<(Vec<Duration>, usize)>, Duration) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (make, work) = (&make, &work);
+                let (make, work, ready) = (&make, &work, &ready);
                 s.spawn(move || {
                     let client = make();
+                    ready.wait();
+                    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
                     let (mut latencies, mut errors) = (Vec::new(), 0);
                     let mut i = t * 7919;
                     while Instant::now() < deadline {
@@ -229,12 +239,14 @@ fn drive<C>(
                 })
             })
             .collect();
-        handles
+        ready.wait();
+        let start = Instant::now();
+        let results = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
-            .collect()
+            .collect();
+        (results, start.elapsed())
     });
-    let wall = start.elapsed();
     let mut sample = Sample {
         latencies: Vec::new(),
         errors: 0,
@@ -247,7 +259,7 @@ fn drive<C>(
     sample
 }
 
-fn row(what: &str, concurrency: usize, s: &Sample, rss: Option<(f64, f64)>, base: f64) {
+fn row(what: &str, concurrency: usize, s: &Sample, rss: Option<(f64, f64)>, base: f64) -> usize {
     let rss = rss.map_or("–".to_string(), |(now, peak)| {
         format!("{now:.0} / {peak:.0}")
     });
@@ -259,6 +271,7 @@ fn row(what: &str, concurrency: usize, s: &Sample, rss: Option<(f64, f64)>, base
         s.errors,
         s.per_second() / base,
     );
+    s.errors
 }
 
 fn main() {
@@ -310,9 +323,9 @@ fn main() {
     };
     let one = drive(1, o.seconds, || (), search_in_process);
     let base = one.per_second();
-    row("searchDocs in process", 1, &one, None, base);
+    let mut errors = row("searchDocs in process", 1, &one, None, base);
     let all = drive(cores, o.seconds, || (), search_in_process);
-    row("searchDocs in process", cores, &all, None, base);
+    errors += row("searchDocs in process", cores, &all, None, base);
     drop(counts);
 
     let server = start_server(cli());
@@ -333,6 +346,21 @@ fn main() {
             .and_then(|r| r.bytes())
             .is_ok()
     };
+    // Warm up: the first requests open connections and fill the server's caches.
+    let warm = client();
+    for i in 0..8 {
+        let keywords = &keyword_sets[i % keyword_sets.len()];
+        post(
+            &warm,
+            "/v1/search",
+            json!({ "keywords": keywords, "topK": TOP_K }),
+        );
+        post(
+            &warm,
+            "/v1/ask",
+            json!({ "question": questions[i % questions.len()] }),
+        );
+    }
     for c in CONCURRENCY {
         let s = drive(c, o.seconds, client, |client, i| {
             let keywords = &keyword_sets[i % keyword_sets.len()];
@@ -342,13 +370,16 @@ fn main() {
                 json!({ "keywords": keywords, "topK": TOP_K }),
             )
         });
-        row("POST /v1/search", c, &s, Some(rss_mib(pid)), base);
+        errors += row("POST /v1/search", c, &s, Some(rss_mib(pid)), base);
     }
     for c in CONCURRENCY {
         let s = drive(c, o.seconds, client, |client, i| {
             let question = &questions[i % questions.len()];
             post(client, "/v1/ask", json!({ "question": question }))
         });
-        row("POST /v1/ask (offline)", c, &s, Some(rss_mib(pid)), base);
+        errors += row("POST /v1/ask (offline)", c, &s, Some(rss_mib(pid)), base);
+    }
+    if o.smoke && errors > 0 {
+        fail(&format!("{errors} requests failed"));
     }
 }
