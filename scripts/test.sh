@@ -91,5 +91,7 @@ echo "== cargo test"
 cargo test --workspace --all-targets --locked
 # --all-targets leaves the documentation examples out; they are tests too.
 cargo test --workspace --doc --locked
+echo "== ragtrail mcp under the reference MCP client (scripts/mcp-inspector.sh)"
+bash scripts/mcp-inspector.sh "$CARGO_TARGET_DIR/debug/ragtrail"
 echo "== the engine alone, without its optional parts (no PostgreSQL, no in-process model)"
 cargo test -p ragtrail --no-default-features --lib --locked

@@ -25,8 +25,14 @@ pub struct SearchDocsArgs {
     /// sentences), in the knowledge base's language.
     pub keywords: Vec<String>,
     /// Hits to return, 1 to 20 [default: 5].
-    #[serde(default)]
-    pub top_k: Option<u32>,
+    // A plain integer with a default, not a nullable one: clients that map tool schemas onto
+    // a single-`type` dialect accept it (the MCP inspector's portability check).
+    #[serde(default = "default_top_k")]
+    pub top_k: u32,
+}
+
+fn default_top_k() -> u32 {
+    AgentRagOptions::default().top_k_per_round
 }
 
 /// `ask` arguments.
@@ -145,9 +151,7 @@ impl McpServer {
     ) -> Result<Json<SearchDocsResult>, String> {
         let app = self.app.clone();
         let grant = self.grant.clone();
-        let top_k = args
-            .top_k
-            .unwrap_or(AgentRagOptions::default().top_k_per_round);
+        let top_k = args.top_k;
         let outcome = blocking(move || app.traced_search(&grant, args.keywords, top_k))
             .await
             .map_err(tool_error)?;
