@@ -608,7 +608,7 @@ pub fn audit_text(r: &AuditReport) -> String {
                 s.vector_rank.as_deref().unwrap_or("-")
             );
         }
-        let _ = writeln!(out, "    in the store now: {}", c.store_state);
+        seen_text_lines(&mut out, c);
     }
     // Without a grounded answer the hits are the evidence there is: list them.
     let list_hits = !r.decision.sufficient;
@@ -653,6 +653,64 @@ pub fn audit_text(r: &AuditReport) -> String {
         }
     );
     out
+}
+
+/// The text a citation's chunk held when the run saw it, and today's against it.
+fn seen_text_lines(out: &mut String, c: &ragtrail::review::audit::CitationAudit) {
+    let (seen, store_state) = (&c.seen, c.store_state);
+    let indent = |t: &str| terminal_safe(t).replace('\n', "\n        ");
+    match (seen.version, &seen.text) {
+        ("not checked", _) => {
+            let _ = writeln!(out, "    in the store now: {store_state}");
+            return;
+        }
+        ("kept", Some(text)) => {
+            let _ = writeln!(
+                out,
+                "    text the run was shown ({}@{}, indexed {}):\n        {}",
+                c.chunk_id,
+                ragtrail::text::truncate_chars(c.recorded_hash.as_deref().unwrap_or("-"), 16),
+                seen.first_indexed.as_deref().unwrap_or("-"),
+                indent(text)
+            );
+        }
+        ("pruned", _) => {
+            let _ = writeln!(
+                out,
+                "    text the run was shown: pruned on {} (ingest --keep-versions); only the quote and the recorded snippet remain",
+                seen.pruned_at.as_deref().unwrap_or("-")
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "    text the run was shown: not kept (indexed before this knowledge base kept versions)"
+            );
+        }
+    }
+    match seen.today {
+        "changed" => {
+            let _ = writeln!(out, "    in the store now: changed");
+            match (&seen.diff, &seen.current_text) {
+                (Some(diff), _) => {
+                    let _ = writeln!(out, "    word diff, then → now:\n        {}", indent(diff));
+                }
+                (None, Some(now)) => {
+                    let _ = writeln!(out, "    now:\n        {}", indent(now));
+                }
+                _ => {}
+            }
+        }
+        "deleted" => {
+            let _ = writeln!(
+                out,
+                "    in the store now: deleted (no longer in the knowledge base)"
+            );
+        }
+        other => {
+            let _ = writeln!(out, "    in the store now: {other}");
+        }
+    }
 }
 
 /// One run as `traces` lists it.

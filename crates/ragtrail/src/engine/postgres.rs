@@ -325,6 +325,7 @@ impl Engine {
             }
             summary.chunks = self.store.chunks().len();
             summary.generation = self.store.generation();
+            summary.versions_pruned = self.prune_versions(options.keep_versions)?;
             return Ok(summary);
         }
         if rebuild {
@@ -433,6 +434,7 @@ impl Engine {
         }
         summary.chunks = self.store.chunks().len();
         summary.generation = self.store.generation();
+        summary.versions_pruned = self.prune_versions(options.keep_versions)?;
         Ok(summary)
     }
 

@@ -37,6 +37,90 @@ pub struct CitationAudit {
     pub store_state: &'static str,
     pub recorded_hash: Option<String>,
     pub current_hash: Option<String>,
+    /// The chunk text the run was shown, from the kept versions, and today's against it.
+    pub seen: SeenText,
+}
+
+/// The text a citation's chunk held when the run was shown it (the version with the recorded
+/// content hash), and whether today's chunk still says it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeenText {
+    /// `kept` (the text is below), `pruned` (dropped by `ingest --keep-versions`), `not kept`
+    /// (indexed before versions were kept, or not visible to the auditor), `not checked` (no
+    /// store at hand).
+    pub version: &'static str,
+    /// The exact chunk text the run was shown.
+    pub text: Option<String>,
+    /// When that text was first indexed.
+    pub first_indexed: Option<String>,
+    /// When it was pruned.
+    pub pruned_at: Option<String>,
+    /// Today's chunk against it: `same`, `changed`, `deleted`, or `not checked`.
+    pub today: &'static str,
+    /// Today's text, when it changed.
+    pub current_text: Option<String>,
+    /// What changed, word by word: `[-removed-]{+added+}` (when both texts are known).
+    pub diff: Option<String>,
+}
+
+/// [`SeenText`] of a citation: the kept version with `hash` and today's chunk, as `caller` sees
+/// them. An error reading the versions is a note, never a failed audit.
+fn seen_text(
+    engine: Option<&Engine>,
+    chunk_id: &str,
+    hash: Option<&str>,
+    caller: &AccessContext,
+    notes: &mut Vec<String>,
+) -> SeenText {
+    let Some(engine) = engine else {
+        return SeenText {
+            version: "not checked",
+            text: None,
+            first_indexed: None,
+            pruned_at: None,
+            today: "not checked",
+            current_text: None,
+            diff: None,
+        };
+    };
+    let versions = match engine.chunk_versions(chunk_id, caller) {
+        Ok(v) => v,
+        Err(e) => {
+            notes.push(format!(
+                "the kept versions of {chunk_id} could not be read: {e}"
+            ));
+            Vec::new()
+        }
+    };
+    let version = hash.and_then(|h| versions.iter().find(|v| v.content_hash == h));
+    let current = engine.store().get_visible(chunk_id, caller);
+    let today = match (current, hash) {
+        (None, _) => "deleted",
+        (Some(c), Some(h)) if c.content_hash == h => "same",
+        (Some(_), _) => "changed",
+    };
+    let text = version.and_then(|v| v.text.clone());
+    let current_text = current
+        .filter(|_| today == "changed")
+        .map(|c| c.text.clone());
+    let diff = match (&text, &current_text) {
+        (Some(old), Some(new)) => Some(super::diff::word_diff(old, new)),
+        _ => None,
+    };
+    SeenText {
+        version: match version {
+            Some(v) if v.text.is_some() => "kept",
+            Some(_) => "pruned",
+            None => "not kept",
+        },
+        text,
+        first_indexed: version.map(|v| v.first_indexed.clone()),
+        pruned_at: version.and_then(|v| v.pruned_at.clone()),
+        today,
+        current_text,
+        diff,
+    }
 }
 
 /// One hit of a round, as the planner was shown it.
@@ -279,7 +363,19 @@ pub fn audit(
                 }
                 (Some(_), Some(_), _) => "changed",
             };
+            let seen = seen_text(
+                engine,
+                &c.chunk_id,
+                rec.map(|r| r.0).filter(|h| !h.is_empty()),
+                caller,
+                &mut notes,
+            );
             let quote_verified = match (store_state, current, rec) {
+                // The text the run was shown, kept: the quote is checked against exactly it.
+                _ if seen.text.is_some() => seen
+                    .text
+                    .as_deref()
+                    .map(|t| crate::text::quote_in_text(&c.quote, t)),
                 ("unchanged", Some(chunk), _) => {
                     Some(crate::text::quote_in_text(&c.quote, &chunk.text))
                 }
@@ -297,8 +393,13 @@ pub fn audit(
                 _ => {}
             }
             if matches!(store_state, "changed" | "gone") {
+                let what = if store_state == "gone" {
+                    "was deleted"
+                } else {
+                    "changed"
+                };
                 findings.push(format!(
-                    "cited chunk {} ({}) {store_state} since the run",
+                    "cited chunk {} ({}) {what} since the run",
                     c.chunk_id, c.title_path
                 ));
             }
@@ -312,6 +413,7 @@ pub fn audit(
                 store_state,
                 recorded_hash: rec.map(|r| r.0.to_string()),
                 current_hash: current.map(|c| c.content_hash.clone()),
+                seen,
             });
         }
         for r in rounds.iter().filter(|r| !r.cited) {

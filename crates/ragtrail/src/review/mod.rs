@@ -7,6 +7,7 @@
 //! not see is looked up as if it never existed.
 
 pub mod audit;
+pub mod diff;
 pub mod markdown;
 pub mod replay;
 pub mod runs;
