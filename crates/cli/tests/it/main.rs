@@ -12,6 +12,7 @@ mod conversation;
 mod embed_server;
 mod eval_agent;
 mod eval_retrieval;
+mod evidence_versions;
 mod formats;
 mod golden_set;
 mod http_embed;
