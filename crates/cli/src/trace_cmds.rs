@@ -50,6 +50,15 @@ pub struct ReplayArgs {
     /// What if: re-run every recorded keyword set asking for N hits.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub top_k: Option<u32>,
+    /// Re-run the planner itself (the offline planner) on today's index, with the recorded
+    /// question, date, options and earlier turns under your access, and compare keywords,
+    /// hits and answer round by round (JSON: `rerun`). Deterministic: two re-runs print the
+    /// same bytes. Writes no trace unless --rerun-trace.
+    #[arg(long, conflicts_with = "live")]
+    pub rerun: bool,
+    /// With --rerun: write the re-run's trace to --trace-dir (signed like any run).
+    #[arg(long, requires = "rerun")]
+    pub rerun_trace: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -240,11 +249,31 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     } else {
         None
     };
+    let rerun = if args.rerun {
+        let trace = if args.rerun_trace {
+            Some(TraceSettings {
+                dir: global.trace_dir.clone(),
+                key: config::trace_key(),
+                signer: config::signing_key(&global.data_dir)?,
+                caller: None,
+            })
+        } else {
+            None
+        };
+        Some(ragtrail::review::rerun::rerun(
+            &engine, &file, &caller, trace,
+        )?)
+    } else {
+        None
+    };
     if args.json {
         // One JSON document on stdout: the replay report, with the re-plan under `live`.
         let mut value = serde_json::to_value(&report)?;
         if let (Some(live), Some(obj)) = (&live, value.as_object_mut()) {
             obj.insert("live".into(), serde_json::to_value(live)?);
+        }
+        if let (Some(rerun), Some(obj)) = (&rerun, value.as_object_mut()) {
+            obj.insert("rerun".into(), serde_json::to_value(rerun)?);
         }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -252,8 +281,12 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
         if let Some(live) = &live {
             print!("{}", live_text(live));
         }
+        if let Some(rerun) = &rerun {
+            print!("{}", rerun_text(rerun));
+        }
     }
-    Ok(ExitCode::from(if report.reproduced { 0 } else { 1 }))
+    let same = report.reproduced && rerun.as_ref().is_none_or(|r| r.same);
+    Ok(ExitCode::from(if same { 0 } else { 1 }))
 }
 
 /// `replay --live`: the recorded question planned again, now, beside the recorded run.
@@ -381,6 +414,96 @@ fn live_text(live: &LiveReplan) -> String {
             terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
         );
     }
+    out
+}
+
+/// `replay --rerun` for people: each round's keywords and hits, recorded beside re-run.
+fn rerun_text(r: &ragtrail::review::rerun::RerunReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nre-run of the planner ({}) on today's index:",
+        planner_name(&r.planner, &r.trace)
+    );
+    for n in &r.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    let keywords = |k: &Option<Vec<String>>| match k {
+        Some(k) => format!("[{}]", terminal_safe(&k.join(", "))),
+        None => "(no such round)".to_string(),
+    };
+    for round in &r.rounds {
+        if round.keywords_same {
+            let _ = write!(
+                out,
+                "  round {}: keywords same {}",
+                round.round,
+                keywords(&round.recorded_keywords)
+            );
+        } else {
+            let _ = write!(
+                out,
+                "  round {}: keywords recorded {} | re-run {}",
+                round.round,
+                keywords(&round.recorded_keywords),
+                keywords(&round.rerun_keywords)
+            );
+        }
+        if round.hits_same {
+            let _ = writeln!(out, "; hits same ({})", round.rerun_hits.len());
+        } else {
+            let _ = writeln!(
+                out,
+                "; hits differ ({} then, {} now)",
+                round.recorded_hits.len(),
+                round.rerun_hits.len()
+            );
+        }
+        for (hits, what) in [(&round.lost, "lost"), (&round.gained, "gained")] {
+            for h in hits {
+                let _ = writeln!(
+                    out,
+                    "    {what:<7} #{} {}  ({})",
+                    h.rank,
+                    terminal_safe(&h.title_path),
+                    h.chunk_id
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  status: recorded {} | re-run {}",
+        r.recorded_status, r.rerun_status
+    );
+    if r.answer_same {
+        let _ = writeln!(
+            out,
+            "  answer: same, citing [{}]",
+            r.rerun_citations.join(", ")
+        );
+    } else {
+        for (side, answer, cited) in [
+            ("recorded", &r.recorded_answer, &r.recorded_citations),
+            ("re-run", &r.rerun_answer, &r.rerun_citations),
+        ] {
+            let _ = writeln!(
+                out,
+                "  {side} answer (citing [{}]):\n    {}",
+                cited.join(", "),
+                terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  re-run: {}",
+        if r.same {
+            "the planner planned and answered the same"
+        } else {
+            "differs from the recorded run"
+        }
+    );
     out
 }
 

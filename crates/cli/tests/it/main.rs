@@ -26,6 +26,7 @@ mod outcomes;
 mod postgres;
 mod real_llm;
 mod replay_audit;
+mod replay_rerun;
 mod review_ux;
 mod serve_http;
 mod signed_traces;

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod diff;
 pub mod markdown;
 pub mod replay;
+pub mod rerun;
 pub mod runs;
 
 pub use audit::{AuditReport, audit};
