@@ -84,6 +84,11 @@ pub struct AuditArgs {
     /// what catches a trace rewritten whole.
     #[arg(long)]
     pub no_ledger: bool,
+    /// Check the run's signature with this public key (`ragtrail keys public`); repeat for
+    /// rotated keys. Without it, the data directory's signing key is used when there is one.
+    /// The verdict says signature valid, invalid (exit 3) or unsigned (a finding).
+    #[arg(long = "public-key", value_name = "FILE")]
+    pub public_keys: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -673,12 +678,36 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
     };
     let mut report = audit(&file, integrity, engine.as_ref(), &auditor);
     report.trace = trace.display().to_string();
+    // The signature, checked as `verify --public-key` checks it.
+    let keys = audit_keys(global, &args.public_keys)?;
+    if !keys.is_empty() {
+        let signed =
+            ragtrail::trace::verify_signed(&trace, &keys, None, config::trace_key().as_deref())?;
+        report.add_signature(&signed);
+    }
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),
         AuditFormat::Markdown => print!("{}", audit_markdown(&report)),
     }
     Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// The public keys an audit checks the signature with: those given, else the data
+/// directory's signing key's (none: the signature is not checked).
+fn audit_keys(
+    global: &GlobalArgs,
+    given: &[PathBuf],
+) -> anyhow::Result<Vec<ragtrail::trace::PublicKey>> {
+    if !given.is_empty() {
+        return Ok(given
+            .iter()
+            .map(|p| ragtrail::trace::PublicKey::read(p))
+            .collect::<Result<_, _>>()?);
+    }
+    Ok(config::signing_key(&global.data_dir)?
+        .map(|k| vec![k.public_key()])
+        .unwrap_or_default())
 }
 
 /// The audit for people.
@@ -772,6 +801,9 @@ pub fn audit_text(r: &AuditReport) -> String {
         match r.exit_code() {
             0 => "clean",
             1 => "findings",
+            _ if r.signature.as_ref().is_some_and(|s| s.state == "invalid") => {
+                "integrity failure (invalid signature)"
+            }
             _ => "integrity failure",
         }
     );

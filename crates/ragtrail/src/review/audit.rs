@@ -206,11 +206,56 @@ pub struct AuditReport {
     pub findings: Vec<String>,
     /// Worth knowing, not a problem (unused rounds, an insufficient-evidence answer).
     pub notes: Vec<String>,
+    /// The operator's signature on the run, when the audit was given public keys (see
+    /// [`AuditReport::add_signature`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureAudit>,
+}
+
+/// What the run's signature says, from [`crate::trace::verify_signed`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignatureAudit {
+    /// `valid`, `invalid` (the trace or its ledger entry was rewritten after signing, or
+    /// signed by none of the keys: exit 3) or `unsigned` (a finding).
+    pub state: &'static str,
+    pub detail: String,
 }
 
 impl AuditReport {
-    /// 0 clean, 1 findings, 3 integrity failure.
+    /// Adds the run's signature as [`crate::trace::verify_signed`] checked it (with the
+    /// operator's public keys): valid, invalid (an integrity failure: exit 3), or unsigned (a
+    /// finding: a hash chain alone can be rewritten by whoever can write the trace folder).
+    pub fn add_signature(&mut self, signed: &crate::trace::SignedReport) {
+        let Some(check) = signed.checks.iter().find(|c| c.name == "signature") else {
+            return;
+        };
+        let state = if check.ok {
+            "valid"
+        } else if signed.unsigned {
+            self.findings.push(format!(
+                "the run is not signed, though a signing key was given: {}",
+                check.detail
+            ));
+            "unsigned"
+        } else {
+            "invalid"
+        };
+        self.signature = Some(SignatureAudit {
+            state,
+            detail: check.detail.clone(),
+        });
+    }
+
+    /// 0 clean, 1 findings, 3 integrity failure (an invalid signature included).
     pub fn exit_code(&self) -> i32 {
+        if self
+            .signature
+            .as_ref()
+            .is_some_and(|s| s.state == "invalid")
+        {
+            return 3;
+        }
         match self.integrity.verdict.exit_code() {
             3 => 3,
             1 => 1,
@@ -260,6 +305,7 @@ fn withheld(
         rounds: Vec::new(),
         findings: Vec::new(),
         notes: vec![format!("evidence withheld: {mismatch}")],
+        signature: None,
     }
 }
 
@@ -463,6 +509,7 @@ pub fn audit(
         rounds,
         findings,
         notes,
+        signature: None,
     }
 }
 

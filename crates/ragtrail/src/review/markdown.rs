@@ -88,6 +88,9 @@ pub fn header(r: &AuditReport) -> Vec<(&'static str, String)> {
             ),
         ));
     }
+    if let Some(s) = &r.signature {
+        lines.push(("signature", format!("{} ({})", s.state, s.detail)));
+    }
     lines.push(("status", decision_text(r)));
     lines
 }
