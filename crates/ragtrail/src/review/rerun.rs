@@ -15,7 +15,7 @@ use crate::agent::conversation::{Conversation, PriorTurn};
 use crate::agent::offline::OfflinePlanner;
 use crate::agent::{self, AgentError, AgentRagOptions, RunSettings, TraceSettings};
 use crate::engine::Engine;
-use crate::trace::{EventBody, RunStatus, TraceFile, run_started};
+use crate::trace::{EventBody, TraceFile, run_started};
 
 use super::{AccessMismatch, check_access};
 
@@ -143,7 +143,7 @@ pub fn rerun(
         &mut |_| {},
     )?;
 
-    let recorded: Vec<(Vec<String>, Vec<(String, String)>)> = file
+    let recorded: Vec<Side> = file
         .events()
         .filter_map(|e| match &e.body {
             EventBody::Search(s) => Some((
@@ -156,7 +156,7 @@ pub fn rerun(
             _ => None,
         })
         .collect();
-    let rerun: Vec<(Vec<String>, Vec<(String, String)>)> = outcome
+    let rerun: Vec<Side> = outcome
         .rounds
         .iter()
         .map(|r| {
@@ -201,7 +201,7 @@ pub fn rerun(
         .as_ref()
         .map(|a| a.citations.iter().map(|c| c.chunk_id.clone()).collect())
         .unwrap_or_default();
-    let rerun_status = status_name(outcome.status);
+    let rerun_status = outcome.status.name();
     let answer_same = recorded_answer == rerun_answer && recorded_citations == rerun_citations;
     let same = answer_same
         && recorded_status == rerun_status
@@ -223,10 +223,7 @@ pub fn rerun(
     })
 }
 
-fn status_name(status: RunStatus) -> &'static str {
-    status.name()
-}
-
+/// One side of a round: its keywords, and its hits as (chunk id, titlePath) in rank order.
 type Side = (Vec<String>, Vec<(String, String)>);
 
 fn compare_round(round: usize, recorded: Option<&Side>, rerun: Option<&Side>) -> RerunRound {
