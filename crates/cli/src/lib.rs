@@ -247,15 +247,19 @@ pub enum Command {
     ///
     /// The recorded keywords, topK, fusion and date are reused; no model is called. It runs under
     /// your access context (--tenant, --role), which must be the run's: a trace recorded for
-    /// another tenant or other roles is refused. Exit status: 0 reproduced, 1 differs, 3 invalid
-    /// or tampered trace, or refused.
+    /// another tenant or other roles is refused. `--rerun` also re-plans the question with the
+    /// offline planner on today's index. Exit status: 0 reproduced, 1 differs, 3 invalid or
+    /// tampered trace, or refused.
     Replay(trace_cmds::ReplayArgs),
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///
-    /// Verifies the hash chain and the ledger first, then for each citation: where it surfaced,
-    /// whether its quote is in the chunk, whether the chunk is unchanged today (as your --tenant
-    /// and --role see it). A run of another access context shows its integrity only. Never
-    /// calls a model. Exit status: 0 clean, 1 findings, 3 integrity failure.
+    /// Verifies the hash chain and the ledger first (and the run's signature, with
+    /// --public-key or the data directory's signing key), then for each citation: where it
+    /// surfaced, whether its quote is in the chunk, the exact text the run was shown (kept even
+    /// after its document was edited or removed) and whether today's chunk is the same, changed
+    /// (with a word diff) or deleted, as your --tenant and --role see it. A run of another
+    /// access context shows its integrity only. Never calls a model. Exit status: 0 clean, 1
+    /// findings, 3 integrity failure (an invalid signature included).
     Audit(trace_cmds::AuditArgs),
     /// List recent runs, newest first (yours only: your --tenant, and roles you hold).
     Traces(trace_cmds::TracesArgs),
@@ -272,6 +276,13 @@ pub enum Command {
     Ledger(sign_cmds::LedgerArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
     Search(search_cmd::SearchArgs),
+    /// Print a chunk: today's text (`show c_…`) or a past one (`show c_…@HASH`, the content
+    /// hash `audit` prints), kept even after its document was edited or removed.
+    ///
+    /// Under your access (--tenant, --role): a chunk you may not see is reported exactly as one
+    /// that does not exist. Exit status: 0 shown, 1 no such chunk or version (or pruned), 3 bad
+    /// input.
+    Show(search_cmd::ShowArgs),
     /// Apply pending database migrations (needs DATABASE_URL).
     Migrate,
     /// Rebuild the BM25 index from the system of record (PostgreSQL when DATABASE_URL is set).
@@ -304,8 +315,19 @@ pub struct IngestArgs {
     /// Skip files larger than this many bytes.
     #[arg(long, env = "RAGTRAIL_MAX_FILE_BYTES", default_value_t = 5 * 1024 * 1024, value_name = "BYTES")]
     pub max_file_bytes: u64,
+    /// How many past texts of each chunk to keep: N (0 keeps only today's text) or `forever`.
+    /// Every chunk text ever indexed is kept by its content hash, so `audit` can show what a
+    /// run was shown after its document changed; with N, older ones are pruned at the end of
+    /// this ingest, and audits of runs that saw them say "pruned" (see docs/evidence-versions.md).
+    #[arg(
+        long,
+        env = "RAGTRAIL_KEEP_VERSIONS",
+        default_value = "forever",
+        value_name = "N"
+    )]
+    pub keep_versions: ragtrail::store::KeepVersions,
     /// Print the summary as JSON: added, changed, removed (source paths), unchanged, chunks,
-    /// generation, formats ({"pdf": {"read": 2, "skipped": 1}, …}) and skipped ([{"path",
+    /// generation, versionsPruned, formats ({"pdf": {"read": 2, "skipped": 1}, …}) and skipped ([{"path",
     /// "reason"}]).
     #[arg(long)]
     pub json: bool,
@@ -377,6 +399,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => chat_cmd::run(&cli.global, &args),
         Command::Ingest(args) => ingest_cmd(&cli.global, &args),
         Command::Search(args) => search_cmd::run(&cli.global, &args),
+        Command::Show(args) => search_cmd::show(&cli.global, &args),
         Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
         Command::Audit(args) => trace_cmds::audit_cmd(&cli.global, &args),
         Command::Traces(args) => trace_cmds::traces_cmd(&cli.global, &args),
@@ -512,6 +535,7 @@ fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode
         ..global.ingest_options()
     };
     options.scan.max_file_bytes = args.max_file_bytes;
+    options.keep_versions = args.keep_versions;
     let summary = run_ingest(&mut engine, &dir, &options)?;
     if args.json {
         println!(

@@ -24,7 +24,7 @@ pub fn first_seen(rounds: &[ragtrail::agent::RoundRecord], chunk_id: &str) -> Op
 
 pub fn ingest_summary_line(s: &IngestSummary) -> String {
     format!(
-        "ingest: {} added, {} changed, {} removed, {} unchanged; {} chunks in the index{}{}",
+        "ingest: {} added, {} changed, {} removed, {} unchanged; {} chunks in the index{}{}{}",
         s.added.len(),
         s.changed.len(),
         s.removed.len(),
@@ -35,7 +35,15 @@ pub fn ingest_summary_line(s: &IngestSummary) -> String {
         } else {
             format!("; {} files skipped", s.skipped.len())
         },
-        ingest_formats_part(s)
+        ingest_formats_part(s),
+        if s.versions_pruned == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} pruned (--keep-versions)",
+                count(s.versions_pruned, "past chunk text", "past chunk texts")
+            )
+        }
     )
 }
 
@@ -72,6 +80,7 @@ pub fn ingest_summary_json(s: &IngestSummary) -> serde_json::Value {
         "unchanged": s.unchanged,
         "chunks": s.chunks,
         "generation": s.generation,
+        "versionsPruned": s.versions_pruned,
         "formats": s.formats.iter().map(|(f, c)| {
             (f.clone(), serde_json::json!({"read": c.read, "skipped": c.skipped}))
         }).collect::<serde_json::Map<String, serde_json::Value>>(),

@@ -50,6 +50,15 @@ pub struct ReplayArgs {
     /// What if: re-run every recorded keyword set asking for N hits.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub top_k: Option<u32>,
+    /// Re-run the planner itself (the offline planner) on today's index, with the recorded
+    /// question, date, options and earlier turns under your access, and compare keywords,
+    /// hits and answer round by round (JSON: `rerun`). Deterministic: two re-runs print the
+    /// same bytes. Writes no trace unless --rerun-trace.
+    #[arg(long, conflicts_with = "live")]
+    pub rerun: bool,
+    /// With --rerun: write the re-run's trace to --trace-dir (signed like any run).
+    #[arg(long, requires = "rerun")]
+    pub rerun_trace: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -75,6 +84,11 @@ pub struct AuditArgs {
     /// what catches a trace rewritten whole.
     #[arg(long)]
     pub no_ledger: bool,
+    /// Check the run's signature with this public key (`ragtrail keys public`); repeat for
+    /// rotated keys. Without it, the data directory's signing key is used when there is one.
+    /// The verdict says signature valid, invalid (exit 3) or unsigned (a finding).
+    #[arg(long = "public-key", value_name = "FILE")]
+    pub public_keys: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -240,11 +254,31 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     } else {
         None
     };
+    let rerun = if args.rerun {
+        let trace = if args.rerun_trace {
+            Some(TraceSettings {
+                dir: global.trace_dir.clone(),
+                key: config::trace_key(),
+                signer: config::signing_key(&global.data_dir)?,
+                caller: None,
+            })
+        } else {
+            None
+        };
+        Some(ragtrail::review::rerun::rerun(
+            &engine, &file, &caller, trace,
+        )?)
+    } else {
+        None
+    };
     if args.json {
         // One JSON document on stdout: the replay report, with the re-plan under `live`.
         let mut value = serde_json::to_value(&report)?;
         if let (Some(live), Some(obj)) = (&live, value.as_object_mut()) {
             obj.insert("live".into(), serde_json::to_value(live)?);
+        }
+        if let (Some(rerun), Some(obj)) = (&rerun, value.as_object_mut()) {
+            obj.insert("rerun".into(), serde_json::to_value(rerun)?);
         }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -252,8 +286,12 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
         if let Some(live) = &live {
             print!("{}", live_text(live));
         }
+        if let Some(rerun) = &rerun {
+            print!("{}", rerun_text(rerun));
+        }
     }
-    Ok(ExitCode::from(if report.reproduced { 0 } else { 1 }))
+    let same = report.reproduced && rerun.as_ref().is_none_or(|r| r.same);
+    Ok(ExitCode::from(if same { 0 } else { 1 }))
 }
 
 /// `replay --live`: the recorded question planned again, now, beside the recorded run.
@@ -381,6 +419,96 @@ fn live_text(live: &LiveReplan) -> String {
             terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
         );
     }
+    out
+}
+
+/// `replay --rerun` for people: each round's keywords and hits, recorded beside re-run.
+fn rerun_text(r: &ragtrail::review::rerun::RerunReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nre-run of the planner ({}) on today's index:",
+        planner_name(&r.planner, &r.trace)
+    );
+    for n in &r.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    let keywords = |k: &Option<Vec<String>>| match k {
+        Some(k) => format!("[{}]", terminal_safe(&k.join(", "))),
+        None => "(no such round)".to_string(),
+    };
+    for round in &r.rounds {
+        if round.keywords_same {
+            let _ = write!(
+                out,
+                "  round {}: keywords same {}",
+                round.round,
+                keywords(&round.recorded_keywords)
+            );
+        } else {
+            let _ = write!(
+                out,
+                "  round {}: keywords recorded {} | re-run {}",
+                round.round,
+                keywords(&round.recorded_keywords),
+                keywords(&round.rerun_keywords)
+            );
+        }
+        if round.hits_same {
+            let _ = writeln!(out, "; hits same ({})", round.rerun_hits.len());
+        } else {
+            let _ = writeln!(
+                out,
+                "; hits differ ({} then, {} now)",
+                round.recorded_hits.len(),
+                round.rerun_hits.len()
+            );
+        }
+        for (hits, what) in [(&round.lost, "lost"), (&round.gained, "gained")] {
+            for h in hits {
+                let _ = writeln!(
+                    out,
+                    "    {what:<7} #{} {}  ({})",
+                    h.rank,
+                    terminal_safe(&h.title_path),
+                    h.chunk_id
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  status: recorded {} | re-run {}",
+        r.recorded_status, r.rerun_status
+    );
+    if r.answer_same {
+        let _ = writeln!(
+            out,
+            "  answer: same, citing [{}]",
+            r.rerun_citations.join(", ")
+        );
+    } else {
+        for (side, answer, cited) in [
+            ("recorded", &r.recorded_answer, &r.recorded_citations),
+            ("re-run", &r.rerun_answer, &r.rerun_citations),
+        ] {
+            let _ = writeln!(
+                out,
+                "  {side} answer (citing [{}]):\n    {}",
+                cited.join(", "),
+                terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  re-run: {}",
+        if r.same {
+            "the planner planned and answered the same"
+        } else {
+            "differs from the recorded run"
+        }
+    );
     out
 }
 
@@ -550,12 +678,36 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
     };
     let mut report = audit(&file, integrity, engine.as_ref(), &auditor);
     report.trace = trace.display().to_string();
+    // The signature, checked as `verify --public-key` checks it.
+    let keys = audit_keys(global, &args.public_keys)?;
+    if !keys.is_empty() {
+        let signed =
+            ragtrail::trace::verify_signed(&trace, &keys, None, config::trace_key().as_deref())?;
+        report.add_signature(&signed);
+    }
     match format {
         AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         AuditFormat::Text => print!("{}", audit_text(&report)),
         AuditFormat::Markdown => print!("{}", audit_markdown(&report)),
     }
     Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// The public keys an audit checks the signature with: those given, else the data
+/// directory's signing key's (none: the signature is not checked).
+fn audit_keys(
+    global: &GlobalArgs,
+    given: &[PathBuf],
+) -> anyhow::Result<Vec<ragtrail::trace::PublicKey>> {
+    if !given.is_empty() {
+        return Ok(given
+            .iter()
+            .map(|p| ragtrail::trace::PublicKey::read(p))
+            .collect::<Result<_, _>>()?);
+    }
+    Ok(config::signing_key(&global.data_dir)?
+        .map(|k| vec![k.public_key()])
+        .unwrap_or_default())
 }
 
 /// The audit for people.
@@ -608,7 +760,7 @@ pub fn audit_text(r: &AuditReport) -> String {
                 s.vector_rank.as_deref().unwrap_or("-")
             );
         }
-        let _ = writeln!(out, "    in the store now: {}", c.store_state);
+        seen_text_lines(&mut out, c);
     }
     // Without a grounded answer the hits are the evidence there is: list them.
     let list_hits = !r.decision.sufficient;
@@ -649,10 +801,71 @@ pub fn audit_text(r: &AuditReport) -> String {
         match r.exit_code() {
             0 => "clean",
             1 => "findings",
+            _ if r.signature.as_ref().is_some_and(|s| s.state == "invalid") => {
+                "integrity failure (invalid signature)"
+            }
             _ => "integrity failure",
         }
     );
     out
+}
+
+/// The text a citation's chunk held when the run saw it, and today's against it.
+fn seen_text_lines(out: &mut String, c: &ragtrail::review::audit::CitationAudit) {
+    let (seen, store_state) = (&c.seen, c.store_state);
+    let indent = |t: &str| terminal_safe(t).replace('\n', "\n        ");
+    match (seen.version, &seen.text) {
+        ("not checked", _) => {
+            let _ = writeln!(out, "    in the store now: {store_state}");
+            return;
+        }
+        ("kept", Some(text)) => {
+            let _ = writeln!(
+                out,
+                "    text the run was shown ({}@{}, indexed {}):\n        {}",
+                c.chunk_id,
+                ragtrail::text::truncate_chars(c.recorded_hash.as_deref().unwrap_or("-"), 16),
+                seen.first_indexed.as_deref().unwrap_or("-"),
+                indent(text)
+            );
+        }
+        ("pruned", _) => {
+            let _ = writeln!(
+                out,
+                "    text the run was shown: pruned on {} (ingest --keep-versions); only the quote and the recorded snippet remain",
+                seen.pruned_at.as_deref().unwrap_or("-")
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "    text the run was shown: not kept (indexed before this knowledge base kept versions)"
+            );
+        }
+    }
+    match seen.today {
+        "changed" => {
+            let _ = writeln!(out, "    in the store now: changed");
+            match (&seen.diff, &seen.current_text) {
+                (Some(diff), _) => {
+                    let _ = writeln!(out, "    word diff, then → now:\n        {}", indent(diff));
+                }
+                (None, Some(now)) => {
+                    let _ = writeln!(out, "    now:\n        {}", indent(now));
+                }
+                _ => {}
+            }
+        }
+        "deleted" => {
+            let _ = writeln!(
+                out,
+                "    in the store now: deleted (no longer in the knowledge base)"
+            );
+        }
+        other => {
+            let _ = writeln!(out, "    in the store now: {other}");
+        }
+    }
 }
 
 /// One run as `traces` lists it.

@@ -4,6 +4,7 @@
 
 #[cfg(feature = "postgres")]
 mod postgres;
+mod versions;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -88,6 +89,8 @@ pub struct IngestSummary {
     /// `other`).
     pub formats: BTreeMap<String, FormatCount>,
     pub generation: u64,
+    /// Past chunk texts dropped by [`IngestOptions::keep_versions`].
+    pub versions_pruned: usize,
 }
 
 /// Ingest options.
@@ -96,6 +99,9 @@ pub struct IngestOptions {
     pub scan: ScanOptions,
     /// Re-read and re-index every document, even unchanged ones.
     pub rebuild: bool,
+    /// How many past texts of each chunk to keep (default: every one, forever). Applied at
+    /// the end of the ingest; audits of runs that saw a pruned text say it was pruned.
+    pub keep_versions: crate::store::KeepVersions,
 }
 
 /// Progress of a long ingest, for a progress bar.
@@ -310,6 +316,7 @@ impl Engine {
         if nothing_changed {
             summary.chunks = self.store.chunks().len();
             summary.generation = self.store.generation();
+            summary.versions_pruned = self.prune_versions(options.keep_versions)?;
             self.save_stamps(stamps);
             return Ok(summary);
         }
@@ -363,11 +370,14 @@ impl Engine {
                 .collect()
         };
         index_chunks(&mut update, to_index.iter().copied(), progress)?;
+        // Before the generation is current: no text is ever current without its version kept.
+        self.record_versions(&next)?;
         update.commit(next.generation())?;
         next.make_current()?;
         self.store = next;
         summary.chunks = self.store.chunks().len();
         summary.generation = self.store.generation();
+        summary.versions_pruned = self.prune_versions(options.keep_versions)?;
         self.save_stamps(stamps);
         Ok(summary)
     }
@@ -589,6 +599,7 @@ impl Engine {
                 progress(IngestProgress::Indexed { done: i });
             }
         }
+        self.record_versions(&next)?;
         update.commit(next.generation())?;
         next.make_current()?;
         self.store = next;

@@ -107,6 +107,12 @@ fn a_generated_key_signs_every_run_and_a_third_party_verifies_with_the_public_ke
     // The signature is left out of the entry's hash, so audit's ledger check still holds.
     let (code, stdout, _) = run(&ws, &["audit", &trace.display().to_string()]);
     assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "signature: valid (the final hash and ledger entry seq 0 are signed by key {key_id})"
+        )),
+        "audit checks the signature with the data directory's key: {stdout}"
+    );
 
     // Verified from elsewhere, with the public key and the trace folder only: no store.
     std::fs::remove_dir_all(ws.dir.path().join(".ragtrail")).expect("remove the store");
@@ -149,10 +155,41 @@ fn a_trace_rechained_by_hand_passes_the_hash_check_but_fails_verify() {
     });
     write_trace_lines(&ledger_path, &l);
 
-    // The hash chain and the ledger agree: audit calls it clean.
+    // The hash chain and the ledger agree, but audit checks the signature with the data
+    // directory's key: invalid, an integrity failure.
     let (code, stdout, _) = run(&ws, &["audit", &trace.display().to_string()]);
-    assert_eq!(code, Some(0), "the forgery passes the hash check: {stdout}");
-    assert!(stdout.contains("integrity: clean"), "{stdout}");
+    assert!(
+        stdout.contains("integrity: clean"),
+        "the forgery passes the hash check: {stdout}"
+    );
+    assert!(
+        stdout
+            .contains("signature: invalid (the signature of the run's final hash does not verify"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("result: integrity failure (invalid signature)"),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(3), "{stdout}");
+    let (code, json, _) = run(&ws, &["audit", &trace.display().to_string(), "--json"]);
+    assert_eq!(code, Some(3), "{json}");
+    let report: Value = serde_json::from_str(&json).expect("audit json");
+    assert_eq!(report["signature"]["state"], "invalid", "{report:#}");
+    // A third party with the public key file alone gets the same verdict.
+    let (code, stdout, _) = run(
+        &ws,
+        &[
+            "--data-dir",
+            "elsewhere",
+            "audit",
+            &trace.display().to_string(),
+            "--public-key",
+            &public,
+        ],
+    );
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(stdout.contains("signature: invalid"), "{stdout}");
     // The signature does not.
     let (code, out) = verify(&ws, &trace, &["--public-key", &public]);
     assert_eq!(code, Some(3), "{out}");
@@ -175,9 +212,12 @@ fn a_trace_rechained_by_hand_passes_the_hash_check_but_fails_verify() {
         }
     });
     write_trace_lines(&ledger_path, &l);
-    assert_eq!(
-        run(&ws, &["audit", &trace.display().to_string()]).0,
-        Some(0)
+    let (code, stdout, _) = run(&ws, &["audit", &trace.display().to_string()]);
+    assert_eq!(code, Some(1), "an unsigned run is a finding: {stdout}");
+    assert!(stdout.contains("signature: unsigned ("), "{stdout}");
+    assert!(
+        stdout.contains("finding: the run is not signed"),
+        "{stdout}"
     );
     let (code, out) = verify(&ws, &trace, &["--public-key", &public]);
     assert_eq!(code, Some(3), "{out}");

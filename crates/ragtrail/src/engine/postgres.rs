@@ -335,6 +335,7 @@ impl Engine {
             }
             summary.chunks = self.store.chunks().len();
             summary.generation = self.store.generation();
+            summary.versions_pruned = self.prune_versions(options.keep_versions)?;
             return Ok(summary);
         }
         if rebuild {
@@ -443,6 +444,7 @@ impl Engine {
         }
         summary.chunks = self.store.chunks().len();
         summary.generation = self.store.generation();
+        summary.versions_pruned = self.prune_versions(options.keep_versions)?;
         Ok(summary)
     }
 

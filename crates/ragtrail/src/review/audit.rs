@@ -37,6 +37,90 @@ pub struct CitationAudit {
     pub store_state: &'static str,
     pub recorded_hash: Option<String>,
     pub current_hash: Option<String>,
+    /// The chunk text the run was shown, from the kept versions, and today's against it.
+    pub seen: SeenText,
+}
+
+/// The text a citation's chunk held when the run was shown it (the version with the recorded
+/// content hash), and whether today's chunk still says it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeenText {
+    /// `kept` (the text is below), `pruned` (dropped by `ingest --keep-versions`), `not kept`
+    /// (indexed before versions were kept, or not visible to the auditor), `not checked` (no
+    /// store at hand).
+    pub version: &'static str,
+    /// The exact chunk text the run was shown.
+    pub text: Option<String>,
+    /// When that text was first indexed.
+    pub first_indexed: Option<String>,
+    /// When it was pruned.
+    pub pruned_at: Option<String>,
+    /// Today's chunk against it: `same`, `changed`, `deleted`, or `not checked`.
+    pub today: &'static str,
+    /// Today's text, when it changed.
+    pub current_text: Option<String>,
+    /// What changed, word by word: `[-removed-]{+added+}` (when both texts are known).
+    pub diff: Option<String>,
+}
+
+/// [`SeenText`] of a citation: the kept version with `hash` and today's chunk, as `caller` sees
+/// them. An error reading the versions is a note, never a failed audit.
+fn seen_text(
+    engine: Option<&Engine>,
+    chunk_id: &str,
+    hash: Option<&str>,
+    caller: &AccessContext,
+    notes: &mut Vec<String>,
+) -> SeenText {
+    let Some(engine) = engine else {
+        return SeenText {
+            version: "not checked",
+            text: None,
+            first_indexed: None,
+            pruned_at: None,
+            today: "not checked",
+            current_text: None,
+            diff: None,
+        };
+    };
+    let versions = match engine.chunk_versions(chunk_id, caller) {
+        Ok(v) => v,
+        Err(e) => {
+            notes.push(format!(
+                "the kept versions of {chunk_id} could not be read: {e}"
+            ));
+            Vec::new()
+        }
+    };
+    let version = hash.and_then(|h| versions.iter().find(|v| v.content_hash == h));
+    let current = engine.store().get_visible(chunk_id, caller);
+    let today = match (current, hash) {
+        (None, _) => "deleted",
+        (Some(c), Some(h)) if c.content_hash == h => "same",
+        (Some(_), _) => "changed",
+    };
+    let text = version.and_then(|v| v.text.clone());
+    let current_text = current
+        .filter(|_| today == "changed")
+        .map(|c| c.text.clone());
+    let diff = match (&text, &current_text) {
+        (Some(old), Some(new)) => Some(super::diff::word_diff(old, new)),
+        _ => None,
+    };
+    SeenText {
+        version: match version {
+            Some(v) if v.text.is_some() => "kept",
+            Some(_) => "pruned",
+            None => "not kept",
+        },
+        text,
+        first_indexed: version.map(|v| v.first_indexed.clone()),
+        pruned_at: version.and_then(|v| v.pruned_at.clone()),
+        today,
+        current_text,
+        diff,
+    }
 }
 
 /// One hit of a round, as the planner was shown it.
@@ -122,11 +206,56 @@ pub struct AuditReport {
     pub findings: Vec<String>,
     /// Worth knowing, not a problem (unused rounds, an insufficient-evidence answer).
     pub notes: Vec<String>,
+    /// The operator's signature on the run, when the audit was given public keys (see
+    /// [`AuditReport::add_signature`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureAudit>,
+}
+
+/// What the run's signature says, from [`crate::trace::verify_signed`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignatureAudit {
+    /// `valid`, `invalid` (the trace or its ledger entry was rewritten after signing, or
+    /// signed by none of the keys: exit 3) or `unsigned` (a finding).
+    pub state: &'static str,
+    pub detail: String,
 }
 
 impl AuditReport {
-    /// 0 clean, 1 findings, 3 integrity failure.
+    /// Adds the run's signature as [`crate::trace::verify_signed`] checked it (with the
+    /// operator's public keys): valid, invalid (an integrity failure: exit 3), or unsigned (a
+    /// finding: a hash chain alone can be rewritten by whoever can write the trace folder).
+    pub fn add_signature(&mut self, signed: &crate::trace::SignedReport) {
+        let Some(check) = signed.checks.iter().find(|c| c.name == "signature") else {
+            return;
+        };
+        let state = if check.ok {
+            "valid"
+        } else if signed.unsigned {
+            self.findings.push(format!(
+                "the run is not signed, though a signing key was given: {}",
+                check.detail
+            ));
+            "unsigned"
+        } else {
+            "invalid"
+        };
+        self.signature = Some(SignatureAudit {
+            state,
+            detail: check.detail.clone(),
+        });
+    }
+
+    /// 0 clean, 1 findings, 3 integrity failure (an invalid signature included).
     pub fn exit_code(&self) -> i32 {
+        if self
+            .signature
+            .as_ref()
+            .is_some_and(|s| s.state == "invalid")
+        {
+            return 3;
+        }
         match self.integrity.verdict.exit_code() {
             3 => 3,
             1 => 1,
@@ -176,6 +305,7 @@ fn withheld(
         rounds: Vec::new(),
         findings: Vec::new(),
         notes: vec![format!("evidence withheld: {mismatch}")],
+        signature: None,
     }
 }
 
@@ -279,7 +409,19 @@ pub fn audit(
                 }
                 (Some(_), Some(_), _) => "changed",
             };
+            let seen = seen_text(
+                engine,
+                &c.chunk_id,
+                rec.map(|r| r.0).filter(|h| !h.is_empty()),
+                caller,
+                &mut notes,
+            );
             let quote_verified = match (store_state, current, rec) {
+                // The text the run was shown, kept: the quote is checked against exactly it.
+                _ if seen.text.is_some() => seen
+                    .text
+                    .as_deref()
+                    .map(|t| crate::text::quote_in_text(&c.quote, t)),
                 ("unchanged", Some(chunk), _) => {
                     Some(crate::text::quote_in_text(&c.quote, &chunk.text))
                 }
@@ -297,8 +439,13 @@ pub fn audit(
                 _ => {}
             }
             if matches!(store_state, "changed" | "gone") {
+                let what = if store_state == "gone" {
+                    "was deleted"
+                } else {
+                    "changed"
+                };
                 findings.push(format!(
-                    "cited chunk {} ({}) {store_state} since the run",
+                    "cited chunk {} ({}) {what} since the run",
                     c.chunk_id, c.title_path
                 ));
             }
@@ -312,6 +459,7 @@ pub fn audit(
                 store_state,
                 recorded_hash: rec.map(|r| r.0.to_string()),
                 current_hash: current.map(|c| c.content_hash.clone()),
+                seen,
             });
         }
         for r in rounds.iter().filter(|r| !r.cited) {
@@ -361,6 +509,7 @@ pub fn audit(
         rounds,
         findings,
         notes,
+        signature: None,
     }
 }
 

@@ -88,6 +88,9 @@ pub fn header(r: &AuditReport) -> Vec<(&'static str, String)> {
             ),
         ));
     }
+    if let Some(s) = &r.signature {
+        lines.push(("signature", format!("{} ({})", s.state, s.detail)));
+    }
     lines.push(("status", decision_text(r)));
     lines
 }
@@ -164,6 +167,35 @@ pub fn audit_markdown(r: &AuditReport) -> String {
                 surfaced.join(", "),
                 c.store_state
             );
+        }
+    }
+    let checked: Vec<_> = r
+        .citations
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.seen.version != "not checked")
+        .collect();
+    if !checked.is_empty() {
+        let _ = writeln!(out, "\n### Text the run was shown");
+        for (i, c) in checked {
+            let version = match (&c.seen.text, c.seen.version) {
+                (Some(text), _) => format!("\n> {}", plain(text).replace('\n', "\n> ")),
+                (None, "pruned") => format!(
+                    " pruned on {} (`ingest --keep-versions`)",
+                    c.seen.pruned_at.as_deref().unwrap_or("-")
+                ),
+                _ => " not kept (indexed before this knowledge base kept versions)".to_string(),
+            };
+            let _ = writeln!(out, "\n[{}] `{}`:{version}\n", i + 1, c.chunk_id);
+            let _ = writeln!(out, "Today: **{}**", c.seen.today);
+            if let Some(diff) = &c.seen.diff {
+                // A fence the text cannot close.
+                let _ = writeln!(
+                    out,
+                    "\n~~~~text\n{}\n~~~~",
+                    plain(diff).replace("~~~~", "~ ~ ~ ~")
+                );
+            }
         }
     }
     if !r.rounds.is_empty() {

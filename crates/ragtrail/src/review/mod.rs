@@ -7,8 +7,10 @@
 //! not see is looked up as if it never existed.
 
 pub mod audit;
+pub mod diff;
 pub mod markdown;
 pub mod replay;
+pub mod rerun;
 pub mod runs;
 
 pub use audit::{AuditReport, audit};

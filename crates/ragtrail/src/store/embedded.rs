@@ -168,6 +168,11 @@ impl ChunkStore {
         Self::from_parts(PathBuf::new(), manifest, chunks, VectorIndex::new(0))
     }
 
+    /// The folder this store lives in (empty for [`ChunkStore::in_memory`]).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The vectors, one row per chunk in chunk order.
     pub fn vectors(&self) -> &VectorIndex {
         &self.vectors

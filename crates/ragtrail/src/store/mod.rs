@@ -3,7 +3,8 @@
 //!
 //! The embedded store keeps each state as a *generation*: a folder `gen-N/` holding the manifest
 //! and the chunks, made current by atomically replacing the `CURRENT` file. A crash while a new
-//! generation is written leaves the previous one current and readable.
+//! generation is written leaves the previous one current and readable. Beside the generations,
+//! `versions.jsonl` keeps every chunk text ever indexed ([`versions`]).
 
 mod embedded;
 #[cfg(feature = "postgres")]
@@ -11,10 +12,12 @@ pub mod postgres;
 mod terms;
 pub mod vector_leg;
 pub mod vectors;
+pub mod versions;
 
 pub use embedded::{ChunkStore, StoreManifest, Visibility};
 pub use terms::ChunkTerms;
 pub use vector_leg::{EmbeddedVectorLeg, VectorLeg, VectorLegError};
+pub use versions::{ChunkVersion, KeepVersions, VersionLog};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

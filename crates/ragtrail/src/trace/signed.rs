@@ -72,6 +72,10 @@ pub struct SignedCheck {
 pub struct SignedReport {
     pub run_id: Option<String>,
     pub checks: Vec<SignedCheck>,
+    /// The run's ledger entry carries no signature at all (checked only when keys are given):
+    /// made before a signing key existed, or rewritten by someone without it.
+    #[serde(skip)]
+    pub unsigned: bool,
 }
 
 impl SignedReport {
@@ -116,11 +120,17 @@ pub fn verify_signed(
         Err(TraceError::Io { .. } | TraceError::Malformed { .. }) => None,
         Err(e) => return Err(e),
     };
+    let mut unsigned = false;
     if !keys.is_empty() {
         let name = trace
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        unsigned = ledger
+            .as_ref()
+            .zip(run_id)
+            .and_then(|(l, id)| l.find(id, &name))
+            .is_some_and(|line| line.entry.key_id.is_none());
         let final_hash = file.as_ref().and_then(|f| f.final_hash());
         checks.push(run_signature(
             ledger.as_ref(),
@@ -139,6 +149,7 @@ pub fn verify_signed(
     Ok(SignedReport {
         run_id: run_id.map(|u| u.to_string()),
         checks,
+        unsigned,
     })
 }
 

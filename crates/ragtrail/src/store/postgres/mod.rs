@@ -17,6 +17,7 @@ mod error;
 mod leg;
 mod settings;
 mod url;
+mod versions;
 
 pub use error::{PgError, redact_database_url};
 pub use leg::PgVectorLeg;
@@ -822,6 +823,7 @@ impl PgStore {
                     .bind(&rows.embedding)
                     .execute(&mut *tx)
                     .await?;
+                versions::insert_versions(&mut tx, &doc.source, version, &rows).await?;
             }
             tx.commit().await?;
             Ok(version)
