@@ -14,6 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ragtrail::agent::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
+use ragtrail::review::runs::{RunFilter, STATUS_NAMES};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -200,13 +201,14 @@ fn query_fields(query: RawQuery, allowed: &[&str]) -> Result<BTreeMap<String, St
 /// Most runs one listing returns.
 const MAX_LIST: usize = 1000;
 
-/// `GET /v1/traces?limit=N&status=S&session=ID`: the caller's tenant's runs, newest first.
+/// `GET /v1/traces?limit=N&status=S&session=ID&since=T`: the caller's tenant's runs, newest
+/// first, kept by the engine's [`RunFilter`] (the filter of `ragtrail traces`).
 async fn traces(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
     query: RawQuery,
 ) -> Result<Response, ApiError> {
-    let fields = query_fields(query, &["limit", "status", "session"])?;
+    let fields = query_fields(query, &["limit", "status", "session", "since"])?;
     let limit = match fields.get("limit") {
         Some(l) => bounded(
             "limit",
@@ -219,33 +221,32 @@ async fn traces(
         )?,
         None => 50,
     };
-    let status = fields.get("status").cloned();
-    let session = fields.get("session").cloned();
-    let runs = blocking(move || {
-        // Filters apply after listing, so scan more than `limit` when filtering.
-        let scan = if status.is_some() || session.is_some() {
-            MAX_LIST
-        } else {
-            limit
-        };
-        let mut runs = app.list(&grant, scan)?;
-        runs.retain(|r| {
-            let status_name = match r.status {
-                Some(s) => serde_json::to_value(s)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-                None => "incomplete".to_string(),
-            };
-            status.as_ref().is_none_or(|s| *s == status_name)
-                && session
-                    .as_ref()
-                    .is_none_or(|s| r.session_id.as_ref() == Some(s))
-        });
-        runs.truncate(limit);
-        Ok(runs)
-    })
-    .await?;
+    let mut filter = RunFilter {
+        session: fields.get("session").cloned(),
+        ..RunFilter::default()
+    };
+    if let Some(wanted) = fields.get("status") {
+        let name = RunFilter::status_name(wanted).ok_or_else(|| {
+            ApiError::bad_request(
+                code::INVALID_FIELD,
+                format!("status is one of {STATUS_NAMES:?}, not {wanted:?}"),
+            )
+            .with_field("status")
+        })?;
+        filter.status = Some(name.to_string());
+    }
+    if let Some(since) = fields.get("since") {
+        filter.since = Some(RunFilter::parse_since(since).ok_or_else(|| {
+            ApiError::bad_request(
+                code::INVALID_FIELD,
+                format!(
+                    "since is a date (2026-11-30) or an RFC 3339 time (2026-11-30T09:00:00Z), not {since:?}"
+                ),
+            )
+            .with_field("since")
+        })?);
+    }
+    let runs = blocking(move || app.list(&grant, limit, &filter)).await?;
     Ok(Json(json!({ "runs": runs })).into_response())
 }
 

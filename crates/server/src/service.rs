@@ -12,7 +12,7 @@ use ragtrail::agent::{
     TraceSettings,
 };
 use ragtrail::engine::{Engine, EngineError};
-use ragtrail::review::runs::{self, ListedRun, RunSummary};
+use ragtrail::review::runs::{self, ListedRun, RunFilter, RunSummary};
 use ragtrail::review::{self, AuditReport, ReplayReport};
 use ragtrail::search::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
 use ragtrail::trace::{Integrity, LedgerPolicy, TraceFile, Verdict, check_integrity_with};
@@ -167,9 +167,16 @@ impl App {
         Ok(outcome)
     }
 
-    /// The runs the caller may see, newest first.
-    pub fn list(&self, grant: &Grant, limit: usize) -> Result<Vec<RunSummary>, ApiError> {
-        match runs::list_runs(&self.config.trace_dir, &grant.access, limit, &|_| true) {
+    /// Up to `limit` runs the caller may see that `filter` keeps, newest first.
+    pub fn list(
+        &self,
+        grant: &Grant,
+        limit: usize,
+        filter: &RunFilter,
+    ) -> Result<Vec<RunSummary>, ApiError> {
+        match runs::list_runs(&self.config.trace_dir, &grant.access, limit, &|r| {
+            filter.keeps(r)
+        }) {
             Ok(listed) => Ok(listed
                 .into_iter()
                 .filter_map(|r| match r {
