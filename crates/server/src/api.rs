@@ -34,6 +34,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/traces/{run_id}", get(trace))
         .route("/v1/traces/{run_id}/audit", get(audit))
         .route("/v1/traces/{run_id}/replay", post(replay))
+        .merge(crate::ui::routes())
         .fallback(|| async { ApiError::not_found("such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)

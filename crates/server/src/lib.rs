@@ -1,4 +1,5 @@
-//! ragtrail as a service: an HTTP API (`/v1/search`, `/v1/ask`, `/v1/traces/…`) and an MCP server
+//! ragtrail as a service: an HTTP API (`/v1/search`, `/v1/ask`, `/v1/traces/…`), a trace browser
+//! at `/` over that API, and an MCP server
 //! (tools `searchDocs` and `ask`) over the same engine and the same hash-chained traces as the
 //! command line. Who may see what comes from a verified bearer token ([`tokens`]) or, for MCP
 //! over stdio, from the operator's configuration; never from a request.
@@ -12,6 +13,7 @@ pub mod error;
 pub mod mcp;
 pub mod service;
 pub mod tokens;
+mod ui;
 
 use std::sync::Arc;
 
