@@ -10,10 +10,10 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ragtrail::agent::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
+use ragtrail::agent::{AgentError, AgentRagOptions, MAX_QUESTION_CHARS, MAX_TOP_K_PER_ROUND};
 use ragtrail::review::runs::{RunFilter, STATUS_NAMES};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -139,10 +139,12 @@ struct AskBody {
 /// Searches allowed in one run, as `AgentRagOptions::clamped` bounds them.
 const MAX_ROUNDS: u32 = 10;
 
-/// `POST /v1/ask`: the outcome as `ragtrail ask --json` prints it.
+/// `POST /v1/ask`: the outcome as `ragtrail ask --json` prints it; with `Accept:
+/// text/event-stream`, each round as it happens and then the outcome ([`crate::stream`]).
 async fn ask(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: AskBody = body::parse(body)?;
@@ -167,6 +169,21 @@ async fn ask(
         options,
         today: body.today.map(|d| d.format("%Y-%m-%d").to_string()),
     };
+    if crate::stream::wants_events(&headers) {
+        // Bad questions are answered with a status before the stream starts, as without it.
+        let chars = params.question.trim().chars().count();
+        if chars == 0 || chars > MAX_QUESTION_CHARS {
+            let e = if chars == 0 {
+                AgentError::EmptyQuestion
+            } else {
+                AgentError::QuestionTooLong(chars)
+            };
+            return Err(
+                ApiError::bad_request(code::INVALID_QUESTION, e.to_string()).with_field("question")
+            );
+        }
+        return Ok(crate::stream::ask(app, grant, params));
+    }
     let outcome = blocking(move || app.ask(&grant, params)).await?;
     Ok(Json(outcome.to_json()).into_response())
 }

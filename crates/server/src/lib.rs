@@ -12,6 +12,7 @@ mod direct;
 pub mod error;
 pub mod mcp;
 pub mod service;
+mod stream;
 pub mod tokens;
 mod ui;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use ragtrail::agent::{
-    self, AgentError, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner, RunSettings,
-    TraceSettings,
+    self, AgentError, AgentEvent, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner,
+    RunSettings, TraceSettings,
 };
 use ragtrail::engine::{Engine, EngineError};
 use ragtrail::review::runs::{self, ListedRun, RunFilter, RunSummary};
@@ -122,6 +122,16 @@ impl App {
 
     /// One agent run, traced under the caller's token name.
     pub fn ask(&self, grant: &Grant, params: AskParams) -> Result<AgentOutcome, ApiError> {
+        self.ask_observed(grant, params, &mut |_| {})
+    }
+
+    /// [`App::ask`], telling `on_event` of each round as it happens (the streamed `/v1/ask`).
+    pub fn ask_observed(
+        &self,
+        grant: &Grant,
+        params: AskParams,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<AgentOutcome, ApiError> {
         let mut planner = (self.config.planner)().map_err(ApiError::internal)?;
         let settings = self.settings(grant, params.options, self.today(params.today));
         agent::run(
@@ -129,7 +139,7 @@ impl App {
             &mut *planner,
             &params.question,
             &settings,
-            &mut |_| {},
+            on_event,
         )
         .map_err(agent_error)
     }

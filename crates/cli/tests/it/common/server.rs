@@ -60,17 +60,17 @@ pub struct Serve {
 }
 
 impl Serve {
+    /// `serve` with the offline planner.
     pub fn start(root: &Path) -> Self {
+        Self::start_with(root, &["--planner", "offline"], &[])
+    }
+
+    /// `serve` with these extra arguments (a planner) and environment variables.
+    pub fn start_with(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut cmd = command(root);
-        cmd.args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--planner",
-            "offline",
-            "--today",
-            "2026-11-30",
-        ]);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--today", "2026-11-30"])
+            .args(args)
+            .envs(envs.iter().copied());
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
