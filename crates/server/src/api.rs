@@ -31,9 +31,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/search", post(search))
         .route("/v1/ask", post(ask))
         .route("/v1/traces", get(traces))
-        .route("/v1/traces/{run_id}", get(trace))
-        .route("/v1/traces/{run_id}/audit", get(audit))
-        .route("/v1/traces/{run_id}/replay", post(replay))
+        .route("/v1/traces/{runId}", get(trace))
+        .route("/v1/traces/{runId}/audit", get(audit))
+        .route("/v1/traces/{runId}/replay", post(replay))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
         .merge(crate::ui::routes())
         .fallback(|| async { ApiError::not_found("such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -69,12 +70,19 @@ impl FromRequestParts<Arc<App>> for Caller {
     }
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "health", security(()),
+    responses((status = 200, description = "The process is up", body = crate::openapi::Health)))]
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready when the index is open and holds chunks (with PostgreSQL, the engine opened against
 /// the database at start-up).
+#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+    responses(
+        (status = 200, description = "The index is open and holds chunks", body = crate::openapi::Ready),
+        (status = 503, description = "The index is empty (not_ready)", body = crate::openapi::ErrorBody),
+    ))]
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     let store = app.engine.store();
     let chunks = store.chunks().len();
@@ -94,11 +102,15 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     .into_response()
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /v1/search`: the keywords of one `searchDocs` call.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SearchBody {
+pub(crate) struct SearchBody {
+    /// 1 to 32 keywords, each at most 200 characters.
     keywords: Vec<String>,
+    /// Hits to return, 1 to 50 (default 5).
     #[serde(default = "default_top_k")]
+    #[schema(default = 5)]
     top_k: usize,
     #[serde(default)]
     include_superseded: bool,
@@ -109,6 +121,13 @@ fn default_top_k() -> usize {
 }
 
 /// `POST /v1/search`: the hits as `ragtrail search --json` prints them.
+#[utoipa::path(post, path = "/v1/search", tag = "search", request_body = SearchBody,
+    responses(
+        (status = 200, description = "The hits, as `ragtrail search --json` prints them", body = Vec<crate::openapi::SearchHit>),
+        (status = 400, description = "Malformed JSON, an unknown, missing or out-of-range field, bad keywords, or a tenant or role in the body", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 413, description = "A body over 64 KiB", body = crate::openapi::ErrorBody),
+    ))]
 async fn search(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -121,18 +140,24 @@ async fn search(
     Ok(Json(resp.hits).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /v1/ask`: a question and the run's options (each bounded as the CLI bounds it).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AskBody {
+pub(crate) struct AskBody {
+    /// At most 2,000 characters.
     question: String,
+    /// Searches allowed, 1 to 10.
     #[serde(default)]
     max_rounds: Option<u32>,
+    /// Hits per search, 1 to 20.
     #[serde(default)]
     top_k: Option<u32>,
+    /// Whether an answer must cite a source (default true).
     #[serde(default)]
     require_source: Option<bool>,
     /// The run's date, YYYY-MM-DD (documents in force on that day).
     #[serde(default)]
+    #[schema(value_type = Option<String>, format = Date)]
     today: Option<chrono::NaiveDate>,
 }
 
@@ -140,7 +165,15 @@ struct AskBody {
 const MAX_ROUNDS: u32 = 10;
 
 /// `POST /v1/ask`: the outcome as `ragtrail ask --json` prints it; with `Accept:
-/// text/event-stream`, each round as it happens and then the outcome ([`crate::stream`]).
+/// text/event-stream`, each round as it happens and then the outcome.
+#[utoipa::path(post, path = "/v1/ask", tag = "ask", request_body = AskBody,
+    responses(
+        (status = 200, description = "The outcome, as `ragtrail ask --json` prints it; with `Accept: text/event-stream`, Server-Sent Events: one `round` per search, then `outcome` (this object) or `error`",
+            content((crate::openapi::AskOutcome = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "Malformed JSON, a bad question or an out-of-range option", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 413, description = "A body over 64 KiB", body = crate::openapi::ErrorBody),
+    ))]
 async fn ask(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -220,7 +253,19 @@ fn query_fields(query: RawQuery, allowed: &[&str]) -> Result<BTreeMap<String, St
 const MAX_LIST: usize = 1000;
 
 /// `GET /v1/traces?limit=N&status=S&session=ID&since=T`: the caller's tenant's runs, newest
-/// first, kept by the engine's [`RunFilter`] (the filter of `ragtrail traces`).
+/// first, kept by the engine's run filter (the filter of `ragtrail traces`).
+#[utoipa::path(get, path = "/v1/traces", tag = "traces",
+    params(
+        ("limit" = Option<usize>, Query, description = "Most runs to list, 1 to 1000 (default 50)"),
+        ("status" = Option<String>, Query, description = "answered, evidence, insufficient_evidence (or insufficient), error, incomplete"),
+        ("session" = Option<String>, Query, description = "Only the turns of this conversation"),
+        ("since" = Option<String>, Query, description = "Only runs started at or after: a date (2026-11-30) or an RFC 3339 time"),
+    ),
+    responses(
+        (status = 200, description = "The caller's tenant's runs, newest first", body = crate::openapi::RunList),
+        (status = 400, description = "A bad filter, or a tenant or role in the query", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+    ))]
 async fn traces(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -269,6 +314,13 @@ async fn traces(
 }
 
 /// `GET /v1/traces/{runId}`: the run's summary, integrity and every event as written.
+#[utoipa::path(get, path = "/v1/traces/{runId}", tag = "traces", params(("runId" = String, Path, description = "The run's id (a UUID, as /v1/traces lists it)")),
+    responses(
+        (status = 200, description = "The run's summary, integrity and every event", body = crate::openapi::TraceDetail),
+        (status = 400, description = "Not a UUID (invalid_run_id)", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such run, or another tenant's", body = crate::openapi::ErrorBody),
+    ))]
 async fn trace(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -288,6 +340,15 @@ async fn trace(
 }
 
 /// `GET /v1/traces/{runId}/audit?format=json|markdown`.
+#[utoipa::path(get, path = "/v1/traces/{runId}/audit", tag = "traces",
+    params(("runId" = String, Path, description = "The run's id (a UUID, as /v1/traces lists it)"), ("format" = Option<String>, Query, description = "json (default) or markdown")),
+    responses(
+        (status = 200, description = "The audit, as `ragtrail audit --json` (or the Markdown report) prints it",
+            content((crate::openapi::AuditReport = "application/json"), (String = "text/markdown"))),
+        (status = 400, description = "Not a UUID, or an unknown format", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such run, or another tenant's", body = crate::openapi::ErrorBody),
+    ))]
 async fn audit(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -323,6 +384,15 @@ async fn audit(
 }
 
 /// `POST /v1/traces/{runId}/replay`: the recorded searches against today's index.
+#[utoipa::path(post, path = "/v1/traces/{runId}/replay", tag = "traces", params(("runId" = String, Path, description = "The run's id (a UUID, as /v1/traces lists it)")),
+    responses(
+        (status = 200, description = "The recorded searches against today's index", body = crate::openapi::ReplayReport),
+        (status = 400, description = "Not a UUID (invalid_run_id)", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Recorded with other roles than the caller's (access_mismatch)", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such run, or another tenant's", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The trace's integrity fails (integrity_failure)", body = crate::openapi::ErrorBody),
+    ))]
 async fn replay(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,

@@ -11,6 +11,7 @@ mod body;
 mod direct;
 pub mod error;
 pub mod mcp;
+pub mod openapi;
 pub mod service;
 mod stream;
 pub mod tokens;

@@ -24,10 +24,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
 /// The browser's routes: `/`, `/ui/app.js`, `/ui/app.css`.
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
-        .route(
-            "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
-        )
+        .route("/", get(index))
         .route(
             "/ui/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
@@ -36,6 +33,13 @@ pub fn routes() -> Router<Arc<App>> {
             "/ui/app.css",
             get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
         )
+}
+
+/// `GET /`: the trace browser (no token needed to load it; it asks for one).
+#[utoipa::path(get, path = "/", tag = "meta", security(()),
+    responses((status = 200, description = "The trace browser's page", content_type = "text/html", body = String)))]
+pub(crate) async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

@@ -28,6 +28,7 @@ mod real_llm;
 mod replay_audit;
 mod review_ux;
 mod serve_http;
+mod serve_openapi;
 mod serve_stream;
 mod signed_traces;
 mod small_leaks;
