@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -131,9 +131,9 @@ fn default_top_k() -> usize {
 async fn search(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let body: SearchBody = body::parse(body)?;
+    let body: SearchBody = body::parse(&body::read(body, app.config.limits.body_timeout).await?)?;
     let resp =
         blocking(move || app.search(&grant, body.keywords, body.top_k, body.include_superseded))
             .await?;
@@ -178,9 +178,9 @@ async fn ask(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let body: AskBody = body::parse(body)?;
+    let body: AskBody = body::parse(&body::read(body, app.config.limits.body_timeout).await?)?;
     let defaults = AgentRagOptions::default();
     let options = AgentRagOptions {
         max_search_rounds: bounded(

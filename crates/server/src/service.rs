@@ -37,6 +37,28 @@ pub struct ServerConfig {
     pub planner: PlannerFactory,
     /// Every run's date (YYYY-MM-DD); `None`: the local date when the run starts.
     pub today: Option<String>,
+    pub limits: Limits,
+}
+
+/// What one client may hold of the server: connections, and time to send a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once; further clients wait in the listen queue until one closes.
+    pub max_connections: usize,
+    /// Time to send a request's headers (slow headers, or an idle connection, are closed).
+    pub header_timeout: std::time::Duration,
+    /// Time to send a request's whole body (answered 408 after it).
+    pub body_timeout: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 /// The engine and configuration every request shares.

@@ -27,6 +27,7 @@ mod postgres;
 mod real_llm;
 mod replay_audit;
 mod review_ux;
+mod serve_faults;
 mod serve_http;
 mod serve_openapi;
 mod serve_stream;

@@ -124,8 +124,8 @@ fn a_client_that_hangs_up_mid_stream_leaves_a_finished_clean_trace() {
     let ws = workspace();
     let root = ws.dir.path();
     let alice = add_token(root, "alice", "default", &[]);
-    // The model searches once, then takes 3 s to answer: the client hangs up in between.
-    let chat = ChatServer::start(|reqs| match reqs.len() {
+    // Each run: the model searches once, then takes 3 s to answer.
+    let chat = ChatServer::start(|reqs| match reqs.len() % 2 {
         1 => tool_calls(&[("s1", "searchDocs", json!({"keywords": ["annual leave"]}))]),
         _ => {
             let (_, result) = reqs
@@ -154,7 +154,9 @@ fn a_client_that_hangs_up_mid_stream_leaves_a_finished_clean_trace() {
     });
     let serve = Serve::start_with(
         root,
-        &["--planner", "llm"],
+        // A run outlasts the time a client has to send its headers: that bound is on the
+        // client, never on the answer.
+        &["--planner", "llm", "--header-timeout", "1"],
         &[
             ("RAGTRAIL_LLM_BASE_URL", chat.base_url.as_str()),
             ("RAGTRAIL_LLM_MODEL", "scripted"),
@@ -162,6 +164,11 @@ fn a_client_that_hangs_up_mid_stream_leaves_a_finished_clean_trace() {
         ],
     );
 
+    let (status, plain) = serve.post("/v1/ask", &alice, json!({ "question": QUESTION }));
+    assert_eq!(status, 200, "{plain}");
+    assert_eq!(plain["status"], "answered", "{plain}");
+
+    // Streamed, the client hangs up between the search and the answer.
     let addr = serve.base.trim_start_matches("http://").to_string();
     let mut socket = TcpStream::connect(&addr).expect("connect");
     socket
@@ -223,5 +230,5 @@ fn a_client_that_hangs_up_mid_stream_leaves_a_finished_clean_trace() {
         .collect();
     assert_eq!(types.last(), Some(&"run_finished"), "{types:?}");
     assert!(types.contains(&"answer"), "{types:?}");
-    assert_eq!(chat.requests().len(), 2);
+    assert_eq!(chat.requests().len(), 4);
 }
