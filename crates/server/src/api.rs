@@ -36,6 +36,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/traces/{runId}/replay", post(replay))
         .route("/openapi.json", get(crate::openapi::openapi_json))
         .merge(crate::ui::routes())
+        .merge(crate::mcp::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)

@@ -75,6 +75,7 @@ pub async fn serve(
             drop(place);
         });
     }
-    graceful.shutdown().await;
+    // Open event streams (an MCP client's GET /mcp) would hold shutdown forever.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown()).await;
     Ok(())
 }

@@ -253,6 +253,7 @@ impl Modify for BearerToken {
         crate::api::audit,
         crate::api::replay,
         openapi_json,
+        mcp_messages,
         crate::ui::index,
     ),
     components(schemas(
@@ -294,3 +295,19 @@ pub fn document() -> utoipa::openapi::OpenApi {
 pub async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(document())
 }
+
+/// `/mcp`: the Model Context Protocol's Streamable HTTP transport (tools `searchDocs` and
+/// `ask`), served by the MCP SDK; described here only as an entry point, its messages are
+/// MCP's JSON-RPC. Each request needs the bearer token, whose grant every tool call runs under.
+#[utoipa::path(
+    post,
+    path = "/mcp",
+    tag = "mcp",
+    request_body(content = Object, description = "An MCP JSON-RPC message (initialize, tools/list, tools/call…)", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The JSON-RPC answer, as JSON or as an event stream", content((Object = "application/json"), (String = "text/event-stream"))),
+        (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
+    )
+)]
+#[allow(dead_code)]
+fn mcp_messages() {}

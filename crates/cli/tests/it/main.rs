@@ -22,6 +22,7 @@ mod llm_planner;
 mod local_model;
 mod many_writers;
 mod mcp;
+mod mcp_http;
 mod outcomes;
 mod postgres;
 mod real_llm;

@@ -51,6 +51,7 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
         "/v1/traces/{runId}": ["get"],
         "/v1/traces/{runId}/audit": ["get"],
         "/v1/traces/{runId}/replay": ["post"],
+        "/mcp": ["post"],
     });
     let paths = doc["paths"].as_object().expect("paths");
     assert_eq!(
@@ -133,6 +134,12 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
                 }
                 Some("post") if path == "/v1/ask" => {
                     serve.post(&real, &alice, json!({"question": "leave?"}))
+                }
+                // MCP's own handshake is tested in mcp_http.rs; here, that the route is there.
+                Some("post") if path == "/mcp" => {
+                    let (status, body) = serve.post(&real, &alice, json!({}));
+                    assert_ne!(status, 404, "{body}");
+                    continue;
                 }
                 Some("post") => serve.post(&real, &alice, json!({})),
                 _ => serve.get(&real, &alice),
