@@ -22,6 +22,8 @@ use crate::common::{LEAVE_EN, TRAVEL, Workspace};
 
 const ANSWERED: &str = "How many days of annual leave do I get?";
 const UNANSWERED: &str = "What colour is the office parrot?";
+/// A question that is markup: the page must show it as text, never run or render it.
+const MARKUP: &str = "<img src=x onerror=\"document.title='owned'\"> annual leave?";
 
 /// How long the page may take to show something.
 const WAIT: Duration = Duration::from_secs(30);
@@ -167,6 +169,8 @@ fn recorded_runs() -> (Workspace, String, String) {
         let (status, refused) = serve.post("/v1/ask", &alice, json!({ "question": UNANSWERED }));
         assert_eq!(status, 200, "{refused}");
         assert_eq!(refused["status"], "insufficient_evidence", "{refused}");
+        let (status, markup) = serve.post("/v1/ask", &alice, json!({ "question": MARKUP }));
+        assert_eq!(status, 200, "{markup}");
         answered["runId"].as_str().expect("runId").to_string()
     };
     ws.write(
@@ -247,6 +251,14 @@ async fn browse(driver: &str, base: &str, alice: &str, run_id: &str) {
             "the runs list lacks {wanted:?}:\n{runs}"
         );
     }
+    let injected = client
+        .execute(
+            "return [document.querySelectorAll('main img').length, document.title];",
+            vec![],
+        )
+        .await
+        .expect("read the page");
+    assert_eq!(injected, json!([0, "ragtrail traces"]));
     screenshot(&client, "02-runs").await;
     // The token lives in this tab's sessionStorage only: not in the URL, not in a cookie.
     let url = client.current_url().await.expect("url");
