@@ -8,6 +8,7 @@
 # tests (once, outside the clone; see docs/embeddings.md), and the multilingual-e5-small
 # embeddings server of scripts/embed-server.sh (likewise) unless RAGTRAIL_TEST_EMBED_BASE_URL
 # names one already.
+# Installs chromium and chromium-driver for the trace browser test (scripts/install-browser.sh).
 # Starts a real model server for the LLM planner's end-to-end tests (crates/cli/tests/it/real_llm.rs)
 # with scripts/llm-server.sh unless RAGTRAIL_TEST_LLM_BASE_URL names one already: llama-cpp-python
 # and SmolLM2-135M are built and installed once into ~/.cache/ragtrail/llm (about 9 minutes on 2
@@ -23,6 +24,17 @@ if [ -z "${RAGTRAIL_TEST_MODEL_DIR:-}" ]; then
   export RAGTRAIL_TEST_MODEL_DIR
 fi
 echo "== model for the local-embedder tests: $RAGTRAIL_TEST_MODEL_DIR"
+
+# The trace browser test drives a real Chromium: Debian's chromium and chromium-driver, installed
+# by scripts/install-browser.sh when missing; where they cannot be, the test skips loudly.
+if [ -z "${RAGTRAIL_TEST_CHROMEDRIVER:-}" ]; then
+  browser_out=$(bash scripts/install-browser.sh)
+  RAGTRAIL_TEST_CHROMEDRIVER=$(printf '%s\n' "$browser_out" | sed -n 's/^CHROMEDRIVER=//p')
+  RAGTRAIL_TEST_CHROMIUM=$(printf '%s\n' "$browser_out" | sed -n 's/^CHROMIUM=//p')
+  RAGTRAIL_TEST_BROWSER_SKIP=$(printf '%s\n' "$browser_out" | sed -n 's/^BROWSER_SKIP=//p')
+  export RAGTRAIL_TEST_CHROMEDRIVER RAGTRAIL_TEST_CHROMIUM RAGTRAIL_TEST_BROWSER_SKIP
+fi
+echo "== browser for the trace browser test: ${RAGTRAIL_TEST_CHROMEDRIVER:-none (${RAGTRAIL_TEST_BROWSER_SKIP:-?})}"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use super::ask_cmd::{LlmArgs, PlannerChoice, choose_planner};
 use super::{GlobalArgs, open_current_engine};
 use crate::config;
-use ragtrail_server::{App, Grant, PlannerFactory, ServerConfig, TokenStore};
+use ragtrail_server::{App, Grant, Limits, PlannerFactory, ServerConfig, TokenStore};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -18,8 +18,33 @@ pub struct ServeArgs {
     /// in plain text otherwise.
     #[arg(long, env = "RAGTRAIL_LISTEN", default_value_t = SocketAddr::from(([127, 0, 0, 1], ragtrail_server::DEFAULT_PORT)), value_name = "ADDR")]
     pub listen: SocketAddr,
+    /// Connections open at once; more clients wait in the listen queue until one closes.
+    #[arg(long, default_value_t = Limits::default().max_connections, value_name = "N", value_parser = connections)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers; slower (or idle) connections close.
+    #[arg(long, default_value_t = Limits::default().header_timeout.as_secs_f64(), value_name = "SECS", value_parser = positive_secs)]
+    pub header_timeout: f64,
+    /// Seconds a client has to send a request's whole body; slower ones are answered 408.
+    #[arg(long, default_value_t = Limits::default().body_timeout.as_secs_f64(), value_name = "SECS", value_parser = positive_secs)]
+    pub body_timeout: f64,
     #[command(flatten)]
     pub run: ServerRunArgs,
+}
+
+fn connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a whole number between 1 and 100000")),
+    }
+}
+
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 3600"
+        )),
+    }
 }
 
 /// How the server answers `ask` (shared by `serve` and `mcp`).
@@ -64,7 +89,7 @@ pub enum TokensCommand {
     Revoke { name: String },
 }
 
-fn app(global: &GlobalArgs, run: &ServerRunArgs) -> anyhow::Result<Arc<App>> {
+fn app(global: &GlobalArgs, run: &ServerRunArgs, limits: Limits) -> anyhow::Result<Arc<App>> {
     let choice = run.planner;
     let llm = run.llm.clone();
     let planner: PlannerFactory =
@@ -81,6 +106,7 @@ fn app(global: &GlobalArgs, run: &ServerRunArgs) -> anyhow::Result<Arc<App>> {
             tokens: TokenStore::in_data_dir(&global.data_dir),
             planner,
             today: run.today.map(|d| d.format("%Y-%m-%d").to_string()),
+            limits,
         },
     )))
 }
@@ -115,7 +141,12 @@ async fn shutdown_signal() {
 }
 
 pub fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let app = app(global, &args.run)?;
+    let limits = Limits {
+        max_connections: args.max_connections,
+        header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
+        body_timeout: std::time::Duration::from_secs_f64(args.body_timeout),
+    };
+    let app = app(global, &args.run, limits)?;
     let tokens = app.config.tokens.list().context("reading the token file")?;
     if tokens.iter().all(|t| t.revoked.is_some()) {
         eprintln!(
@@ -140,7 +171,7 @@ pub fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> 
 }
 
 pub fn mcp(global: &GlobalArgs, args: &McpArgs) -> anyhow::Result<ExitCode> {
-    let app = app(global, &args.run)?;
+    let app = app(global, &args.run, Limits::default())?;
     // The operator's access, as for `ask`: an MCP client cannot choose it.
     let grant = Grant {
         name: args.caller.clone(),

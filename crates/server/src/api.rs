@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ragtrail::agent::{AgentRagOptions, MAX_TOP_K_PER_ROUND};
+use ragtrail::agent::{AgentError, AgentRagOptions, MAX_QUESTION_CHARS, MAX_TOP_K_PER_ROUND};
+use ragtrail::review::runs::{RunFilter, STATUS_NAMES};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -30,9 +31,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/search", post(search))
         .route("/v1/ask", post(ask))
         .route("/v1/traces", get(traces))
-        .route("/v1/traces/{run_id}", get(trace))
-        .route("/v1/traces/{run_id}/audit", get(audit))
-        .route("/v1/traces/{run_id}/replay", post(replay))
+        .route("/v1/traces/{runId}", get(trace))
+        .route("/v1/traces/{runId}/audit", get(audit))
+        .route("/v1/traces/{runId}/replay", post(replay))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
+        .merge(crate::ui::routes())
+        .merge(crate::mcp::routes(app.clone()))
         .fallback(|| async { ApiError::not_found("such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
@@ -67,12 +71,19 @@ impl FromRequestParts<Arc<App>> for Caller {
     }
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "health", security(()),
+    responses((status = 200, description = "The process is up", body = crate::openapi::Health)))]
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready when the index is open and holds chunks (with PostgreSQL, the engine opened against
 /// the database at start-up).
+#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+    responses(
+        (status = 200, description = "The index is open and holds chunks", body = crate::openapi::Ready),
+        (status = 503, description = "The index is empty (not_ready)", body = crate::openapi::ErrorBody),
+    ))]
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     // With PostgreSQL this asks the database for its version: ready means reachable too.
     let engine = match app.engine() {
@@ -97,11 +108,15 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     .into_response()
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /v1/search`: the keywords of one `searchDocs` call.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SearchBody {
+pub(crate) struct SearchBody {
+    /// 1 to 32 keywords, each at most 200 characters.
     keywords: Vec<String>,
+    /// Hits to return, 1 to 50 (default 5).
     #[serde(default = "default_top_k")]
+    #[schema(default = 5)]
     top_k: usize,
     #[serde(default)]
     include_superseded: bool,
@@ -112,43 +127,66 @@ fn default_top_k() -> usize {
 }
 
 /// `POST /v1/search`: the hits as `ragtrail search --json` prints them.
+#[utoipa::path(post, path = "/v1/search", tag = "search", request_body = SearchBody,
+    responses(
+        (status = 200, description = "The hits, as `ragtrail search --json` prints them", body = Vec<crate::openapi::SearchHit>),
+        (status = 400, description = "Malformed JSON, an unknown, missing or out-of-range field, bad keywords, or a tenant or role in the body", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 413, description = "A body over 64 KiB", body = crate::openapi::ErrorBody),
+    ))]
 async fn search(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let body: SearchBody = body::parse(body)?;
+    let body: SearchBody = body::parse(&body::read(body, app.config.limits.body_timeout).await?)?;
     let resp =
         blocking(move || app.search(&grant, body.keywords, body.top_k, body.include_superseded))
             .await?;
     Ok(Json(resp.hits).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /v1/ask`: a question and the run's options (each bounded as the CLI bounds it).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AskBody {
+pub(crate) struct AskBody {
+    /// At most 2,000 characters.
     question: String,
+    /// Searches allowed, 1 to 10.
     #[serde(default)]
     max_rounds: Option<u32>,
+    /// Hits per search, 1 to 20.
     #[serde(default)]
     top_k: Option<u32>,
+    /// Whether an answer must cite a source (default true).
     #[serde(default)]
     require_source: Option<bool>,
     /// The run's date, YYYY-MM-DD (documents in force on that day).
     #[serde(default)]
+    #[schema(value_type = Option<String>, format = Date)]
     today: Option<chrono::NaiveDate>,
 }
 
 /// Searches allowed in one run, as `AgentRagOptions::clamped` bounds them.
 const MAX_ROUNDS: u32 = 10;
 
-/// `POST /v1/ask`: the outcome as `ragtrail ask --json` prints it.
+/// `POST /v1/ask`: the outcome as `ragtrail ask --json` prints it; with `Accept:
+/// text/event-stream`, each round as it happens and then the outcome.
+#[utoipa::path(post, path = "/v1/ask", tag = "ask", request_body = AskBody,
+    responses(
+        (status = 200, description = "The outcome, as `ragtrail ask --json` prints it; with `Accept: text/event-stream`, Server-Sent Events: one `round` per search, then `outcome` (this object) or `error`",
+            content((crate::openapi::AskOutcome = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "Malformed JSON, a bad question or an out-of-range option", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 413, description = "A body over 64 KiB", body = crate::openapi::ErrorBody),
+    ))]
 async fn ask(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
-    body: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let body: AskBody = body::parse(body)?;
+    let body: AskBody = body::parse(&body::read(body, app.config.limits.body_timeout).await?)?;
     let defaults = AgentRagOptions::default();
     let options = AgentRagOptions {
         max_search_rounds: bounded(
@@ -170,6 +208,21 @@ async fn ask(
         options,
         today: body.today.map(|d| d.format("%Y-%m-%d").to_string()),
     };
+    if crate::stream::wants_events(&headers) {
+        // Bad questions are answered with a status before the stream starts, as without it.
+        let chars = params.question.trim().chars().count();
+        if chars == 0 || chars > MAX_QUESTION_CHARS {
+            let e = if chars == 0 {
+                AgentError::EmptyQuestion
+            } else {
+                AgentError::QuestionTooLong(chars)
+            };
+            return Err(
+                ApiError::bad_request(code::INVALID_QUESTION, e.to_string()).with_field("question")
+            );
+        }
+        return Ok(crate::stream::ask(app, grant, params));
+    }
     let outcome = blocking(move || app.ask(&grant, params)).await?;
     Ok(Json(outcome.to_json()).into_response())
 }
@@ -205,13 +258,26 @@ fn query_fields(query: RawQuery, allowed: &[&str]) -> Result<BTreeMap<String, St
 /// Most runs one listing returns.
 const MAX_LIST: usize = 1000;
 
-/// `GET /v1/traces?limit=N&status=S&session=ID`: the caller's tenant's runs, newest first.
+/// `GET /v1/traces?limit=N&status=S&session=ID&since=T`: the caller's tenant's runs, newest
+/// first, kept by the engine's run filter (the filter of `ragtrail traces`).
+#[utoipa::path(get, path = "/v1/traces", tag = "traces",
+    params(
+        ("limit" = Option<usize>, Query, description = "Most runs to list, 1 to 1000 (default 50)"),
+        ("status" = Option<String>, Query, description = "answered, evidence, insufficient_evidence (or insufficient), error, incomplete"),
+        ("session" = Option<String>, Query, description = "Only the turns of this conversation"),
+        ("since" = Option<String>, Query, description = "Only runs started at or after: a date (2026-11-30) or an RFC 3339 time"),
+    ),
+    responses(
+        (status = 200, description = "The caller's tenant's runs, newest first", body = crate::openapi::RunList),
+        (status = 400, description = "A bad filter, or a tenant or role in the query", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+    ))]
 async fn traces(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
     query: RawQuery,
 ) -> Result<Response, ApiError> {
-    let fields = query_fields(query, &["limit", "status", "session"])?;
+    let fields = query_fields(query, &["limit", "status", "session", "since"])?;
     let limit = match fields.get("limit") {
         Some(l) => bounded(
             "limit",
@@ -224,37 +290,43 @@ async fn traces(
         )?,
         None => 50,
     };
-    let status = fields.get("status").cloned();
-    let session = fields.get("session").cloned();
-    let runs = blocking(move || {
-        // Filters apply after listing, so scan more than `limit` when filtering.
-        let scan = if status.is_some() || session.is_some() {
-            MAX_LIST
-        } else {
-            limit
-        };
-        let mut runs = app.list(&grant, scan)?;
-        runs.retain(|r| {
-            let status_name = match r.status {
-                Some(s) => serde_json::to_value(s)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-                None => "incomplete".to_string(),
-            };
-            status.as_ref().is_none_or(|s| *s == status_name)
-                && session
-                    .as_ref()
-                    .is_none_or(|s| r.session_id.as_ref() == Some(s))
-        });
-        runs.truncate(limit);
-        Ok(runs)
-    })
-    .await?;
+    let mut filter = RunFilter {
+        session: fields.get("session").cloned(),
+        ..RunFilter::default()
+    };
+    if let Some(wanted) = fields.get("status") {
+        let name = RunFilter::status_name(wanted).ok_or_else(|| {
+            ApiError::bad_request(
+                code::INVALID_FIELD,
+                format!("status is one of {STATUS_NAMES:?}, not {wanted:?}"),
+            )
+            .with_field("status")
+        })?;
+        filter.status = Some(name.to_string());
+    }
+    if let Some(since) = fields.get("since") {
+        filter.since = Some(RunFilter::parse_since(since).ok_or_else(|| {
+            ApiError::bad_request(
+                code::INVALID_FIELD,
+                format!(
+                    "since is a date (2026-11-30) or an RFC 3339 time (2026-11-30T09:00:00Z), not {since:?}"
+                ),
+            )
+            .with_field("since")
+        })?);
+    }
+    let runs = blocking(move || app.list(&grant, limit, &filter)).await?;
     Ok(Json(json!({ "runs": runs })).into_response())
 }
 
 /// `GET /v1/traces/{runId}`: the run's summary, integrity and every event as written.
+#[utoipa::path(get, path = "/v1/traces/{runId}", tag = "traces", params(("runId" = String, Path, description = "The run's id (a UUID, as /v1/traces lists it)")),
+    responses(
+        (status = 200, description = "The run's summary, integrity and every event", body = crate::openapi::TraceDetail),
+        (status = 400, description = "Not a UUID (invalid_run_id)", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such run, or another tenant's", body = crate::openapi::ErrorBody),
+    ))]
 async fn trace(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -274,6 +346,15 @@ async fn trace(
 }
 
 /// `GET /v1/traces/{runId}/audit?format=json|markdown`.
+#[utoipa::path(get, path = "/v1/traces/{runId}/audit", tag = "traces",
+    params(("runId" = String, Path, description = "The run's id (a UUID, as /v1/traces lists it)"), ("format" = Option<String>, Query, description = "json (default) or markdown")),
+    responses(
+        (status = 200, description = "The audit, as `ragtrail audit --json` (or the Markdown report) prints it",
+            content((crate::openapi::AuditReport = "application/json"), (String = "text/markdown"))),
+        (status = 400, description = "Not a UUID, or an unknown format", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such run, or another tenant's", body = crate::openapi::ErrorBody),
+    ))]
 async fn audit(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,
@@ -309,6 +390,15 @@ async fn audit(
 }
 
 /// `POST /v1/traces/{runId}/replay`: the recorded searches against today's index.
+#[utoipa::path(post, path = "/v1/traces/{runId}/replay", tag = "traces", params(("runId" = String, Path, description = "The run's id (a UUID, as /v1/traces lists it)")),
+    responses(
+        (status = 200, description = "The recorded searches against today's index", body = crate::openapi::ReplayReport),
+        (status = 400, description = "Not a UUID (invalid_run_id)", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Recorded with other roles than the caller's (access_mismatch)", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such run, or another tenant's", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The trace's integrity fails (integrity_failure)", body = crate::openapi::ErrorBody),
+    ))]
 async fn replay(
     State(app): State<Arc<App>>,
     Caller(grant): Caller,

@@ -1,8 +1,9 @@
 //! Reading a JSON request body: bounded in size, strict about its fields, and never a source of
 //! access. Every failure names the field at fault.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -15,20 +16,43 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Fields that would name who the caller is: access comes from the token alone.
 const ACCESS_FIELDS: [&str; 5] = ["tenant", "role", "roles", "access", "caller"];
 
-/// The body as a `T` (whose type rejects unknown fields), or the error to answer with.
-pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                code::BODY_TOO_LARGE,
-                format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
-            )
-        } else {
-            ApiError::bad_request(code::MALFORMED_JSON, rejection.body_text())
+/// The whole body, read under one deadline: a client that sends it too slowly (slowloris)
+/// is answered 408 and no longer holds a worker, one larger than [`MAX_BODY_BYTES`] 413.
+pub async fn read(body: Body, deadline: Duration) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            code::BODY_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                deadline.as_secs_f64()
+            ),
+        )),
+        Ok(Err(e)) => {
+            let inner = e.into_inner();
+            if inner
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    code::BODY_TOO_LARGE,
+                    format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+                ))
+            } else {
+                Err(ApiError::bad_request(
+                    code::MALFORMED_JSON,
+                    format!("the request body could not be read: {inner}"),
+                ))
+            }
         }
-    })?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        Ok(Ok(bytes)) => Ok(bytes),
+    }
+}
+
+/// The body as a `T` (whose type rejects unknown fields), or the error to answer with.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::bad_request(
             code::MALFORMED_JSON,
             format!("the request body is not JSON: {e}"),

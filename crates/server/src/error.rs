@@ -9,6 +9,7 @@ use serde::Serialize;
 pub mod code {
     pub const UNAUTHORIZED: &str = "unauthorized";
     pub const BODY_TOO_LARGE: &str = "body_too_large";
+    pub const BODY_TIMEOUT: &str = "body_timeout";
     pub const MALFORMED_JSON: &str = "malformed_json";
     pub const UNKNOWN_FIELD: &str = "unknown_field";
     pub const MISSING_FIELD: &str = "missing_field";

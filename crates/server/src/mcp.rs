@@ -1,7 +1,9 @@
-//! The MCP server (`ragtrail mcp`, over stdio): tools `searchDocs` and `ask` over the same
-//! engine and traces as the HTTP API. Who the caller is comes from the operator's configuration
-//! (the [`Grant`] the server was started with), never from a tool's arguments: the argument
-//! types reject any field they do not name, a tenant or role included.
+//! The MCP server: tools `searchDocs` and `ask` over the same engine and traces as the HTTP API,
+//! over stdio (`ragtrail mcp`) and over the Streamable HTTP transport at `/mcp` on `serve`.
+//! Who the caller is comes from the operator's configuration (stdio: the [`Grant`] the server
+//! was started with) or from the verified bearer token of each HTTP request (`/mcp`), never
+//! from a tool's arguments: the argument types reject any field they do not name, a tenant or
+//! role included.
 
 use std::sync::Arc;
 
@@ -10,7 +12,10 @@ use ragtrail::search::SearchHit;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -123,22 +128,46 @@ fn tool_error(e: ApiError) -> String {
     }
 }
 
-/// The MCP service of one connection.
+/// The MCP service of one connection (stdio) or session (HTTP).
 #[derive(Clone)]
 pub struct McpServer {
     app: Arc<App>,
-    grant: Grant,
+    /// The operator's grant over stdio; `None` over HTTP, where each request's token decides.
+    grant: Option<Grant>,
     tool_router: ToolRouter<Self>,
 }
 
 #[tool_router]
 impl McpServer {
+    /// Every call under `grant` (stdio: the operator's flags).
     pub fn new(app: Arc<App>, grant: Grant) -> Self {
         Self {
             app,
-            grant,
+            grant: Some(grant),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// Each call under the grant of the token its HTTP request carried ([`routes`]).
+    pub fn over_http(app: Arc<App>) -> Self {
+        Self {
+            app,
+            grant: None,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Who makes this call: the operator's grant, or the one [`require_token`] put on the
+    /// request after verifying its token.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Grant, String> {
+        if let Some(grant) = &self.grant {
+            return Ok(grant.clone());
+        }
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Grant>())
+            .cloned()
+            .ok_or_else(|| "unauthorized: this call carried no verified token".to_string())
     }
 
     #[tool(
@@ -148,9 +177,10 @@ impl McpServer {
     async fn search_docs(
         &self,
         Parameters(args): Parameters<SearchDocsArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SearchDocsResult>, String> {
         let app = self.app.clone();
-        let grant = self.grant.clone();
+        let grant = self.caller(&ctx)?;
         let top_k = args.top_k;
         let outcome = blocking(move || app.traced_search(&grant, args.keywords, top_k))
             .await
@@ -170,9 +200,13 @@ impl McpServer {
         name = "ask",
         description = "Answer a question from the policy knowledge base, searching in rounds; the answer cites chunks with verbatim quotes, or says the evidence is insufficient. Every run is traced."
     )]
-    async fn ask(&self, Parameters(args): Parameters<AskArgs>) -> Result<Json<AskResult>, String> {
+    async fn ask(
+        &self,
+        Parameters(args): Parameters<AskArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<AskResult>, String> {
         let app = self.app.clone();
-        let grant = self.grant.clone();
+        let grant = self.caller(&ctx)?;
         let params = AskParams {
             question: args.question,
             options: AgentRagOptions::default(),
@@ -237,4 +271,37 @@ pub async fn serve_stdio(app: Arc<App>, grant: Grant) -> Result<(), String> {
         .await
         .map_err(|e| format!("the MCP session failed: {e}"))?;
     Ok(())
+}
+
+/// `/mcp`: MCP's Streamable HTTP transport, every request behind a verified bearer token.
+pub fn routes(app: Arc<App>) -> axum::Router<Arc<App>> {
+    let for_sessions = app.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(McpServer::over_http(for_sessions.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(app, require_token))
+}
+
+/// Refuses a request without a valid token (401, as the rest of the API) and hands the
+/// token's grant to the tool calls the request carries.
+async fn require_token(
+    axum::extract::State(app): axum::extract::State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::extract::FromRequestParts;
+    use axum::response::IntoResponse;
+    let (mut parts, body) = request.into_parts();
+    match crate::api::Caller::from_request_parts(&mut parts, &app).await {
+        Ok(crate::api::Caller(grant)) => {
+            parts.extensions.insert(grant);
+            next.run(axum::extract::Request::from_parts(parts, body))
+                .await
+        }
+        Err(e) => e.into_response(),
+    }
 }

@@ -8,11 +8,11 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use axum::http::StatusCode;
 use ragtrail::agent::{
-    self, AgentError, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner, RunSettings,
-    TraceSettings,
+    self, AgentError, AgentEvent, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner,
+    RunSettings, TraceSettings,
 };
 use ragtrail::engine::{Engine, EngineError};
-use ragtrail::review::runs::{self, ListedRun, RunSummary};
+use ragtrail::review::runs::{self, ListedRun, RunFilter, RunSummary};
 use ragtrail::review::{self, AuditReport, ReplayReport};
 use ragtrail::search::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
 use ragtrail::trace::{Integrity, LedgerPolicy, TraceFile, Verdict, check_integrity_with};
@@ -37,6 +37,28 @@ pub struct ServerConfig {
     pub planner: PlannerFactory,
     /// Every run's date (YYYY-MM-DD); `None`: the local date when the run starts.
     pub today: Option<String>,
+    pub limits: Limits,
+}
+
+/// What one client may hold of the server: connections, and time to send a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once; further clients wait in the listen queue until one closes.
+    pub max_connections: usize,
+    /// Time to send a request's headers (slow headers, or an idle connection, are closed).
+    pub header_timeout: std::time::Duration,
+    /// Time to send a request's whole body (answered 408 after it).
+    pub body_timeout: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 /// The engine and configuration every request shares.
@@ -157,6 +179,16 @@ impl App {
 
     /// One agent run, traced under the caller's token name.
     pub fn ask(&self, grant: &Grant, params: AskParams) -> Result<AgentOutcome, ApiError> {
+        self.ask_observed(grant, params, &mut |_| {})
+    }
+
+    /// [`App::ask`], telling `on_event` of each round as it happens (the streamed `/v1/ask`).
+    pub fn ask_observed(
+        &self,
+        grant: &Grant,
+        params: AskParams,
+        on_event: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Result<AgentOutcome, ApiError> {
         let mut planner = (self.config.planner)().map_err(ApiError::internal)?;
         let settings = self.settings(grant, params.options, self.today(params.today));
         agent::run(
@@ -164,7 +196,7 @@ impl App {
             &mut *planner,
             &params.question,
             &settings,
-            &mut |_| {},
+            on_event,
         )
         .map_err(agent_error)
     }
@@ -202,9 +234,16 @@ impl App {
         Ok(outcome)
     }
 
-    /// The runs the caller may see, newest first.
-    pub fn list(&self, grant: &Grant, limit: usize) -> Result<Vec<RunSummary>, ApiError> {
-        match runs::list_runs(&self.config.trace_dir, &grant.access, limit, &|_| true) {
+    /// Up to `limit` runs the caller may see that `filter` keeps, newest first.
+    pub fn list(
+        &self,
+        grant: &Grant,
+        limit: usize,
+        filter: &RunFilter,
+    ) -> Result<Vec<RunSummary>, ApiError> {
+        match runs::list_runs(&self.config.trace_dir, &grant.access, limit, &|r| {
+            filter.keeps(r)
+        }) {
             Ok(listed) => Ok(listed
                 .into_iter()
                 .filter_map(|r| match r {

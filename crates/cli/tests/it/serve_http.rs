@@ -213,6 +213,30 @@ fn a_tenant_sees_audits_and_replays_only_its_own_runs() {
     assert_eq!(gina_list["runs"][0]["runId"], gina_asked["runId"]);
     assert_eq!(gina_list["runs"].as_array().map(Vec::len), Some(1));
 
+    // The listing's filters are the engine's (`ragtrail traces` takes the same).
+    for (query, count) in [
+        ("status=answered", 1),
+        ("status=insufficient", 0),
+        ("status=Insufficient%20Evidence", 0),
+        ("since=2000-01-01", 1),
+        ("since=2999-01-01T00:00:00Z", 0),
+        ("session=none-such", 0),
+        ("status=answered&since=2000-01-01", 1),
+    ] {
+        let (status, list) = serve.get(&format!("/v1/traces?{query}"), &alice);
+        assert_eq!(status, 200, "{query}: {list}");
+        assert_eq!(
+            list["runs"].as_array().map(Vec::len),
+            Some(count),
+            "{query}: {list}"
+        );
+    }
+    for (query, field) in [("status=finished", "status"), ("since=yesterday", "since")] {
+        let (status, err) = serve.get(&format!("/v1/traces?{query}"), &alice);
+        assert_eq!((status, error_code(&err)), (400, "invalid_field"), "{err}");
+        assert_eq!(err["error"]["field"], field, "{err}");
+    }
+
     let (status, trace) = serve.get(&format!("/v1/traces/{run_id}"), &alice);
     assert_eq!(status, 200, "{trace}");
     assert_eq!(trace["integrity"]["status"], "clean");

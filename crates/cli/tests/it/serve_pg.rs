@@ -61,8 +61,8 @@ fn two_servers_on_one_database_both_serve_what_a_third_process_ingested() {
     let (token_a, token_b) = (token(root, "a", &db), token(root, "b", &db));
     // `b` starts with an empty data directory: it builds its index from the database.
     let (a, b) = (
-        Serve::spawn(ragtrail(root, "a", &db)),
-        Serve::spawn(ragtrail(root, "b", &db)),
+        Serve::spawn(ragtrail(root, "a", &db), &["--planner", "offline"]),
+        Serve::spawn(ragtrail(root, "b", &db), &["--planner", "offline"]),
     );
     let before_a = search(&a, &token_a, "住宿");
     assert!(!before_a.as_array().expect("hits").is_empty(), "{before_a}");

@@ -122,6 +122,69 @@ pub fn summarize(path: &Path, file: &TraceFile) -> Option<RunSummary> {
     })
 }
 
+/// Which runs a listing keeps: by how they ended, their conversation, and when they started.
+/// One filter for the command line's `traces` and the server's `/v1/traces`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    /// A status name as [`RunFilter::status_name`] normalises it.
+    pub status: Option<String>,
+    pub session: Option<String>,
+    /// Runs started at or after this time (a run without a start time is left out).
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// The status names a filter accepts (`insufficient` is short for `insufficient_evidence`).
+pub const STATUS_NAMES: [&str; 5] = [
+    "answered",
+    "evidence",
+    "insufficient_evidence",
+    "error",
+    "incomplete",
+];
+
+impl RunFilter {
+    /// `wanted` as a status name (`Insufficient Evidence`, `insufficient-evidence` and
+    /// `insufficient` all name `insufficient_evidence`), or `None` when it names none.
+    pub fn status_name(wanted: &str) -> Option<&'static str> {
+        let normal = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+        let normal = if normal == "insufficient" {
+            "insufficient_evidence".to_string()
+        } else {
+            normal
+        };
+        STATUS_NAMES.iter().copied().find(|n| *n == normal)
+    }
+
+    /// A run's status as filters name it (`incomplete` without a `run_finished` line).
+    pub fn status_of(run: &RunSummary) -> &'static str {
+        run.status.map_or("incomplete", |s| s.name())
+    }
+
+    /// A `since` bound: a date (2026-11-30, UTC midnight) or an RFC 3339 time.
+    pub fn parse_since(s: &str) -> Option<DateTime<Utc>> {
+        if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
+            return Some(t.with_timezone(&Utc));
+        }
+        chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc())
+    }
+
+    pub fn keeps(&self, run: &RunSummary) -> bool {
+        self.status
+            .as_deref()
+            .is_none_or(|s| Self::status_name(s) == Some(Self::status_of(run)))
+            && self
+                .session
+                .as_deref()
+                .is_none_or(|s| run.session_id.as_deref() == Some(s))
+            && self
+                .since
+                .is_none_or(|since| run.started.is_some_and(|t| t >= since))
+    }
+}
+
 /// Up to `limit` runs of `dir` that `viewer` may see and `keep` accepts, newest first, plus the
 /// files that could not be read. A missing directory is `NotFound`.
 pub fn list_runs(
@@ -163,6 +226,85 @@ mod tests {
         assert!(!may_see(&hr, &staff));
         assert!(!may_see(&hr, &other));
         assert!(!may_see(&staff, &other));
+    }
+
+    #[test]
+    fn a_filter_keeps_runs_by_status_session_and_start() {
+        let t = |s: &str| {
+            DateTime::parse_from_rfc3339(s)
+                .map(|t| t.with_timezone(&Utc))
+                .ok()
+        };
+        let run = RunSummary {
+            run_id: Uuid::now_v7(),
+            file: String::new(),
+            path: PathBuf::new(),
+            started: t("2026-11-30T09:00:00Z"),
+            question: "q".into(),
+            status: Some(RunStatus::InsufficientEvidence),
+            reason: String::new(),
+            rounds: 1,
+            answer: None,
+            access: AccessContext::default(),
+            caller: None,
+            session_id: Some("s1".into()),
+            turn: Some(1),
+        };
+        let keeps = |f: RunFilter| f.keeps(&run);
+        assert!(keeps(RunFilter::default()));
+        for s in [
+            "insufficient",
+            "Insufficient Evidence",
+            "insufficient-evidence",
+        ] {
+            assert!(
+                keeps(RunFilter {
+                    status: Some(s.into()),
+                    ..Default::default()
+                }),
+                "{s}"
+            );
+        }
+        assert!(!keeps(RunFilter {
+            status: Some("answered".into()),
+            ..Default::default()
+        }));
+        assert!(!keeps(RunFilter {
+            status: Some("nonsense".into()),
+            ..Default::default()
+        }));
+        assert!(keeps(RunFilter {
+            session: Some("s1".into()),
+            ..Default::default()
+        }));
+        assert!(!keeps(RunFilter {
+            session: Some("s2".into()),
+            ..Default::default()
+        }));
+        assert_eq!(
+            RunFilter::parse_since("2026-11-30"),
+            t("2026-11-30T00:00:00Z")
+        );
+        assert_eq!(RunFilter::parse_since("yesterday"), None);
+        assert!(keeps(RunFilter {
+            since: t("2026-11-30T09:00:00Z"),
+            ..Default::default()
+        }));
+        assert!(!keeps(RunFilter {
+            since: t("2026-11-30T09:00:01Z"),
+            ..Default::default()
+        }));
+        let unfinished = RunSummary {
+            status: None,
+            ..run.clone()
+        };
+        assert!(
+            RunFilter {
+                status: Some("incomplete".into()),
+                ..Default::default()
+            }
+            .keeps(&unfinished)
+        );
     }
 
     #[test]

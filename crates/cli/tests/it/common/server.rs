@@ -65,22 +65,23 @@ pub struct Serve {
 }
 
 impl Serve {
+    /// `serve` with the offline planner.
     pub fn start(root: &Path) -> Self {
-        Self::spawn(command(root))
+        Self::start_with(root, &["--planner", "offline"], &[])
     }
 
-    /// `cmd serve …` on a port the OS picks, offline planner, fixed date: `cmd` chooses the
+    /// `serve` with these extra arguments (a planner) and environment variables.
+    pub fn start_with(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let mut cmd = command(root);
+        cmd.envs(envs.iter().copied());
+        Self::spawn(cmd, args)
+    }
+
+    /// `cmd serve …` on a port the OS picks, the fixed date, and `args`: `cmd` chooses the
     /// directories and the environment.
-    pub fn spawn(mut cmd: Command) -> Self {
-        cmd.args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--planner",
-            "offline",
-            "--today",
-            "2026-11-30",
-        ]);
+    pub fn spawn(mut cmd: Command, args: &[&str]) -> Self {
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--today", "2026-11-30"])
+            .args(args);
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

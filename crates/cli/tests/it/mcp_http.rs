@@ -1,0 +1,155 @@
+//! MCP's Streamable HTTP transport at `/mcp` on `ragtrail serve`, driven by the SDK's own
+//! client over a real socket: no token is 401, each request's token alone decides the tenant
+//! (never a tool argument), every call is traced under the token's name, and a revoked token
+//! is refused.
+
+use reqwest::Method;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+use crate::common::server::{Serve, add_token, command, error_code};
+use crate::common::{LEAVE_EN, TRAVEL, Workspace};
+
+const GLOBEX: &str = "---\ntitle: Globex Expenses\ntenant: globex\n---\n\n## Meal allowance\n\nGlobex staff may claim a meal allowance of 45 euros per travel day.\n";
+
+fn args(value: Value) -> serde_json::Map<String, Value> {
+    value.as_object().cloned().expect("object")
+}
+
+fn transport(base: &str, token: &str) -> StreamableHttpClientTransport<reqwest::Client> {
+    StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token),
+    )
+}
+
+/// What one token's MCP session finds: (searchDocs sourceUris, ask's outcome, run ids).
+async fn session(base: &str, token: &str) -> (Vec<String>, Value, Vec<String>) {
+    let client = ().serve(transport(base, token)).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools");
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(names, ["ask", "searchDocs"]);
+
+    let found = client
+        .call_tool(
+            CallToolRequestParams::new("searchDocs")
+                .with_arguments(args(json!({"keywords": ["meal", "allowance"]}))),
+        )
+        .await
+        .expect("searchDocs");
+    assert_ne!(found.is_error, Some(true), "{found:?}");
+    let found = found.structured_content.expect("structured result");
+    let uris: Vec<String> = found["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .filter_map(|h| h["sourceUri"].as_str().map(String::from))
+        .collect();
+
+    // A tenant in the arguments is refused, never obeyed.
+    let refused = client
+        .call_tool(
+            CallToolRequestParams::new("searchDocs")
+                .with_arguments(args(json!({"keywords": ["meal"], "tenant": "globex"}))),
+        )
+        .await;
+    match refused {
+        Err(e) => assert!(e.to_string().contains("tenant"), "{e}"),
+        Ok(r) => {
+            assert_eq!(r.is_error, Some(true), "{r:?}");
+            assert!(format!("{:?}", r.content).contains("tenant"), "{r:?}");
+        }
+    }
+
+    let asked = client
+        .call_tool(CallToolRequestParams::new("ask").with_arguments(args(
+            json!({"question": "What is the meal allowance per travel day?"}),
+        )))
+        .await
+        .expect("ask");
+    assert_ne!(asked.is_error, Some(true), "{asked:?}");
+    let asked = asked.structured_content.expect("structured result");
+    let runs = vec![
+        found["runId"].as_str().expect("runId").to_string(),
+        asked["runId"].as_str().expect("runId").to_string(),
+    ];
+    client.cancel().await.expect("close the session");
+    (uris, asked, runs)
+}
+
+#[test]
+fn mcp_over_http_takes_access_from_each_requests_token() {
+    let ws = Workspace::new();
+    ws.write("travel.md", TRAVEL);
+    ws.write("leave.md", LEAVE_EN);
+    ws.write("globex.md", GLOBEX);
+    let root = ws.dir.path();
+    let alice = add_token(root, "alice", "default", &[]);
+    let gina = add_token(root, "gina", "globex", &[]);
+    let serve = Serve::start(root);
+
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, err) = serve.call(Method::POST, "/mcp", None, Some(initialize.to_string()));
+    assert_eq!((status, error_code(&err)), (401, "unauthorized"), "{err}");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let base = serve.base.clone();
+    let (gina_uris, gina_ask, gina_runs) = runtime.block_on(session(&base, &gina));
+    let (alice_uris, alice_ask, alice_runs) = runtime.block_on(session(&base, &alice));
+
+    assert_eq!(
+        gina_uris.first().map(String::as_str),
+        Some("globex.md#meal-allowance")
+    );
+    assert!(
+        alice_uris.iter().all(|u| !u.starts_with("globex.md")),
+        "{alice_uris:?}"
+    );
+    assert_eq!(gina_ask["status"], "answered", "{gina_ask}");
+    assert!(
+        gina_ask["citations"][0]["quote"]
+            .as_str()
+            .is_some_and(|q| q.contains("45 euros")),
+        "{gina_ask}"
+    );
+    assert!(
+        !alice_ask.to_string().contains("45 euros"),
+        "alice saw Globex's document: {alice_ask}"
+    );
+
+    // Every call is a traced run under the token's name and tenant, audited clean.
+    for (runs, token, name, tenant) in [
+        (&gina_runs, &gina, "gina", "globex"),
+        (&alice_runs, &alice, "alice", "default"),
+    ] {
+        for run_id in runs {
+            let (status, trace) = serve.get(&format!("/v1/traces/{run_id}"), token);
+            assert_eq!(status, 200, "{trace}");
+            assert_eq!(trace["run"]["caller"], name, "{trace}");
+            assert_eq!(trace["run"]["access"]["tenant"], tenant, "{trace}");
+            let (_, audit) = serve.get(&format!("/v1/traces/{run_id}/audit"), token);
+            assert_eq!(audit["integrity"]["status"], "clean", "{audit}");
+        }
+    }
+    // Another tenant's run does not exist for alice.
+    let (status, _) = serve.get(&format!("/v1/traces/{}", gina_runs[0]), &alice);
+    assert_eq!(status, 404);
+
+    // A revoked token opens no session.
+    let out = command(root)
+        .args(["tokens", "revoke", "gina"])
+        .output()
+        .expect("revoke");
+    assert!(out.status.success());
+    let refused = runtime.block_on(async { ().serve(transport(&base, &gina)).await.map(|_| ()) });
+    assert!(refused.is_err(), "a revoked token opened an MCP session");
+}
