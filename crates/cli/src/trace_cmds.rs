@@ -16,7 +16,7 @@ use ragtrail::review::audit::{AuditReport, audit};
 pub use ragtrail::review::markdown::audit_markdown;
 use ragtrail::review::markdown::{decision_text, header, one_line, quote_state};
 use ragtrail::review::replay::{ReplayOptions, ReplayReport, RoundVerdict, replay_with};
-use ragtrail::review::runs::{ListedRun, RunSummary, list_runs, may_see, trace_files};
+use ragtrail::review::runs::{ListedRun, RunFilter, RunSummary, list_runs, may_see, trace_files};
 use ragtrail::trace::{EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with};
 use ragtrail::trace::{read_trace, run_started};
 
@@ -114,18 +114,9 @@ pub struct TracesArgs {
 }
 
 fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&chrono::Utc));
-    }
-    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc())
-        .ok_or_else(|| {
-            format!(
-                "`{s}` is neither a date (2026-11-30) nor an RFC 3339 time (2026-11-30T09:00:00Z)"
-            )
-        })
+    RunFilter::parse_since(s).ok_or_else(|| {
+        format!("`{s}` is neither a date (2026-11-30) nor an RFC 3339 time (2026-11-30T09:00:00Z)")
+    })
 }
 
 /// The trace a `replay`/`audit` argument names: an existing file, `last` (the caller's newest
@@ -890,44 +881,21 @@ struct TraceSummary {
     trace: String,
 }
 
-/// What `--status` accepts for each status name (the JSON name, and a shorter spelling).
-fn status_matches(wanted: &str, status: &str) -> bool {
-    let wanted = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
-    wanted == status || (wanted == "insufficient" && status == "insufficient_evidence")
-}
-
 pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<ExitCode> {
     let dir = &global.trace_dir;
-    if let Some(wanted) = &args.status {
-        let known = [
-            "answered",
-            "evidence",
-            "insufficient_evidence",
-            "insufficient",
-            "error",
-            "incomplete",
-        ];
-        let normal = wanted.trim().to_ascii_lowercase().replace([' ', '-'], "_");
-        if !known.contains(&normal.as_str()) {
-            anyhow::bail!(
-                "unknown --status {wanted}: use answered, evidence, insufficient_evidence, error or incomplete"
-            );
-        }
+    if let Some(wanted) = &args.status
+        && RunFilter::status_name(wanted).is_none()
+    {
+        anyhow::bail!(
+            "unknown --status {wanted}: use answered, evidence, insufficient_evidence, error or incomplete"
+        );
     }
-    let status_name = |r: &RunSummary| r.status.map_or("incomplete", |s| s.name());
-    let keep = |r: &RunSummary| {
-        !(args
-            .status
-            .as_deref()
-            .is_some_and(|w| !status_matches(w, status_name(r)))
-            || args
-                .session
-                .as_deref()
-                .is_some_and(|s| r.session_id.as_deref() != Some(s))
-            || args
-                .since
-                .is_some_and(|since| r.started.is_none_or(|t| t < since)))
+    let filter = RunFilter {
+        status: args.status.clone(),
+        session: args.session.clone(),
+        since: args.since,
     };
+    let keep = |r: &RunSummary| filter.keeps(r);
     // Runs of another tenant, or made with roles this operator lacks, are not listed.
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
     let runs = match list_runs(dir, &access, args.limit, &keep) {
@@ -961,7 +929,7 @@ pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<Exit
                 .started
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
                 .unwrap_or_default(),
-            status: status_name(&run).to_string(),
+            status: RunFilter::status_of(&run).to_string(),
             label: run.status.map_or("incomplete", |s| s.label()),
             reason: run.reason.clone(),
             rounds: run.rounds,
