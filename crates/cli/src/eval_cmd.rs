@@ -172,6 +172,8 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
     };
     let embedder =
         ragtrail::embed::from_config(&global.embed.config()).context("setting up the embedder")?;
+    // Each query is ranked once per mode: embed it once.
+    let embedder = std::sync::Arc::new(retrieval::QueryMemo::new(embedder));
     let mut engine = Engine::open_with(&dir, embedder)
         .with_context(|| format!("opening the scratch index {}", dir.display()))?;
     eprintln!("ingesting {} documents of {} …", set.corpus.len(), set.name);

@@ -12,12 +12,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::metrics::{DEEP_K, Judgments, NDCG_K, Qrels, Scores};
 use crate::access::{AccessContext, DEFAULT_TENANT};
+use crate::embed::{EmbedError, Embedder, EmbedderInfo};
 use crate::engine::{Engine, EngineError, IngestProgress, IngestSummary};
 use crate::knowledge::{Chunk, DocStatus, Document, chunk_id, sha256_hex};
 use crate::search::fusion::Fusion;
@@ -508,6 +510,58 @@ pub fn query_keywords(text: &str) -> Vec<String> {
     out
 }
 
+/// An embedder that remembers its query embeddings: an evaluation ranks every query once per
+/// mode, and without it a model embedder would embed the same question again for each mode
+/// that has a vector leg (minutes per mode on 2 cores). Documents pass through unchanged; the
+/// info is the inner embedder's, so the index sees the same embedder.
+pub struct QueryMemo {
+    inner: Arc<dyn Embedder>,
+    seen: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl QueryMemo {
+    pub fn new(inner: Arc<dyn Embedder>) -> Self {
+        Self {
+            inner,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Embedder for QueryMemo {
+    fn info(&self) -> EmbedderInfo {
+        self.inner.info()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed(texts)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let known: Option<Vec<Vec<f32>>> = {
+            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            texts.iter().map(|t| seen.get(*t).cloned()).collect()
+        };
+        if let Some(vectors) = known {
+            return Ok(vectors);
+        }
+        let vectors = self.inner.embed_query(texts)?;
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        for (t, v) in texts.iter().zip(&vectors) {
+            seen.insert((*t).to_string(), v.clone());
+        }
+        Ok(vectors)
+    }
+
+    fn truncated_inputs(&self) -> u64 {
+        self.inner.truncated_inputs()
+    }
+
+    fn preferred_batch(&self) -> usize {
+        self.inner.preferred_batch()
+    }
+}
+
 /// Ranks one query under one mode: BEIR document ids, best first.
 pub fn rank(
     engine: &Engine,
@@ -685,6 +739,53 @@ pub fn write_per_query(path: &PathBuf, results: &[QueryResult]) -> Result<(), Ev
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts the query texts it is asked to embed.
+    struct Counting {
+        inner: crate::embed::HashingEmbedder,
+        queries: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Embedder for Counting {
+        fn info(&self) -> EmbedderInfo {
+            self.inner.info()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(self.inner.embed_batch(texts))
+        }
+        fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.queries
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            self.embed(texts)
+        }
+    }
+
+    #[test]
+    fn the_query_memo_embeds_each_query_once() {
+        let counting = Arc::new(Counting {
+            inner: crate::embed::HashingEmbedder::default(),
+            queries: Default::default(),
+        });
+        let memo = QueryMemo::new(counting.clone());
+        let first = memo.embed_query(&["annual leave"]).expect("embed");
+        let again = memo.embed_query(&["annual leave"]).expect("embed");
+        assert_eq!(first, again);
+        assert_eq!(
+            counting.queries.load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
+        memo.embed_query(&["sick leave"]).expect("embed");
+        assert_eq!(
+            counting.queries.load(std::sync::atomic::Ordering::SeqCst),
+            2
+        );
+        // Documents are never remembered: each passage call reaches the embedder.
+        assert_eq!(
+            memo.embed(&["annual leave"]).expect("embed")[0].len(),
+            first[0].len()
+        );
+        assert_eq!(memo.info(), counting.info());
+    }
 
     #[test]
     fn qrels_skip_the_header_and_reject_bad_lines() {
