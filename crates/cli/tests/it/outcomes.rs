@@ -121,7 +121,12 @@ fn an_evidence_run_is_shown_as_evidence_and_audits_and_replays() {
 #[test]
 fn the_same_section_asked_in_its_own_words_is_answered() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (code, result) = ask_json(tmp.path(), "陪产假有几天？");
+    assert_answered_citing(tmp.path(), "陪产假有几天？", PATERNITY_SECTION);
+}
+
+/// `ask` answers `question` (exit 0) citing the section `title_path`.
+fn assert_answered_citing(dir: &Path, question: &str, title_path: &str) {
+    let (code, result) = ask_json(dir, question);
     assert_eq!(result["status"], "answered", "{result:#}");
     assert_eq!(code, Some(0));
     assert!(
@@ -129,7 +134,7 @@ fn the_same_section_asked_in_its_own_words_is_answered() {
             .as_array()
             .expect("citations")
             .iter()
-            .any(|c| c["titlePath"] == PATERNITY_SECTION),
+            .any(|c| c["titlePath"] == title_path),
         "{result:#}"
     );
 }
@@ -160,15 +165,9 @@ fn words_the_segmenter_made_up_and_no_document_uses_do_not_sink_a_question() {
     // jieba's HMM joins 要 + 交 into 要交, a word its dictionary lacks and no document uses: it
     // stands for its dictionary words (none of two characters), so it no longer counts against
     // the section on sick-leave papers, which answers.
-    let (code, result) = ask_json(tmp.path(), "病了一个礼拜没上班，回来要交什么材料？");
-    assert_eq!(result["status"], "answered", "{result:#}");
-    assert_eq!(code, Some(0));
-    assert!(
-        result["citations"]
-            .as_array()
-            .expect("citations")
-            .iter()
-            .any(|c| c["titlePath"] == "病假管理规定 / 证明材料"),
-        "{result:#}"
+    assert_answered_citing(
+        tmp.path(),
+        "病了一个礼拜没上班，回来要交什么材料？",
+        "病假管理规定 / 证明材料",
     );
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::common::pg::TestDb;
-use crate::common::server::{Serve, command_with_data};
+use crate::common::server::{Serve, add_token_with, command_with_data};
 use crate::common::{TRAVEL, Workspace};
 
 const PARKING: &str = "---\ntitle: Parking\n---\n\n## Visitor parking\n\nVisitors park in the Quokka garage on level two and show the gate code at the barrier.\n";
@@ -33,14 +33,7 @@ fn run_ok(mut cmd: Command) -> String {
 }
 
 fn token(root: &Path, data: &str, db: &TestDb) -> String {
-    let mut cmd = ragtrail(root, data, db);
-    cmd.args(["tokens", "add", "reader", "--tenant", "default"]);
-    run_ok(cmd)
-        .lines()
-        .last()
-        .expect("token")
-        .trim()
-        .to_string()
+    add_token_with(ragtrail(root, data, db), "reader", "default", &[])
 }
 
 fn search(serve: &Serve, token: &str, word: &str) -> Value {

@@ -37,7 +37,11 @@ pub fn command_with_data(root: &Path, data: &str) -> Command {
 
 /// Makes a token with `ragtrail tokens add` and returns it (the last line printed).
 pub fn add_token(root: &Path, name: &str, tenant: &str, roles: &[&str]) -> String {
-    let mut cmd = command(root);
+    add_token_with(command(root), name, tenant, roles)
+}
+
+/// [`add_token`] through `cmd`, which chooses the directories and the environment.
+pub fn add_token_with(mut cmd: Command, name: &str, tenant: &str, roles: &[&str]) -> String {
     cmd.args(["tokens", "add", name, "--tenant", tenant]);
     for r in roles {
         cmd.args(["--role", r]);
