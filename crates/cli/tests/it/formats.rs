@@ -165,9 +165,11 @@ fn pdf_outline_names_sections_and_pages_are_cited() {
 }
 
 #[test]
-fn pdf_without_an_outline_gives_page_sections() {
+fn pdf_without_an_outline_takes_its_headings_from_font_size_and_weight() {
+    // LibreOffice wrote no bookmarks: the title is set in 18 pt bold, `##` headings in 14 pt
+    // bold, `###` in 12 pt bold, the body in 12 pt regular.
     let (_ws, engine) = ingested(&["overseas-travel-expense-en-no-outline.pdf"]);
-    assert_eq!(title_paths(&engine), vec![EN_TITLE.to_string()]);
+    assert_eq!(title_paths(&engine), en_sections());
     let uris: Vec<&str> = engine
         .store()
         .chunks()
@@ -179,7 +181,47 @@ fn pdf_without_an_outline_gives_page_sections() {
         assert!(uris.contains(&uri.as_str()), "{uris:?}");
     }
     let hits = search(&engine, &["FIN-12", "missing receipt"], 3);
+    assert_eq!(
+        hits[0].title_path,
+        format!("{EN_TITLE} / Submitting a Claim / Missing Receipts")
+    );
     assert_eq!(hits[0].metadata.get("page").map(String::as_str), Some("3"));
+    // A heading is not text of its section.
+    let chunk = engine
+        .store()
+        .chunks()
+        .iter()
+        .find(|c| c.id == hits[0].chunk_id)
+        .expect("chunk");
+    assert!(chunk.text.contains("FIN-12"), "{}", chunk.text);
+}
+
+#[test]
+fn a_chinese_pdf_without_an_outline_takes_its_headings_from_bold_cjk_fonts() {
+    let (_ws, engine) = ingested(&["annual-leave-no-outline.pdf"]);
+    assert_eq!(
+        title_paths(&engine),
+        [
+            "",
+            " / 年假天数",
+            " / 年假天数 / 法定年假",
+            " / 年假天数 / 福利年假",
+            " / 年假天数 / 新入职员工",
+            " / 申请与审批",
+            " / 扣减顺序",
+            " / 结转与清零",
+            " / 未休年假的补偿",
+            " / 离职时的年假",
+            " / 不享受当年年假的情形",
+        ]
+        .iter()
+        .map(|s| format!("年休假管理办法{s}"))
+        .collect::<Vec<_>>()
+    );
+    let hits = search(&engine, &["未休年假", "日工资"], 3);
+    assert_eq!(hits[0].title_path, "年休假管理办法 / 未休年假的补偿");
+    assert_eq!(hits[0].source_uri, "annual-leave-no-outline.pdf#page=2");
+    assert!(hits[0].snippet.contains("300%"), "{}", hits[0].snippet);
 }
 
 #[test]
