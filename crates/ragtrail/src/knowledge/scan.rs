@@ -80,6 +80,15 @@ const READ_EXTENSIONS: &str = ".md, .txt, .html, .htm, .docx, .pdf";
 
 /// Reads every knowledge file under `root`, in path order.
 pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeError> {
+    scan_with_progress(root, options, &mut |_, _, _| {})
+}
+
+/// [`scan`], calling `on_page(file, pages_done, pages)` as a long file's pages are read (PDF).
+pub fn scan_with_progress(
+    root: &Path,
+    options: &ScanOptions,
+    on_page: &mut dyn FnMut(&str, usize, usize),
+) -> Result<ScanReport, KnowledgeError> {
     let display = root.display().to_string();
     if !root.exists() {
         return Err(KnowledgeError::MissingDir { path: display });
@@ -109,7 +118,7 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeE
             }
         };
         let source = relative_source(root, &path);
-        match read_file(&path, &source, format, options)? {
+        match read_file(&path, &source, format, options, on_page)? {
             Ok((doc, chunks)) => {
                 report.count(format.name(), true);
                 report.documents.push(doc);
@@ -146,12 +155,15 @@ fn read_file(
     source: &str,
     format: Format,
     options: &ScanOptions,
+    on_page: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<Result<(Document, Vec<Chunk>), String>, KnowledgeError> {
     let bytes = match read_bytes(path, options.max_file_bytes) {
         Ok(b) => b,
         Err(reason) => return Ok(Err(reason)),
     };
-    let read = match readers::read(format, source, &bytes) {
+    let read = match readers::read_with_progress(format, source, &bytes, &mut |done, pages| {
+        on_page(source, done, pages)
+    }) {
         Ok(r) => r,
         Err(ReadError::Unreadable(reason)) => return Ok(Err(reason)),
         Err(ReadError::FrontMatter(e)) => return Err(e),
