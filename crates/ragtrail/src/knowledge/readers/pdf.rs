@@ -294,9 +294,9 @@ fn page_lines(doc: &Document, page: ObjectId, out: &mut PageTexts) -> Result<(),
                 y += number(operands.get(1)) * scale;
             }
             "Tm" => {
-                let d = number(operands.get(3));
-                let b = number(operands.get(1));
-                scale = d.hypot(b).max(f32::MIN_POSITIVE);
+                // The text space's y axis is (c, d): its length scales the font size.
+                let (c, d) = (number(operands.get(2)), number(operands.get(3)));
+                scale = c.hypot(d).max(f32::MIN_POSITIVE);
                 y = number(operands.get(5));
             }
             "T*" => y -= leading * scale,
@@ -704,5 +704,84 @@ mod tests {
         // A page's content and a font's ToUnicode map are text: kept.
         assert_eq!(filtered(dictionary! {}), 10);
         assert_eq!(filtered(dictionary! { "Subtype" => "Form" }), 10);
+    }
+
+    /// A one-page PDF whose text is sized by the text matrix (`1 Tf` then `16 0 0 16 x y Tm`),
+    /// as many writers do, with two lines set in one text block.
+    fn scaled_text_pdf() -> Vec<u8> {
+        use lopdf::{Stream, dictionary};
+        let mut doc = Document::with_version("1.5");
+        let pages_id = doc.new_object_id();
+        let bold = doc.add_object(dictionary! {
+            "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica-Bold",
+        });
+        let regular = doc.add_object(dictionary! {
+            "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica",
+        });
+        let resources = doc.add_object(dictionary! {
+            "Font" => dictionary! { "F1" => bold, "F2" => regular },
+        });
+        let content = b"BT /F1 1 Tf 16 0 0 16 72 700 Tm (Leave Policy) Tj ET\n\
+            BT /F2 1 Tf 11 0 0 11 72 680 Tm (Staff take twenty days of leave each year.) Tj ET\n\
+            BT /F2 1 Tf 11 0 0 11 72 666 Tm (Unused days lapse at the end of March.) Tj \
+            0 -1.2 Td (Carry over needs approval.) Tj ET\n\
+            BT /F1 11 Tf 72 630 Td (Sick Leave) Tj ET\n\
+            BT /F2 11 Tf 72 610 Td (A note from a doctor is needed after three days.) Tj ET\n";
+        let content_id = doc.add_object(Stream::new(dictionary! {}, content.to_vec()));
+        let page = doc.add_object(dictionary! {
+            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+        });
+        doc.objects.insert(
+            pages_id,
+            Object::Dictionary(dictionary! {
+                "Type" => "Pages", "Kids" => vec![page.into()], "Count" => 1,
+                "Resources" => resources,
+                "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
+            }),
+        );
+        let catalog = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+        doc.trailer.set("Root", catalog);
+        let mut bytes = Vec::new();
+        doc.save_to(&mut bytes).expect("save");
+        bytes
+    }
+
+    #[test]
+    fn the_text_matrix_scales_the_font_and_a_new_baseline_is_a_new_line() {
+        let mut pages = Vec::new();
+        let doc = read_pdf(&scaled_text_pdf(), &mut |done, n| pages.push((done, n))).expect("read");
+        assert_eq!(pages, vec![(1, 1)]);
+        let sections: Vec<(Vec<String>, Vec<String>)> = doc
+            .sections
+            .iter()
+            .map(|s| {
+                let blocks = s
+                    .blocks
+                    .iter()
+                    .map(|b| match b {
+                        Block::Paragraph(p) => p.clone(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect();
+                (s.headings.clone(), blocks)
+            })
+            .collect();
+        assert_eq!(
+            sections,
+            vec![
+                (
+                    vec!["Leave Policy".to_string()],
+                    vec![
+                        "Staff take twenty days of leave each year. Unused days lapse at the end \
+                         of March. Carry over needs approval."
+                            .to_string()
+                    ]
+                ),
+                (
+                    vec!["Leave Policy".to_string(), "Sick Leave".to_string()],
+                    vec!["A note from a doctor is needed after three days.".to_string()]
+                ),
+            ]
+        );
     }
 }
