@@ -574,10 +574,11 @@ mod tests {
     }
 
     #[test]
-    fn gbk_text_is_named_and_a_bom_is_not_text() {
+    fn gbk_text_is_decoded_other_bytes_are_named_and_a_bom_is_not_text() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (gbk, _, _) = encoding_rs::GBK.encode("## 年假\n\n员工每年享有五天年假。\n");
         write(dir.path(), "gbk.md", &gbk);
+        write(dir.path(), "latin1.md", b"Caf\xe9 cr\xe8me on Fridays.\n");
         write(
             dir.path(),
             "bom.md",
@@ -587,13 +588,27 @@ mod tests {
         let report = scan(dir.path(), &ScanOptions::default()).expect("scan");
         assert_eq!(report.documents[0].title, "标题");
         assert_eq!(report.chunks[0].text, "正文。");
+        let gbk_chunk = report
+            .chunks
+            .iter()
+            .find(|c| c.source == "gbk.md")
+            .expect("the GBK file is read");
+        assert!(
+            gbk_chunk.text.contains("员工每年享有五天年假。"),
+            "{}",
+            gbk_chunk.text
+        );
         let reasons: Vec<_> = report
             .skipped
             .iter()
             .map(|s| (s.path.as_str(), s.reason.as_str()))
             .collect();
-        assert_eq!(reasons[0], ("empty.html", "empty file (0 bytes)"));
-        assert_eq!(reasons[1].0, "gbk.md");
-        assert!(reasons[1].1.contains("GBK/GB18030"), "{}", reasons[1].1);
+        assert_eq!(
+            reasons,
+            vec![
+                ("empty.html", "empty file (0 bytes)"),
+                ("latin1.md", "not UTF-8 text (invalid byte at offset 3)"),
+            ]
+        );
     }
 }
