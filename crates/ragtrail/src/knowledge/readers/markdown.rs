@@ -76,7 +76,12 @@ pub(super) fn utf8_text(bytes: &[u8]) -> Result<&str, ReadError> {
 fn text_of(bytes: &[u8]) -> Result<Cow<'_, str>, ReadError> {
     match utf8_text(bytes) {
         Ok(text) => Ok(Cow::Borrowed(text)),
-        Err(e) if std::str::from_utf8(bytes).is_err() && looks_like_gb18030(bytes) => {
+        // Binary content (NUL bytes) stays refused, whatever it would decode to.
+        Err(e)
+            if !bytes.contains(&0)
+                && std::str::from_utf8(bytes).is_err()
+                && looks_like_gb18030(bytes) =>
+        {
             let (text, _) = encoding_rs::GB18030.decode_without_bom_handling(bytes);
             if text.trim().is_empty() {
                 return Err(e);
@@ -94,6 +99,12 @@ fn looks_like_gb18030(bytes: &[u8]) -> bool {
         .decode_without_bom_handling_and_without_replacement(bytes)
         .map_or((Default::default(), true), |t| (t, false));
     if had_errors {
+        return false;
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
         return false;
     }
     let non_ascii: Vec<char> = text.chars().filter(|c| !c.is_ascii()).collect();
