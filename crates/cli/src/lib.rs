@@ -480,19 +480,35 @@ fn run_ingest(
     dir: &Path,
     options: &IngestOptions,
 ) -> anyhow::Result<IngestSummary> {
+    let style = |unit: &str| {
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} {{msg}} {{pos}}/{{len}} {unit} [{{elapsed}}, {{per_sec}}, eta {{eta}}]"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {msg} {pos}/{len} chunks [{elapsed}, {per_sec}, eta {eta}]",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        bar.set_style(style("chunks"));
         bar
     });
     let mut progress = |p: IngestProgress| {
         if let Some(bar) = &bar {
             match p {
+                // A long file's pages (a PDF of a hundred pages and more), so a big file does
+                // not look stuck.
+                IngestProgress::Reading { file, done, pages } if pages >= 100 => {
+                    if done == 1 {
+                        bar.reset();
+                        bar.set_style(style("pages"));
+                        bar.set_length(pages as u64);
+                        bar.set_message(format!("reading {file}"));
+                    }
+                    bar.set_position(done as u64);
+                    if done == pages {
+                        bar.set_style(style("chunks"));
+                    }
+                }
+                IngestProgress::Reading { .. } => {}
                 IngestProgress::Indexing { total } => {
                     bar.reset();
                     bar.set_message("indexing");

@@ -2,7 +2,9 @@
 //! knowledge folders and on a synthetic corpus, all in one run.
 //!
 //! Run with `scripts/bench.sh` (or `cargo bench --bench retrieval -- [--synthetic N
-//! [--tenants T]] DIR...`; with `--tenants`, each query is asked as its chunk's tenant).
+//! [--tenants T]] [--compare-statistics] DIR...`; with `--tenants`, each query is asked as its
+//! chunk's tenant; `--compare-statistics` adds BM25 and fused p50 with the whole index's BM25
+//! statistics beside the per-scope ones `searchDocs` uses, to show what the scope costs).
 //! Prints Markdown rows for BENCHMARKS.md. Not part of the test suite: timings never decide
 //! pass or fail.
 
@@ -65,7 +67,11 @@ fn latency(engine: &Engine, qs: &[(Vec<String>, String)], fusion: Fusion) -> (f6
     (percentile(&lat, 0.5), percentile(&lat, 0.99))
 }
 
-fn bench_folder(name: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn bench_folder(
+    name: &str,
+    dir: &Path,
+    compare_statistics: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
     let tmp = tempfile::tempdir()?;
     let mut engine = Engine::open(tmp.path())?;
     let started = Instant::now();
@@ -109,7 +115,44 @@ fn bench_folder(name: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>
         "|   fused p50 / slower leg p50 | | | {:.2} |",
         best[2].0 / slower
     );
+    if compare_statistics {
+        compare_scope_statistics(&engine, &qs);
+    }
     Ok(())
+}
+
+/// BM25 and fused p50 with per-scope statistics (what `searchDocs` does) and with the whole
+/// index's, interleaved over three passes, each mode's best pass kept.
+fn compare_scope_statistics(engine: &Engine, qs: &[(Vec<String>, String)]) {
+    let modes = [
+        ("BM25", Fusion::Bm25Only),
+        ("fused (minmax)", ragtrail::search::DEFAULT_FUSION),
+    ];
+    // [mode][per-scope, index-wide]
+    let mut best = [[(f64::MAX, f64::MAX); 2]; 2];
+    for _ in 0..3 {
+        for (i, (_, fusion)) in modes.iter().enumerate() {
+            for (j, index_wide) in [false, true].into_iter().enumerate() {
+                engine.index().bench_index_wide_statistics(index_wide);
+                let (p50, p99) = latency(engine, qs, *fusion);
+                if p50 < best[i][j].0 {
+                    best[i][j] = (p50, p99);
+                }
+            }
+        }
+    }
+    engine.index().bench_index_wide_statistics(false);
+    for (i, (label, _)) in modes.iter().enumerate() {
+        let [scope, wide] = best[i];
+        println!(
+            "|   searchDocs {label}: per-scope statistics p50 {:.3} ms (p99 {:.3}), index-wide p50 {:.3} ms (p99 {:.3}) | | | {:.2}× |",
+            scope.0,
+            scope.1,
+            wide.0,
+            wide.1,
+            scope.0 / wide.0
+        );
+    }
 }
 
 /// A synthetic knowledge folder of about `chunks` chunks: Markdown files whose sections mix
@@ -167,6 +210,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut synthetic_chunks = 0usize;
     let mut tenants = 1usize;
+    let compare_statistics = args.iter().any(|a| a == "--compare-statistics");
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--synthetic" {
@@ -186,7 +230,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        if let Err(e) = bench_folder(&name, dir) {
+        if let Err(e) = bench_folder(&name, dir, compare_statistics) {
             eprintln!("skipped {name}: {e}");
         }
     }
@@ -198,7 +242,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             format!("synthetic {synthetic_chunks}")
         };
-        bench_folder(&name, tmp.path())?;
+        bench_folder(&name, tmp.path(), compare_statistics)?;
     }
     Ok(())
 }

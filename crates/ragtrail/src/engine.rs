@@ -105,8 +105,14 @@ pub struct IngestOptions {
 }
 
 /// Progress of a long ingest, for a progress bar.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum IngestProgress {
+    /// `done` of the `pages` pages of `file` (a PDF) read so far.
+    Reading {
+        file: String,
+        done: usize,
+        pages: usize,
+    },
     /// Indexing starts: this many chunks to write.
     Indexing { total: usize },
     /// `done` chunks written so far.
@@ -268,7 +274,13 @@ impl Engine {
         let mut update = self.index.update()?;
         // Stamped before reading: a file edited during the scan then looks changed next time.
         let stamps = FolderStamps::of(root);
-        let scan = knowledge::scan(root, &options.scan)?;
+        let scan = knowledge::scan_with_progress(root, &options.scan, &mut |file, done, pages| {
+            progress(IngestProgress::Reading {
+                file: file.to_string(),
+                done,
+                pages,
+            })
+        })?;
         let old_docs: HashMap<&str, &Document> = self
             .store
             .documents()

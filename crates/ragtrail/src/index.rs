@@ -125,9 +125,20 @@ pub struct Bm25Index {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// The retrieval bench's baseline only (see [`Bm25Index::bench_index_wide_statistics`]).
+    index_wide_statistics: std::sync::atomic::AtomicBool,
 }
 
 impl Bm25Index {
+    /// For the retrieval bench only (`--compare-statistics`): score with the whole index's BM25
+    /// statistics instead of the caller's scope, to measure what per-scope statistics cost.
+    /// Never set in a product path: index-wide statistics leak other tenants' word counts.
+    #[doc(hidden)]
+    pub fn bench_index_wide_statistics(&self, on: bool) {
+        self.index_wide_statistics
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Opens the index at `path`, creating an empty one if there is none.
     pub fn open_or_create(path: &Path) -> Result<Self, IndexError> {
         let display = path.display().to_string();
@@ -162,6 +173,7 @@ impl Bm25Index {
             index,
             reader,
             fields,
+            index_wide_statistics: Default::default(),
         })
     }
 
@@ -295,16 +307,20 @@ impl Bm25Index {
         // see, never the whole index: otherwise a score (and the ranking) would tell whether a
         // word occurs in another tenant's documents, and one tenant's corpus would move
         // another's ranking.
-        let stats = ScopeStats::new(&searcher, f, self.scope_query(q)).map_err(|e| self.err(e))?;
-        let top = searcher
-            // A little slack: ties are ordered by chunk id below, not by where a segment merge
-            // happened to put the documents, so replays see the same order.
-            .search_with_statistics_provider(
-                &query,
-                &TopDocs::with_limit(q.limit + 16).order_by_score(),
-                &stats,
-            )
-            .map_err(|e| self.err(e))?;
+        // A little slack: ties are ordered by chunk id below, not by where a segment merge
+        // happened to put the documents, so replays see the same order.
+        let collector = TopDocs::with_limit(q.limit + 16).order_by_score();
+        let top = if self
+            .index_wide_statistics
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            searcher.search(&query, &collector)
+        } else {
+            let stats =
+                ScopeStats::new(&searcher, f, self.scope_query(q)).map_err(|e| self.err(e))?;
+            searcher.search_with_statistics_provider(&query, &collector, &stats)
+        }
+        .map_err(|e| self.err(e))?;
         let mut columns = HashMap::new();
         let mut out = Vec::with_capacity(top.len());
         for (score, addr) in top {

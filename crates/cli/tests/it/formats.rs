@@ -165,9 +165,11 @@ fn pdf_outline_names_sections_and_pages_are_cited() {
 }
 
 #[test]
-fn pdf_without_an_outline_gives_page_sections() {
+fn pdf_without_an_outline_takes_its_headings_from_font_size_and_weight() {
+    // LibreOffice wrote no bookmarks: the title is set in 18 pt bold, `##` headings in 14 pt
+    // bold, `###` in 12 pt bold, the body in 12 pt regular.
     let (_ws, engine) = ingested(&["overseas-travel-expense-en-no-outline.pdf"]);
-    assert_eq!(title_paths(&engine), vec![EN_TITLE.to_string()]);
+    assert_eq!(title_paths(&engine), en_sections());
     let uris: Vec<&str> = engine
         .store()
         .chunks()
@@ -179,7 +181,47 @@ fn pdf_without_an_outline_gives_page_sections() {
         assert!(uris.contains(&uri.as_str()), "{uris:?}");
     }
     let hits = search(&engine, &["FIN-12", "missing receipt"], 3);
+    assert_eq!(
+        hits[0].title_path,
+        format!("{EN_TITLE} / Submitting a Claim / Missing Receipts")
+    );
     assert_eq!(hits[0].metadata.get("page").map(String::as_str), Some("3"));
+    // A heading is not text of its section.
+    let chunk = engine
+        .store()
+        .chunks()
+        .iter()
+        .find(|c| c.id == hits[0].chunk_id)
+        .expect("chunk");
+    assert!(chunk.text.contains("FIN-12"), "{}", chunk.text);
+}
+
+#[test]
+fn a_chinese_pdf_without_an_outline_takes_its_headings_from_bold_cjk_fonts() {
+    let (_ws, engine) = ingested(&["annual-leave-no-outline.pdf"]);
+    assert_eq!(
+        title_paths(&engine),
+        [
+            "",
+            " / 年假天数",
+            " / 年假天数 / 法定年假",
+            " / 年假天数 / 福利年假",
+            " / 年假天数 / 新入职员工",
+            " / 申请与审批",
+            " / 扣减顺序",
+            " / 结转与清零",
+            " / 未休年假的补偿",
+            " / 离职时的年假",
+            " / 不享受当年年假的情形",
+        ]
+        .iter()
+        .map(|s| format!("年休假管理办法{s}"))
+        .collect::<Vec<_>>()
+    );
+    let hits = search(&engine, &["未休年假", "日工资"], 3);
+    assert_eq!(hits[0].title_path, "年休假管理办法 / 未休年假的补偿");
+    assert_eq!(hits[0].source_uri, "annual-leave-no-outline.pdf#page=2");
+    assert!(hits[0].snippet.contains("300%"), "{}", hits[0].snippet);
 }
 
 #[test]
@@ -405,5 +447,140 @@ fn ask_on_the_bundled_knowledge_cites_the_pdf_page_that_holds_the_answer() {
             "Meeting Room and Event Space Booking Policy / Check-in, No-shows and Cancellations"
         )),
         "{cited:?}"
+    );
+}
+
+/// `# 探亲假规定` / `员工每年享有探亲假十二天。` saved as GBK (as an older Windows editor saves it).
+const GBK_MARKDOWN: &[u8] = b"\x23\x20\xcc\xbd\xc7\xd7\xbc\xd9\xb9\xe6\xb6\xa8\x0a\x0a\xd4\xb1\xb9\
+\xa4\xc3\xbf\xc4\xea\xcf\xed\xd3\xd0\xcc\xbd\xc7\xd7\xbc\xd9\xca\xae\xb6\xfe\xcc\xec\xa1\xa3\x0a";
+/// `报销须在出差结束后三十日内提交。` in GBK.
+const GBK_TEXT: &[u8] = b"\xb1\xa8\xcf\xfa\xd0\xeb\xd4\xda\xb3\xf6\xb2\xee\xbd\xe1\xca\xf8\xba\xf3\
+\xc8\xfd\xca\xae\xc8\xd5\xc4\xda\xcc\xe1\xbd\xbb\xa1\xa3\x0a";
+
+#[test]
+fn bad_input_each_gets_a_reason_and_gbk_and_bom_files_are_read() {
+    let ws = workspace_with(&["overseas-travel-expense-en.html"]);
+    let put = |name: &str, bytes: &[u8]| {
+        std::fs::write(ws.knowledge().join(name), bytes).expect("write");
+    };
+    put("gbk-leave.md", GBK_MARKDOWN);
+    put("gbk-claims.txt", GBK_TEXT);
+    put(
+        "bom.md",
+        "\u{feff}---\ntenant: default\n---\n# Parking\n\nStaff park on level B2.\n".as_bytes(),
+    );
+    put(
+        "bom.html",
+        "\u{feff}<html><head><title>Lockers</title></head><body><h2>Keys</h2><p>Locker keys sit at reception.</p></body></html>"
+            .as_bytes(),
+    );
+    for empty in [
+        "empty.md",
+        "empty.txt",
+        "empty.html",
+        "empty.docx",
+        "empty.pdf",
+    ] {
+        put(empty, b"");
+    }
+    // A PDF header, then no objects that parse and no cross-reference table.
+    put(
+        "broken.pdf",
+        b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 2 0 R\nstream\n\x00\xff",
+    );
+    // 10,000 nested divs around one paragraph.
+    put(
+        "deep.html",
+        format!(
+            "<title>Deep</title>{}<p>The bottom of the page keeps its words.</p>{}",
+            "<div>".repeat(10_000),
+            "</div>".repeat(10_000)
+        )
+        .as_bytes(),
+    );
+    let mut engine = ws.engine();
+    let summary = ws.ingest(&mut engine);
+    let reasons: Vec<(&str, &str)> = summary
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), s.reason.split(':').next().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            ("broken.pdf", "broken PDF"),
+            ("empty.docx", "empty file (0 bytes)"),
+            ("empty.html", "empty file (0 bytes)"),
+            ("empty.md", "empty file (0 bytes)"),
+            ("empty.pdf", "empty file (0 bytes)"),
+            ("empty.txt", "empty file (0 bytes)"),
+        ]
+    );
+    let chunk_of = |source: &str| {
+        engine
+            .store()
+            .chunks()
+            .iter()
+            .find(|c| c.source == source)
+            .unwrap_or_else(|| panic!("no chunk of {source}"))
+            .clone()
+    };
+    // GBK decoded, not refused and not mojibake.
+    let leave = chunk_of("gbk-leave.md");
+    assert_eq!(leave.title_path, "探亲假规定");
+    assert!(
+        leave.text.contains("员工每年享有探亲假十二天。"),
+        "{}",
+        leave.text
+    );
+    assert!(chunk_of("gbk-claims.txt").text.contains("三十日内提交"));
+    assert_eq!(
+        search(&engine, &["探亲假"], 3)[0].source_uri,
+        "gbk-leave.md"
+    );
+    // A BOM is no text: the front matter and the title still read.
+    let parking = chunk_of("bom.md");
+    assert_eq!(parking.title_path, "Parking");
+    assert!(!parking.text.contains('\u{feff}'), "{:?}", parking.text);
+    let lockers = chunk_of("bom.html");
+    assert_eq!(lockers.title_path, "Lockers / Keys");
+    assert!(!lockers.text.contains('\u{feff}'), "{:?}", lockers.text);
+    assert!(
+        chunk_of("deep.html")
+            .text
+            .contains("The bottom of the page keeps its words."),
+    );
+    // The rest of the folder is in.
+    assert_eq!(
+        search(&engine, &["FIN-12", "missing receipt"], 3)[0].source_uri,
+        "overseas-travel-expense-en.html#missing-receipts"
+    );
+}
+
+#[test]
+fn a_long_pdf_reports_its_pages_as_they_are_read() {
+    let ws = workspace_with(&["overseas-travel-expense-en.pdf", "annual-leave.docx"]);
+    let mut engine = ws.engine();
+    let mut pages: Vec<(String, usize, usize)> = Vec::new();
+    engine
+        .ingest(
+            &ws.knowledge(),
+            &ragtrail::engine::IngestOptions::default(),
+            &mut |p| {
+                if let ragtrail::engine::IngestProgress::Reading {
+                    file,
+                    done,
+                    pages: n,
+                } = p
+                {
+                    pages.push((file, done, n));
+                }
+            },
+        )
+        .expect("ingest");
+    let file = "overseas-travel-expense-en.pdf".to_string();
+    assert_eq!(
+        pages,
+        vec![(file.clone(), 1, 3), (file.clone(), 2, 3), (file, 3, 3)]
     );
 }

@@ -298,7 +298,13 @@ impl Engine {
         }
         let rebuild =
             options.rebuild || other_format || active.as_ref().is_some_and(|a| a.id != space.id);
-        let scan = knowledge::scan(root, &options.scan)?;
+        let scan = knowledge::scan_with_progress(root, &options.scan, &mut |file, done, pages| {
+            progress(IngestProgress::Reading {
+                file: file.to_string(),
+                done,
+                pages,
+            })
+        })?;
         let plan = plan_ingest(self.store.documents(), &scan, root, rebuild);
         let mut summary = IngestSummary {
             skipped: scan.skipped.clone(),

@@ -15,6 +15,7 @@ pub use plain::{inline_to_plain, markdown_to_plain};
 pub use readers::{Format, ReadDocument, ReadError, read as read_document};
 pub use scan::{
     DefaultAccess, FormatCount, OTHER_FORMAT, ScanOptions, ScanReport, SkippedFile, scan,
+    scan_with_progress,
 };
 pub use stamps::{FileStamp, FolderStamps, KnowledgeChanges};
 

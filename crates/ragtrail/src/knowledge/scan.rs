@@ -80,6 +80,15 @@ const READ_EXTENSIONS: &str = ".md, .txt, .html, .htm, .docx, .pdf";
 
 /// Reads every knowledge file under `root`, in path order.
 pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeError> {
+    scan_with_progress(root, options, &mut |_, _, _| {})
+}
+
+/// [`scan`], calling `on_page(file, pages_done, pages)` as a long file's pages are read (PDF).
+pub fn scan_with_progress(
+    root: &Path,
+    options: &ScanOptions,
+    on_page: &mut dyn FnMut(&str, usize, usize),
+) -> Result<ScanReport, KnowledgeError> {
     let display = root.display().to_string();
     if !root.exists() {
         return Err(KnowledgeError::MissingDir { path: display });
@@ -109,7 +118,7 @@ pub fn scan(root: &Path, options: &ScanOptions) -> Result<ScanReport, KnowledgeE
             }
         };
         let source = relative_source(root, &path);
-        match read_file(&path, &source, format, options)? {
+        match read_file(&path, &source, format, options, on_page)? {
             Ok((doc, chunks)) => {
                 report.count(format.name(), true);
                 report.documents.push(doc);
@@ -146,12 +155,15 @@ fn read_file(
     source: &str,
     format: Format,
     options: &ScanOptions,
+    on_page: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<Result<(Document, Vec<Chunk>), String>, KnowledgeError> {
     let bytes = match read_bytes(path, options.max_file_bytes) {
         Ok(b) => b,
         Err(reason) => return Ok(Err(reason)),
     };
-    let read = match readers::read(format, source, &bytes) {
+    let read = match readers::read_with_progress(format, source, &bytes, &mut |done, pages| {
+        on_page(source, done, pages)
+    }) {
         Ok(r) => r,
         Err(ReadError::Unreadable(reason)) => return Ok(Err(reason)),
         Err(ReadError::FrontMatter(e)) => return Err(e),
@@ -562,10 +574,11 @@ mod tests {
     }
 
     #[test]
-    fn gbk_text_is_named_and_a_bom_is_not_text() {
+    fn gbk_text_is_decoded_other_bytes_are_named_and_a_bom_is_not_text() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (gbk, _, _) = encoding_rs::GBK.encode("## 年假\n\n员工每年享有五天年假。\n");
         write(dir.path(), "gbk.md", &gbk);
+        write(dir.path(), "latin1.md", b"Caf\xe9 cr\xe8me on Fridays.\n");
         write(
             dir.path(),
             "bom.md",
@@ -575,13 +588,27 @@ mod tests {
         let report = scan(dir.path(), &ScanOptions::default()).expect("scan");
         assert_eq!(report.documents[0].title, "标题");
         assert_eq!(report.chunks[0].text, "正文。");
+        let gbk_chunk = report
+            .chunks
+            .iter()
+            .find(|c| c.source == "gbk.md")
+            .expect("the GBK file is read");
+        assert!(
+            gbk_chunk.text.contains("员工每年享有五天年假。"),
+            "{}",
+            gbk_chunk.text
+        );
         let reasons: Vec<_> = report
             .skipped
             .iter()
             .map(|s| (s.path.as_str(), s.reason.as_str()))
             .collect();
-        assert_eq!(reasons[0], ("empty.html", "empty file (0 bytes)"));
-        assert_eq!(reasons[1].0, "gbk.md");
-        assert!(reasons[1].1.contains("GBK/GB18030"), "{}", reasons[1].1);
+        assert_eq!(
+            reasons,
+            vec![
+                ("empty.html", "empty file (0 bytes)"),
+                ("latin1.md", "not UTF-8 text (invalid byte at offset 3)"),
+            ]
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Markdown and plain text: front matter at the top, `#` headings (Markdown only), blocks
 //! rendered to plain text by the CommonMark parser (see `knowledge::plain`).
 
+use std::borrow::Cow;
+
 use super::{ReadDocument, ReadError, Reader};
 use crate::knowledge::chunker::{first_h1, markdown_sections};
 use crate::knowledge::plain::inline_to_plain;
@@ -13,8 +15,8 @@ pub(super) struct MarkdownReader {
 
 impl Reader for MarkdownReader {
     fn read(&self, source: &str, bytes: &[u8]) -> Result<ReadDocument, ReadError> {
-        let text = utf8_text(bytes)?;
-        let (fm, body, _) = split_front_matter(source, text)?;
+        let text = text_of(bytes)?;
+        let (fm, body, _) = split_front_matter(source, &text)?;
         let title = fm
             .title
             .clone()
@@ -67,13 +69,42 @@ pub(super) fn utf8_text(bytes: &[u8]) -> Result<&str, ReadError> {
     Ok(text)
 }
 
+/// A Markdown or text file's text: UTF-8 (a BOM is dropped with the front matter), or, when the
+/// bytes are not UTF-8 but decode as GB18030 without an error and mostly to CJK characters, that
+/// (Chinese policies saved by older Windows editors are GBK, and these files declare no
+/// charset). Anything else is refused by [`utf8_text`] with its reason.
+fn text_of(bytes: &[u8]) -> Result<Cow<'_, str>, ReadError> {
+    match utf8_text(bytes) {
+        Ok(text) => Ok(Cow::Borrowed(text)),
+        // Binary content (NUL bytes) stays refused, whatever it would decode to.
+        Err(e)
+            if !bytes.contains(&0)
+                && std::str::from_utf8(bytes).is_err()
+                && looks_like_gb18030(bytes) =>
+        {
+            let (text, _) = encoding_rs::GB18030.decode_without_bom_handling(bytes);
+            if text.trim().is_empty() {
+                return Err(e);
+            }
+            Ok(Cow::Owned(text.into_owned()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether the bytes decode as GB18030 without an error and mostly to CJK characters (a guess
-/// for the message only: the file is never decoded on it).
+/// confident enough to decode a file that declares no charset).
 fn looks_like_gb18030(bytes: &[u8]) -> bool {
     let (text, had_errors) = encoding_rs::GB18030
         .decode_without_bom_handling_and_without_replacement(bytes)
         .map_or((Default::default(), true), |t| (t, false));
     if had_errors {
+        return false;
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
         return false;
     }
     let non_ascii: Vec<char> = text.chars().filter(|c| !c.is_ascii()).collect();

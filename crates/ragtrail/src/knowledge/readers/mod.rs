@@ -104,6 +104,19 @@ pub fn read(format: Format, source: &str, bytes: &[u8]) -> Result<ReadDocument, 
     format.reader().read(source, bytes)
 }
 
+/// [`read`], calling `on_page(pages_done, pages)` after each page of a paged format (PDF).
+pub fn read_with_progress(
+    format: Format,
+    source: &str,
+    bytes: &[u8],
+    on_page: &mut dyn FnMut(usize, usize),
+) -> Result<ReadDocument, ReadError> {
+    match format {
+        Format::Pdf => pdf::read_pdf(bytes, on_page),
+        _ => read(format, source, bytes),
+    }
+}
+
 /// Builds sections from a stream of headings and blocks, the heading path kept as a stack: a
 /// heading closes every open heading of its level or deeper.
 #[derive(Default)]
