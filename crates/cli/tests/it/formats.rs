@@ -250,11 +250,7 @@ fn unreadable_files_are_named_counted_and_keep_their_previous_version() {
     .expect("copy");
     let mut engine = ws.engine();
     let first = ws.ingest(&mut engine);
-    let reasons: Vec<(&str, &str)> = first
-        .skipped
-        .iter()
-        .map(|s| (s.path.as_str(), s.reason.split(':').next().unwrap_or("")))
-        .collect();
+    let reasons = skip_reasons(&first);
     assert_eq!(
         reasons,
         vec![
@@ -500,11 +496,7 @@ fn bad_input_each_gets_a_reason_and_gbk_and_bom_files_are_read() {
     );
     let mut engine = ws.engine();
     let summary = ws.ingest(&mut engine);
-    let reasons: Vec<(&str, &str)> = summary
-        .skipped
-        .iter()
-        .map(|s| (s.path.as_str(), s.reason.split(':').next().unwrap_or("")))
-        .collect();
+    let reasons = skip_reasons(&summary);
     assert_eq!(
         reasons,
         vec![
@@ -583,4 +575,13 @@ fn a_long_pdf_reports_its_pages_as_they_are_read() {
         pages,
         vec![(file.clone(), 1, 3), (file.clone(), 2, 3), (file, 3, 3)]
     );
+}
+
+/// Each skipped file with its reason up to the first `:` (the detail after it varies).
+fn skip_reasons(summary: &ragtrail::engine::IngestSummary) -> Vec<(&str, &str)> {
+    summary
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), s.reason.split(':').next().unwrap_or("")))
+        .collect()
 }

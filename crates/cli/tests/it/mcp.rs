@@ -1,20 +1,37 @@
 //! `ragtrail mcp` driven by the MCP SDK's own client over stdio: the tools and their schemas,
 //! hits and answers with their sources, access from the operator only, every call traced.
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::service::Peer;
 use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::common::server::command;
-use crate::common::{LEAVE_EN, TRAVEL, Workspace};
+use crate::common::{GLOBEX, LEAVE_EN, TRAVEL, Workspace};
 use ragtrail::review::runs::{ListedRun, list_runs};
 use ragtrail::trace::{LedgerPolicy, Verdict, check_integrity_with, run_started};
 
-const GLOBEX: &str = "---\ntitle: Globex Expenses\ntenant: globex\n---\n\n## Meal allowance\n\nGlobex staff may claim a meal allowance of 45 euros per travel day.\n";
-
-fn args(value: Value) -> serde_json::Map<String, Value> {
+pub(crate) fn args(value: Value) -> serde_json::Map<String, Value> {
     value.as_object().cloned().expect("object")
+}
+
+/// A `tenant` among searchDocs' arguments is refused (an error, or a tool error naming it),
+/// never obeyed: access comes from the operator or the token.
+pub(crate) async fn assert_tenant_argument_refused(client: &Peer<RoleClient>) {
+    let refused = client
+        .call_tool(
+            CallToolRequestParams::new("searchDocs")
+                .with_arguments(args(json!({"keywords": ["meal"], "tenant": "globex"}))),
+        )
+        .await;
+    match refused {
+        Err(e) => assert!(e.to_string().contains("tenant"), "{e}"),
+        Ok(r) => {
+            assert_eq!(r.is_error, Some(true), "{r:?}");
+            assert!(format!("{:?}", r.content).contains("tenant"), "{r:?}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,19 +117,7 @@ async fn mcp_tools_search_and_answer_under_the_operators_access_and_are_traced()
                 .is_some_and(|u| u.starts_with("globex.md")))),
         "{found}"
     );
-    let refused = client
-        .call_tool(
-            CallToolRequestParams::new("searchDocs")
-                .with_arguments(args(json!({"keywords": ["meal"], "tenant": "globex"}))),
-        )
-        .await;
-    match refused {
-        Err(e) => assert!(e.to_string().contains("tenant"), "{e}"),
-        Ok(r) => {
-            assert_eq!(r.is_error, Some(true), "{r:?}");
-            assert!(format!("{:?}", r.content).contains("tenant"), "{r:?}");
-        }
-    }
+    assert_tenant_argument_refused(&client).await;
     let bad = client
         .call_tool(
             CallToolRequestParams::new("searchDocs").with_arguments(args(

@@ -11,13 +11,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 
 use crate::common::server::{Serve, add_token, command, error_code};
-use crate::common::{LEAVE_EN, TRAVEL, Workspace};
-
-const GLOBEX: &str = "---\ntitle: Globex Expenses\ntenant: globex\n---\n\n## Meal allowance\n\nGlobex staff may claim a meal allowance of 45 euros per travel day.\n";
-
-fn args(value: Value) -> serde_json::Map<String, Value> {
-    value.as_object().cloned().expect("object")
-}
+use crate::common::{GLOBEX, LEAVE_EN, TRAVEL, Workspace};
+use crate::mcp::{args, assert_tenant_argument_refused};
 
 fn transport(base: &str, token: &str) -> StreamableHttpClientTransport<reqwest::Client> {
     StreamableHttpClientTransport::from_config(
@@ -50,19 +45,7 @@ async fn session(base: &str, token: &str) -> (Vec<String>, Value, Vec<String>) {
         .collect();
 
     // A tenant in the arguments is refused, never obeyed.
-    let refused = client
-        .call_tool(
-            CallToolRequestParams::new("searchDocs")
-                .with_arguments(args(json!({"keywords": ["meal"], "tenant": "globex"}))),
-        )
-        .await;
-    match refused {
-        Err(e) => assert!(e.to_string().contains("tenant"), "{e}"),
-        Ok(r) => {
-            assert_eq!(r.is_error, Some(true), "{r:?}");
-            assert!(format!("{:?}", r.content).contains("tenant"), "{r:?}");
-        }
-    }
+    assert_tenant_argument_refused(&client).await;
 
     let asked = client
         .call_tool(CallToolRequestParams::new("ask").with_arguments(args(

@@ -7,10 +7,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::server::{Serve, add_token, command, error_code};
-use crate::common::{LEAVE_EN, TRAVEL, Workspace};
+use crate::common::{GLOBEX, LEAVE_EN, TRAVEL, Workspace};
 use ragtrail::trace::{read_trace, run_started};
-
-const GLOBEX: &str = "---\ntitle: Globex Expenses\ntenant: globex\n---\n\n## Meal allowance\n\nGlobex staff may claim a meal allowance of 45 euros per travel day.\n";
 
 fn workspace() -> Workspace {
     let ws = Workspace::new();

@@ -95,6 +95,9 @@ pub fn tests_dir() -> PathBuf {
 
 pub const TRAVEL: &str = "---\ntitle: 差旅报销制度\ntenant: default\nroles: []\nversion: \"2026-03\"\nupdated: 2026-03-01\nstatus: active\n---\n\n## 交通费\n\n### 火车票\n\n高铁票须提供铁路电子客票报销凭证，截图不予报销。\n\n### 飞机票\n\n机票须提供电子行程单。\n\n## 住宿费\n\n住宿发票抬头须为公司全称，并注明纳税人识别号。\n\n| 城市 | 标准 |\n| --- | --- |\n| 一线城市 | 600元 |\n| 其他城市 | 400元 |\n";
 
+/// Another tenant's policy (globex), with a figure of its own: 45 euros.
+pub const GLOBEX: &str = "---\ntitle: Globex Expenses\ntenant: globex\n---\n\n## Meal allowance\n\nGlobex staff may claim a meal allowance of 45 euros per travel day.\n";
+
 pub const LEAVE_EN: &str = "---\ntitle: Leave Policy\ntenant: default\nversion: \"2026\"\n---\n\n## Annual leave\n\nEmployees earn 10 days of annual leave per year of service, up to 20 days.\n\n## Sick leave\n\nA doctor's note is required for sick leave longer than two days.\n";
 
 /// What the user is told by a run that gave up for want of evidence (`no_relevant_hits`, from
