@@ -491,7 +491,13 @@ fn run_ingest(
         bar.set_style(style("chunks"));
         bar
     });
+    let resumed = |kept: usize| {
+        format!("resuming: {kept} vectors kept from an ingest that stopped before it finished")
+    };
     let mut progress = |p: IngestProgress| {
+        if let (IngestProgress::Resumed { kept }, None) = (&p, &bar) {
+            eprintln!("{}", resumed(*kept));
+        }
         if let Some(bar) = &bar {
             match p {
                 // A long file's pages (a PDF of a hundred pages and more), so a big file does
@@ -522,6 +528,7 @@ fn run_ingest(
                     bar.set_length(total as u64);
                 }
                 IngestProgress::Embedded { done } => bar.set_position(done as u64),
+                IngestProgress::Resumed { kept } => bar.println(resumed(kept)),
             }
         }
     };

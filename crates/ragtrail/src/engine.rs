@@ -20,6 +20,7 @@ use crate::search::fusion::FusedHit;
 use crate::search::{
     self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings,
 };
+use crate::store::embed_journal::{EmbedJournal, text_key};
 use crate::store::vectors::VectorIndex;
 use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreError, VectorLeg};
 
@@ -49,6 +50,8 @@ const STAMPS_FILE: &str = "knowledge-stamps.json";
 /// on first open), which traces record so replay can tell another knowledge base from an
 /// edited one.
 const KB_ID_FILE: &str = "knowledge-base-id";
+/// The vectors an ingest has computed but not committed yet (`store::embed_journal`).
+const EMBED_JOURNAL_FILE: &str = "embed-journal.bin";
 
 /// The embedded knowledge base's id in `data_dir`, created on first use. A data directory that
 /// cannot be written (a read-only copy) gets no id rather than failing to open: replay of such
@@ -117,6 +120,9 @@ pub enum IngestProgress {
     Indexing { total: usize },
     /// `done` chunks written so far.
     Indexed { done: usize },
+    /// This many vectors were kept from an ingest that stopped before it committed (the
+    /// embeddings journal), so they are not asked for again.
+    Resumed { kept: usize },
     /// Embedding starts: this many chunks need new vectors (the others reuse theirs).
     Embedding { total: usize },
     /// `done` chunks embedded so far.
@@ -386,6 +392,7 @@ impl Engine {
         self.record_versions(&next)?;
         update.commit(next.generation())?;
         next.make_current()?;
+        EmbedJournal::discard(&self.data_dir.join(EMBED_JOURNAL_FILE));
         self.store = next;
         summary.chunks = self.store.chunks().len();
         summary.generation = self.store.generation();
@@ -441,18 +448,36 @@ impl Engine {
         } else {
             HashMap::new()
         };
-        let missing: Vec<usize> = (0..chunks.len())
+        let mut missing: Vec<usize> = (0..chunks.len())
             .filter(|&i| !old.contains_key(chunks[i].content_hash.as_str()))
             .collect();
+        // What an ingest that stopped before committing had embedded already.
+        let journal_path = self.data_dir.join(EMBED_JOURNAL_FILE);
+        let mut journal = match self.embedder.is_costly() && !missing.is_empty() {
+            true => Some(EmbedJournal::open(&journal_path, &info)?),
+            false => None,
+        };
+        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::new();
+        if let Some(j) = journal.as_ref().filter(|j| !j.is_empty()) {
+            missing.retain(|&i| match j.get(&text_key(&embedding_text(&chunks[i]))) {
+                Some(v) => {
+                    fresh.insert(i, v.to_vec());
+                    false
+                }
+                None => true,
+            });
+            progress(IngestProgress::Resumed { kept: fresh.len() });
+        }
         progress(IngestProgress::Embedding {
             total: missing.len(),
         });
-        let fresh = self.embed_missing(
+        fresh.extend(self.embed_missing(
             &missing,
             &|i| embedding_text(&chunks[i]),
             dims,
+            journal.as_mut(),
             &mut |done| progress(IngestProgress::Embedded { done }),
-        )?;
+        )?);
         let mut index = VectorIndex::with_capacity(dims, chunks.len());
         for (i, chunk) in chunks.iter().enumerate() {
             let pushed = match fresh.get(&i) {
@@ -537,11 +562,14 @@ impl Engine {
     /// Embeds the chunks at positions `missing` (text from `text_of`) in the embedder's
     /// preferred batches, checking every answer's count and dimension; `done` hears how many
     /// are embedded after each batch.
+    /// Embeds the texts of `missing`, batch by batch; each batch is appended to `journal`
+    /// (when given) before the next is asked for.
     fn embed_missing(
         &self,
         missing: &[usize],
         text_of: &dyn Fn(usize) -> String,
         dims: usize,
+        mut journal: Option<&mut EmbedJournal>,
         done: &mut dyn FnMut(usize),
     ) -> Result<HashMap<usize, Vec<f32>>, EngineError> {
         let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
@@ -558,13 +586,21 @@ impl Engine {
                 }
                 .into());
             }
+            if let Some(v) = vectors.iter().find(|v| v.len() != dims) {
+                return Err(EngineError::Dimensions {
+                    found: v.len(),
+                    declared: dims,
+                });
+            }
+            if let Some(j) = journal.as_deref_mut() {
+                let kept: Vec<_> = texts
+                    .iter()
+                    .zip(&vectors)
+                    .map(|(t, v)| (text_key(t), v.as_slice()))
+                    .collect();
+                j.append(&kept)?;
+            }
             for (&i, v) in batch.iter().zip(vectors) {
-                if v.len() != dims {
-                    return Err(EngineError::Dimensions {
-                        found: v.len(),
-                        declared: dims,
-                    });
-                }
                 fresh.insert(i, v);
             }
             done(((n + 1) * per_call).min(missing.len()));
@@ -614,6 +650,7 @@ impl Engine {
         self.record_versions(&next)?;
         update.commit(next.generation())?;
         next.make_current()?;
+        EmbedJournal::discard(&self.data_dir.join(EMBED_JOURNAL_FILE));
         self.store = next;
         // The content no longer comes from a knowledge folder: nothing to compare it with.
         let _ = std::fs::remove_file(self.stamps_path());

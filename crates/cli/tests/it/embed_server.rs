@@ -39,11 +39,11 @@ fn embedder(settings: &embed_server::Settings) -> Arc<dyn Embedder> {
 fn knowledge_index() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("ragtrail-e5-knowledge-")
-            .tempdir()
-            .expect("tempdir")
-            .keep();
+        // Under the target's scratch folder, made afresh by each run: a static is never
+        // dropped, so a temporary folder would be left behind by every run.
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e5-knowledge");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch folder for the e5 index");
         let mut engine = Engine::open_with(&dir, embedder(embed_server::shared())).expect("open");
         engine
             .ingest(
@@ -263,7 +263,7 @@ fn the_configuration_builds_a_marked_endpoint_embedder() {
 }
 
 #[test]
-fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ingest_completes() {
+fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ingest_resumes() {
     let server = embed_server::OwnServer::start();
     let ws = common::Workspace::new();
     ws.write(
@@ -326,11 +326,50 @@ fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ing
     assert_eq!(reopened.store().generation(), before);
     drop(reopened);
 
+    // The first batch was embedded before the server went: it is kept, not asked for again.
+    assert!(
+        ws.data().join("embed-journal.bin").exists(),
+        "the embedded batch is on disk"
+    );
     server.restart();
-    let mut engine = Engine::open_with(&ws.data(), e).expect("open again");
+    let mut engine = Engine::open_with(&ws.data(), e.clone()).expect("open again");
+    let mut kept = None;
+    let mut asked = None;
     let summary = engine
-        .ingest(&ws.knowledge(), &IngestOptions::default(), &mut |_| {})
+        .ingest(
+            &ws.knowledge(),
+            &IngestOptions::default(),
+            &mut |p| match p {
+                IngestProgress::Resumed { kept: k } => kept = Some(k),
+                IngestProgress::Embedding { total } => asked = Some(total),
+                _ => {}
+            },
+        )
         .expect("the next ingest completes");
+    assert_eq!((kept, asked), (Some(2), Some(10)));
+    assert!(
+        !ws.data().join("embed-journal.bin").exists(),
+        "the journal is gone once its vectors are committed"
+    );
+    // A kept vector is the one the server gives for its chunk's text.
+    let store = engine.store();
+    let (row, chunk) = store
+        .chunks()
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.source == "finance/rule-0.md")
+        .expect("rule-0 is ingested");
+    let direct = e
+        .embed(&[format!("{}\n{}", chunk.title_path, chunk.text).as_str()])
+        .expect("embed");
+    let cosine: f32 = store
+        .vectors()
+        .row(row)
+        .iter()
+        .zip(&direct[0])
+        .map(|(a, b)| a * b)
+        .sum();
+    assert!(cosine > 0.999, "kept vector matches the server's: {cosine}");
     assert_eq!(summary.added.len(), 12);
     assert_eq!(engine.store().documents().len(), 13);
     let want = chunk_id(&engine, "finance/rule-7.md", "差旅规则7");

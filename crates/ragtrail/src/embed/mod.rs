@@ -103,6 +103,12 @@ pub trait Embedder: Send + Sync {
     fn preferred_batch(&self) -> usize {
         64
     }
+    /// Whether a vector costs enough (a model, a server) that an ingest keeps each batch on
+    /// disk as it goes, so a stopped ingest resumes (`store::embed_journal`). Not for the
+    /// hashing embedder, which recomputes faster than it could read its vectors back.
+    fn is_costly(&self) -> bool {
+        true
+    }
 }
 
 impl Embedder for HashingEmbedder {
@@ -112,5 +118,9 @@ impl Embedder for HashingEmbedder {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(self.embed_batch(texts))
+    }
+
+    fn is_costly(&self) -> bool {
+        false
     }
 }

@@ -556,8 +556,14 @@ impl Engine {
         let missing: Vec<usize> = (0..chunks.len())
             .filter(|&i| !reuse.contains_key(&chunks[i].content_hash))
             .collect();
-        let mut fresh =
-            self.embed_missing(&missing, &|i| embedding_text(chunks[i]), dims, &mut |_| {})?;
+        let mut fresh = self.embed_missing(
+            &missing,
+            &|i| embedding_text(chunks[i]),
+            dims,
+            // Each group of documents is committed as it goes: nothing to resume.
+            None,
+            &mut |_| {},
+        )?;
         Ok((0..chunks.len())
             .map(|i| match fresh.remove(&i) {
                 Some(v) => v,

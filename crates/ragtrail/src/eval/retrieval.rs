@@ -560,6 +560,10 @@ impl Embedder for QueryMemo {
     fn preferred_batch(&self) -> usize {
         self.inner.preferred_batch()
     }
+
+    fn is_costly(&self) -> bool {
+        self.inner.is_costly()
+    }
 }
 
 /// Ranks one query under one mode: BEIR document ids, best first.

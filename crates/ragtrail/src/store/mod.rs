@@ -4,8 +4,10 @@
 //! The embedded store keeps each state as a *generation*: a folder `gen-N/` holding the manifest
 //! and the chunks, made current by atomically replacing the `CURRENT` file. A crash while a new
 //! generation is written leaves the previous one current and readable. Beside the generations,
-//! `versions.jsonl` keeps every chunk text ever indexed ([`versions`]).
+//! `versions.jsonl` keeps every chunk text ever indexed ([`versions`]); beside the store, an ingest
+//! keeps the vectors it has computed so far ([`embed_journal`]), so a stopped ingest resumes.
 
+pub mod embed_journal;
 mod embedded;
 #[cfg(feature = "postgres")]
 pub mod postgres;
