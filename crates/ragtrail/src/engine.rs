@@ -438,18 +438,20 @@ impl Engine {
         let info = self.embedder.info();
         let dims = info.dims as usize;
         let reusable = !rebuild && self.store.manifest().embedder.as_ref() == Some(&info);
-        let old: HashMap<&str, usize> = if reusable {
+        // A vector embeds the heading path with the text: a renamed heading over the same
+        // text needs a new one.
+        let old: HashMap<(&str, &str), usize> = if reusable {
             self.store
                 .chunks()
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (c.content_hash.as_str(), i))
+                .map(|(i, c)| (reuse_key(c), i))
                 .collect()
         } else {
             HashMap::new()
         };
         let mut missing: Vec<usize> = (0..chunks.len())
-            .filter(|&i| !old.contains_key(chunks[i].content_hash.as_str()))
+            .filter(|&i| !old.contains_key(&reuse_key(&chunks[i])))
             .collect();
         // What an ingest that stopped before committing had embedded already.
         let journal_path = self.data_dir.join(EMBED_JOURNAL_FILE);
@@ -482,7 +484,7 @@ impl Engine {
         for (i, chunk) in chunks.iter().enumerate() {
             let pushed = match fresh.get(&i) {
                 Some(v) => index.push(v),
-                None => match old.get(chunk.content_hash.as_str()) {
+                None => match old.get(&reuse_key(chunk)) {
                     Some(&row) => index.push(self.store.vectors().row(row)),
                     None => index.push(&vec![0.0; dims]),
                 },
@@ -612,6 +614,11 @@ impl Engine {
 /// What a chunk's vector is computed from: its heading path and its text.
 fn embedding_text(chunk: &Chunk) -> String {
     format!("{}\n{}", chunk.title_path, chunk.text)
+}
+
+/// Chunks with equal keys embed the same text ([`embedding_text`]), so share a vector.
+fn reuse_key(chunk: &Chunk) -> (&str, &str) {
+    (chunk.content_hash.as_str(), chunk.title_path.as_str())
 }
 
 /// Content that does not come from a knowledge folder (an evaluation corpus, another system's

@@ -400,3 +400,30 @@ fn the_hashing_embedder_searches_the_keywords_even_when_a_question_is_given() {
     req.query = Some("x".repeat(ragtrail::search::MAX_QUERY_CHARS + 1));
     assert!(engine.search_docs(&req).is_err());
 }
+
+#[test]
+fn a_renamed_heading_over_unchanged_text_gets_a_new_vector() {
+    let ws = Workspace::new();
+    ws.write("hr/leave.md", TWO_SECTIONS);
+    let counting = CountingHashing::new();
+    let mut engine = Engine::open_with(&ws.data(), counting.clone()).expect("open");
+    ws.ingest(&mut engine);
+    let before = counting.count();
+    ws.write("hr/leave.md", TWO_SECTIONS_RENAMED);
+    ws.ingest(&mut engine);
+    // A vector embeds the heading path with the text: only the renamed section is embedded.
+    assert_eq!(counting.count() - before, 1);
+    let store = engine.store();
+    let (row, chunk) = store
+        .chunks()
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.title_path.ends_with("Illness"))
+        .expect("the renamed section");
+    let want = ragtrail::embed::HashingEmbedder::default().embed_batch(&[format!(
+        "{}\n{}",
+        chunk.title_path, chunk.text
+    )
+    .as_str()]);
+    assert_eq!(store.vectors().row(row), want[0].as_slice());
+}

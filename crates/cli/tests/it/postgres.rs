@@ -221,6 +221,21 @@ fn ingest_twice_changes_nothing() {
 }
 
 #[test]
+fn a_renamed_heading_over_unchanged_text_is_embedded_again() {
+    let db = TestDb::new();
+    let ws = Workspace::new();
+    ws.write("hr/leave.md", TWO_SECTIONS);
+    let counting = CountingHashing::new();
+    let mut engine = Engine::open_postgres(&ws.data(), &db.url, counting.clone()).expect("open");
+    ws.ingest(&mut engine);
+    let before = counting.count();
+    ws.write("hr/leave.md", TWO_SECTIONS_RENAMED);
+    ws.ingest(&mut engine);
+    // The unchanged section reuses its stored vector; the renamed one is embedded afresh.
+    assert_eq!(counting.count() - before, 1);
+}
+
+#[test]
 fn chunks_of_the_markdown_text_format_are_rewritten_by_the_next_ingest() {
     let db = TestDb::new();
     let ws = Workspace::new();

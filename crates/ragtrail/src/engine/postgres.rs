@@ -545,16 +545,17 @@ impl Engine {
         let reuse = if rebuild {
             HashMap::new()
         } else {
-            let hashes: Vec<String> = chunks
+            let keys: Vec<(String, String)> = chunks
                 .iter()
-                .map(|c| c.content_hash.clone())
+                .map(|c| (c.content_hash.clone(), c.title_path.clone()))
                 .collect::<HashSet<_>>()
                 .into_iter()
                 .collect();
-            store.vectors_by_hash(space, &hashes)?
+            store.vectors_by_text(space, &keys)?
         };
+        let key = |c: &Chunk| (c.content_hash.clone(), c.title_path.clone());
         let missing: Vec<usize> = (0..chunks.len())
-            .filter(|&i| !reuse.contains_key(&chunks[i].content_hash))
+            .filter(|&i| !reuse.contains_key(&key(chunks[i])))
             .collect();
         let mut fresh = self.embed_missing(
             &missing,
@@ -568,7 +569,7 @@ impl Engine {
             .map(|i| match fresh.remove(&i) {
                 Some(v) => v,
                 None => reuse
-                    .get(&chunks[i].content_hash)
+                    .get(&key(chunks[i]))
                     .cloned()
                     .unwrap_or_else(|| vec![0.0; dims]),
             })

@@ -134,3 +134,42 @@ pub fn write_trace_lines(path: &Path, lines: &[String]) {
     )
     .expect("write");
 }
+
+/// The hashing embedder, counting the texts it is asked to embed (an ingest's new vectors).
+pub struct CountingHashing {
+    inner: ragtrail::embed::HashingEmbedder,
+    pub texts: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingHashing {
+    pub fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            inner: ragtrail::embed::HashingEmbedder::default(),
+            texts: Default::default(),
+        })
+    }
+
+    /// Texts embedded so far.
+    pub fn count(&self) -> usize {
+        self.texts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl ragtrail::embed::Embedder for CountingHashing {
+    fn info(&self) -> ragtrail::embed::EmbedderInfo {
+        self.inner.info()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ragtrail::embed::EmbedError> {
+        self.texts
+            .fetch_add(texts.len(), std::sync::atomic::Ordering::Relaxed);
+        Ok(self.inner.embed_batch(texts))
+    }
+    fn is_costly(&self) -> bool {
+        false
+    }
+}
+
+/// A policy of two sections, and the same policy with the second one's heading renamed (its
+/// text unchanged).
+pub const TWO_SECTIONS: &str = "# Leave rules\n\n## Annual leave\n\nEmployees get 15 days of annual leave a year.\n\n## Sick leave\n\nSick leave of more than two days needs a doctor's note.\n";
+pub const TWO_SECTIONS_RENAMED: &str = "# Leave rules\n\n## Annual leave\n\nEmployees get 15 days of annual leave a year.\n\n## Illness\n\nSick leave of more than two days needs a doctor's note.\n";

@@ -691,25 +691,32 @@ impl PgStore {
         Ok(v as u64)
     }
 
-    /// Stored vectors of chunks with these content hashes (in `space`), so unchanged text is
-    /// never embedded again. Zero vectors (stored as NULL) come back as zeros.
-    pub fn vectors_by_hash(
+    /// Stored vectors in `space` of chunks with these (content hash, titlePath) pairs: what a
+    /// vector embeds (the heading path with the text), so unchanged text is never embedded again
+    /// and a renamed heading gets a new vector. Zero vectors (stored as NULL) come back as zeros.
+    pub fn vectors_by_text(
         &self,
         space: &Space,
-        hashes: &[String],
-    ) -> Result<HashMap<String, Vec<f32>>, PgError> {
-        if hashes.is_empty() {
+        keys: &[(String, String)],
+    ) -> Result<HashMap<(String, String), Vec<f32>>, PgError> {
+        if keys.is_empty() {
             return Ok(HashMap::new());
         }
+        let (hashes, titles): (Vec<&str>, Vec<&str>) =
+            keys.iter().map(|(h, t)| (h.as_str(), t.as_str())).unzip();
         let rows = self
             .block_on(
                 sqlx::query(AssertSqlSafe(format!(
-                    "select distinct on (c.content_hash) c.content_hash, v.embedding
-                     from chunks c join {} v on v.chunk_pk = c.pk
-                     where c.content_hash = any($1)",
+                    "select distinct on (c.content_hash, c.title_path)
+                            c.content_hash, c.title_path, v.embedding
+                     from chunks c
+                     join unnest($1::text[], $2::text[]) as k(hash, title)
+                       on k.hash = c.content_hash and k.title = c.title_path
+                     join {} v on v.chunk_pk = c.pk",
                     space.table
                 )))
-                .bind(hashes)
+                .bind(&hashes)
+                .bind(&titles)
                 .fetch_all(&self.pool),
             )
             .map_err(|e| self.err(e))?;
@@ -717,8 +724,12 @@ impl PgStore {
         let mut out = HashMap::with_capacity(rows.len());
         for row in rows {
             let hash: String = row.try_get(0).map_err(|e| self.err(e))?;
-            let v: Option<Vector> = row.try_get(1).map_err(|e| self.err(e))?;
-            out.insert(hash, v.map_or_else(|| vec![0.0; dims], |v| v.to_vec()));
+            let title: String = row.try_get(1).map_err(|e| self.err(e))?;
+            let v: Option<Vector> = row.try_get(2).map_err(|e| self.err(e))?;
+            out.insert(
+                (hash, title),
+                v.map_or_else(|| vec![0.0; dims], |v| v.to_vec()),
+            );
         }
         Ok(out)
     }
