@@ -376,3 +376,84 @@ fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ing
     let hits = search(&engine, &["每晚不超过307元"], None);
     assert_eq!(ids(&hits).first(), Some(&want.as_str()), "{hits:#?}");
 }
+
+/// Runs the offline planner over `engine` without a trace.
+fn ask_offline(engine: &Engine, question: &str) -> ragtrail::agent::AgentOutcome {
+    let mut planner = ragtrail::agent::offline::OfflinePlanner::new();
+    ragtrail::agent::run(
+        engine,
+        &mut planner,
+        question,
+        &ragtrail::agent::RunSettings::new(
+            ragtrail::agent::AgentRagOptions::default(),
+            AccessContext::default(),
+            "2026-11-30",
+        ),
+        &mut |_| {},
+    )
+    .expect("run")
+}
+
+#[test]
+fn a_passage_whose_meaning_stands_out_is_given_as_evidence_when_the_words_do_not_cover_it() {
+    // "laptop", "stolen", "flat": the policy says "device", "lost or stolen", "home".
+    let question = "I work from home in Singapore and my work laptop was just stolen from my flat. How quickly do I need to report it, and do I need to go to the police?";
+    let engine = knowledge_engine();
+    let outcome = ask_offline(&engine, question);
+    assert_eq!(
+        outcome.status,
+        ragtrail::trace::RunStatus::Evidence,
+        "{}",
+        outcome.reason
+    );
+    assert!(
+        outcome.reason.contains("standard deviations"),
+        "{}",
+        outcome.reason
+    );
+    let cited: Vec<&str> = outcome
+        .answer
+        .as_ref()
+        .expect("evidence carries its citations")
+        .citations
+        .iter()
+        .map(|c| c.title_path.as_str())
+        .collect();
+    assert!(
+        cited.iter().any(|t| t.starts_with(
+            "Information Security Policy for Overseas Offices / Lost or Stolen Devices"
+        )),
+        "{cited:?}"
+    );
+
+    // The same knowledge with the hashing embedder: its vectors are words again, so no
+    // evidence comes from them.
+    let ws = common::Workspace::new();
+    let mut hashing = Engine::open(&ws.data()).expect("open");
+    hashing
+        .ingest(
+            &common::repo_root().join("knowledge"),
+            &IngestOptions::default(),
+            &mut |_| {},
+        )
+        .expect("ingest");
+    let outcome = ask_offline(&hashing, question);
+    assert_eq!(
+        outcome.status,
+        ragtrail::trace::RunStatus::InsufficientEvidence,
+        "{}",
+        outcome.reason
+    );
+}
+
+#[test]
+fn a_question_the_knowledge_base_does_not_answer_stays_refused_with_the_semantic_leg() {
+    // Marriage leave: no section grants it, though the leave sections are near in meaning.
+    let outcome = ask_offline(&knowledge_engine(), "结婚能休几天婚假？");
+    assert_eq!(
+        outcome.status,
+        ragtrail::trace::RunStatus::InsufficientEvidence,
+        "{}",
+        outcome.reason
+    );
+}

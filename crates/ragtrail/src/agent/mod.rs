@@ -11,6 +11,7 @@ mod options;
 mod planner;
 pub mod question_search;
 mod run;
+mod standout;
 
 pub use run::GAVE_UP_BEFORE_SEARCHING;
 
@@ -209,6 +210,9 @@ pub enum AgentError {
 struct Lookup<'a> {
     engine: &'a Engine,
     access: &'a AccessContext,
+    question: &'a str,
+    /// The question's similarity over the visible chunks, computed when first asked for.
+    profile: std::cell::OnceCell<Option<standout::SimilarityProfile>>,
     /// Term counts over what the run may see; `None` if the index could not count them (then
     /// every term counts as unseen, which only ever makes the planner more careful).
     counts: Option<crate::index::ScopedCounts>,
@@ -216,10 +220,12 @@ struct Lookup<'a> {
 }
 
 impl<'a> Lookup<'a> {
-    fn new(engine: &'a Engine, access: &'a AccessContext) -> Self {
+    fn new(engine: &'a Engine, access: &'a AccessContext, question: &'a str) -> Self {
         Self {
             engine,
             access,
+            question,
+            profile: std::cell::OnceCell::new(),
             counts: engine.index().scoped_counts(access, false).ok(),
             returned: HashMap::new(),
         }
@@ -259,6 +265,20 @@ impl EvidenceLookup for Lookup<'_> {
             Some((chunk, terms)) if chunk.title_path == title_path => ChunkTermSet::cached(terms),
             _ => ChunkTermSet::analyse(title_path, text),
         })
+    }
+
+    fn question_standout(&self, chunk_id: &str) -> Option<f64> {
+        if !self.returned.contains_key(chunk_id) {
+            return None;
+        }
+        let profile = self
+            .profile
+            .get_or_init(|| {
+                standout::SimilarityProfile::of(self.engine, self.access, self.question)
+            })
+            .as_ref()?;
+        let position = self.engine.store().position(chunk_id)?;
+        Some(profile.standout(self.engine, position))
     }
 
     fn mentions(&self, word: &str) -> bool {

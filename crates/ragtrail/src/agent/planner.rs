@@ -135,6 +135,12 @@ pub trait EvidenceLookup {
     /// in its searches) contains one of `word`'s analysed terms. Unlike [`Self::doc_freq`],
     /// which counts the whole index, the answer says nothing about other tenants' documents.
     fn mentions(&self, word: &str) -> bool;
+    /// How far a returned chunk's similarity to the question (the configured embedder's)
+    /// stands above that of the chunks this run may see, in their standard deviations; `None`
+    /// when it cannot be told (no stored vectors in memory, a chunk not returned).
+    fn question_standout(&self, _chunk_id: &str) -> Option<f64> {
+        None
+    }
     /// The analysed terms of a chunk returned in this run, whose hit gave `title_path` as its
     /// titlePath. This default analyses [`Self::returned_chunk_text`]; the engine's lookup
     /// reads the store's cache instead, which holds the same analysis.

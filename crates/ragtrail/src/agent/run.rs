@@ -166,7 +166,7 @@ impl<'a> Run<'a> {
             index_fingerprint,
             history,
             turn_no: settings.session.as_ref().map(|s| s.1).unwrap_or(0),
-            lookup: Lookup::new(engine, &settings.access),
+            lookup: Lookup::new(engine, &settings.access, question),
             observations: Vec::new(),
             search_observations: Vec::new(),
             rounds: Vec::new(),

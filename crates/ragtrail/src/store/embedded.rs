@@ -214,6 +214,11 @@ impl ChunkStore {
         self.by_id.get(id).map(|&i| &self.chunks[i])
     }
 
+    /// Where the chunk `id` is in [`Self::chunks`] (and its row in [`Self::vectors`]).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
     /// The chunk `id` if `access` may see it. A chunk of another tenant, or restricted to roles
     /// the caller lacks, is `None` exactly as one that never existed, so a lookup by id (replay,
     /// audit) cannot tell the two apart or reveal its content hash.

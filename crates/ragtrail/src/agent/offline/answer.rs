@@ -4,8 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    ANSWER_SENTENCES, MAX_CITED_CHUNKS, MAX_SENTENCE_CHARS, MIN_CITATION_GAIN, OfflinePlanner,
-    SENTENCE_SHARE, all_hits, analysed, sentences,
+    ANSWER_SENTENCES, MAX_CITED_CHUNKS, MAX_SENTENCE_CHARS, MAX_STANDOUT_CITED, MIN_CITATION_GAIN,
+    OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, all_hits, analysed, sentences,
 };
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
@@ -106,6 +106,49 @@ impl OfflinePlanner {
             }
         }
         (!citations.is_empty()).then_some(PlannerAction::Evidence { reason, citations })
+    }
+}
+
+impl OfflinePlanner {
+    /// Evidence from the passages that stand out for the question by meaning when its words do
+    /// not cover it (everyday words, another language): the returned chunks whose similarity
+    /// to the question is [`STANDOUT_BAR`] standard deviations above the knowledge base's, best
+    /// first, each quoted by its sentence that best matches the question (else its opening).
+    pub(super) fn standout_evidence(
+        &self,
+        ctx: &PlannerContext<'_>,
+        why_not_answered: &str,
+    ) -> Option<PlannerAction> {
+        let mut standing: Vec<(f64, &SearchHit, u32)> = all_hits(ctx)
+            .filter_map(|(hit, round)| {
+                let z = ctx.lookup.question_standout(&hit.chunk_id)?;
+                (z >= STANDOUT_BAR).then_some((z, hit, round))
+            })
+            .collect();
+        standing.sort_by(|a, b| b.0.total_cmp(&a.0));
+        standing.truncate(MAX_STANDOUT_CITED);
+        let best = standing.first()?.0;
+        let keys = QuestionKeys::new(self.verdict_keys.clone());
+        let weights = self.weights();
+        let candidates = candidates(ctx, &keys);
+        let mut citations = Vec::new();
+        for (_, hit, _) in &standing {
+            let Some(c) = candidates.iter().find(|c| c.hit.chunk_id == hit.chunk_id) else {
+                continue;
+            };
+            if let Some(s) = scored_sentences(ctx, &weights, &[c]).first() {
+                citations.push(ProposedCitation {
+                    chunk_id: s.chunk.clone(),
+                    quote: s.sentence.to_string(),
+                });
+            }
+        }
+        (!citations.is_empty()).then(|| PlannerAction::Evidence {
+            reason: format!(
+                "evidence: the passage's meaning stands out for the question ({best:.1} standard deviations above the knowledge base's similarity), though its words do not cover it: {why_not_answered}"
+            ),
+            citations,
+        })
     }
 }
 

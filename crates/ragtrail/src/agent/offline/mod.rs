@@ -57,6 +57,12 @@ const MIN_CITATION_GAIN: f64 = 0.2;
 /// is the whole chunk's). Golden set: citation precision 0.745 at 0, 0.773 at 0.3, 0.782 from
 /// 0.4 to 0.7, 0.736 at 1 (BENCHMARKS.md).
 const SENTENCE_SHARE: f64 = 0.5;
+/// How far (in standard deviations of the question's similarity over the knowledge base) a
+/// returned passage must stand out to be shown as evidence when the question's words do not
+/// cover it: three, the usual bar for "not chance" (BENCHMARKS.md, "Passages that stand out").
+const STANDOUT_BAR: f64 = 3.0;
+/// Passages given as evidence that way at most.
+const MAX_STANDOUT_CITED: usize = 2;
 
 #[derive(Default)]
 pub struct OfflinePlanner {
@@ -270,7 +276,15 @@ impl Planner for OfflinePlanner {
             let reason = format!("no_relevant_hits: {}", sufficiency.reason);
             let evidence = bears_on_question
                 .then(|| self.evidence(ctx, format!("evidence: {}", sufficiency.reason)))
-                .flatten();
+                .flatten()
+                // A word no chunk mentions that is no everyday word (婚假, a product name)
+                // names what the knowledge base lacks: no evidence for it.
+                .or_else(|| {
+                    self.unknown_nouns
+                        .is_empty()
+                        .then(|| self.standout_evidence(ctx, &sufficiency.reason))
+                        .flatten()
+                });
             evidence.unwrap_or(PlannerAction::GiveUp { reason })
         };
         let last_had_hits =
