@@ -62,6 +62,11 @@ pub struct BeirArgs {
     /// as bm25s and BEIR's single-field BM25 index it); it stays the titlePath too.
     #[arg(long)]
     pub title_in_text: bool,
+    /// Read the query embeddings a previous evaluation left in FILE (if it exists) and write
+    /// them all back when done: a model embedder need not embed thousands of questions again.
+    /// The file names its embedder; another embedder's file is refused.
+    #[arg(long, value_name = "FILE")]
+    pub query_cache: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -74,7 +79,13 @@ pub struct RetrievalArgs {
     /// Write each query's scores, top 10 and relevant ranks as JSON lines to FILE.
     #[arg(long, value_name = "FILE")]
     pub per_query: Option<PathBuf>,
-    /// Modes to score, comma-separated: bm25, vector, rrf[:K], minmax[:W].
+    /// Write each query's two legs (document ids and raw scores, `--depth` long) and its
+    /// relevant documents as JSON lines to FILE, to study fusions offline.
+    #[arg(long, value_name = "FILE")]
+    pub legs: Option<PathBuf>,
+    /// Modes to score, comma-separated: bm25, vector, rrf[:K], minmax[:W], agree[:W],
+    /// confidence[:W] (min-max whose BM25 weight is 1 - W·(1 - c), c the share of the
+    /// query's key terms BM25's best hit covers).
     #[arg(
         long,
         value_delimiter = ',',
@@ -124,6 +135,10 @@ pub struct AgentArgs {
     /// [default: eval-runs/agent-<UTC time>].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Fuse every search with this mode instead of the embedder's default (rrf[:K],
+    /// minmax[:W], agree[:W], confidence[:W], bm25, vector): to measure a fusion on the set.
+    #[arg(long, value_name = "FUSION")]
+    pub fusion: Option<Fusion>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -152,6 +167,8 @@ struct Scratch {
     engine: Engine,
     map: ChunkMap,
     set: BeirSet,
+    /// The query embeddings the evaluation made (saved with `--query-cache`).
+    memo: std::sync::Arc<retrieval::QueryMemo>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -173,7 +190,14 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
     let embedder =
         ragtrail::embed::from_config(&global.embed.config()).context("setting up the embedder")?;
     // Each query is ranked once per mode: embed it once.
-    let embedder = std::sync::Arc::new(retrieval::QueryMemo::new(embedder));
+    let memo = std::sync::Arc::new(retrieval::QueryMemo::new(embedder));
+    if let Some(path) = &args.query_cache {
+        let n = memo
+            .load(path)
+            .with_context(|| format!("reading the query embeddings in {}", path.display()))?;
+        eprintln!("{n} query embeddings read from {}", path.display());
+    }
+    let embedder: std::sync::Arc<dyn ragtrail::embed::Embedder> = memo.clone();
     let mut engine = Engine::open_with(&dir, embedder)
         .with_context(|| format!("opening the scratch index {}", dir.display()))?;
     eprintln!("ingesting {} documents of {} …", set.corpus.len(), set.name);
@@ -196,6 +220,7 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
         engine,
         map,
         set,
+        memo,
         _tmp: tmp,
     })
 }
@@ -212,6 +237,21 @@ fn retrieval_cmd(global: &GlobalArgs, args: &RetrievalArgs) -> anyhow::Result<Ex
     };
     let report = retrieval::evaluate(&scratch.engine, &scratch.map, &scratch.set, &options)
         .context("evaluating retrieval")?;
+    if let Some(path) = &args.legs {
+        retrieval::write_legs(
+            &scratch.engine,
+            &scratch.map,
+            &scratch.set,
+            args.depth,
+            path,
+        )?;
+    }
+    if let Some(path) = &args.set.query_cache {
+        scratch
+            .memo
+            .save(path)
+            .with_context(|| format!("writing the query embeddings to {}", path.display()))?;
+    }
     if let Some(path) = &args.per_query {
         retrieval::write_per_query(path, &report.per_query)?;
     }
@@ -356,7 +396,10 @@ fn agent_cmd(global: &GlobalArgs, args: &AgentArgs) -> anyhow::Result<ExitCode> 
     });
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut planners = Planners::new(&args.run)?;
-    let engine = open_ready_engine(global)?;
+    let mut engine = open_ready_engine(global)?;
+    if let Some(fusion) = args.fusion {
+        engine.settings.fusion = fusion;
+    }
     let settings = run_settings(global, &args.run, Some(out.join("traces")));
     let report = agent_eval::evaluate(&engine, &items, &settings, &mut || planners.make())
         .context("running the golden set")?;

@@ -133,6 +133,57 @@ fn an_english_question_finds_a_chinese_chunk() {
 }
 
 #[test]
+fn confidence_fusion_lets_the_vector_leg_lead_where_bm25_only_shares_common_words() {
+    let engine = knowledge_engine();
+    let want = chunk_id(&engine, "hr/parental-leave.md", "哺乳时间");
+    // English keywords over a Chinese chunk: BM25 matches English sections on `under`, `one`,
+    // `year`, none far ahead of the next and none covering the question.
+    let keywords = [
+        "long",
+        "daily",
+        "under",
+        "one",
+        "year",
+        "baby",
+        "break",
+        "breastfeeding",
+    ];
+    let mut req = SearchRequest::new(
+        keywords.iter().map(|k| k.to_string()).collect(),
+        5,
+        AccessContext::default(),
+    );
+    req.fusion = Some("minmax:0.5".parse().expect("fusion"));
+    let fixed = engine.search_docs(&req).expect("search");
+    assert!(
+        !ids(&fixed.hits).contains(&want.as_str()),
+        "fixed equal weights bury it under English hits: {:#?}",
+        fixed.hits
+    );
+    assert_eq!(fixed.weights.map(|w| w.bm25), Some(0.5));
+    req.fusion = Some("confidence:1".parse().expect("fusion"));
+    let confident = engine.search_docs(&req).expect("search");
+    let hit = confident
+        .hits
+        .iter()
+        .find(|h| h.chunk_id == want)
+        .unwrap_or_else(|| panic!("confidence fusion brings it: {:#?}", confident.hits));
+    assert!(hit.title_path.ends_with("哺乳时间"), "{hit:?}");
+    assert_eq!(
+        hit.metadata.get("vectorRank").map(String::as_str),
+        Some("1")
+    );
+    assert!(!hit.metadata.contains_key("bm25Rank"), "{hit:?}");
+    // The weight it earned is recorded: BM25 had little confidence, so it had little say.
+    let weights = confident
+        .weights
+        .expect("a min-max mode records its weights");
+    let c = weights.lexical_confidence.expect("the confidence it read");
+    assert!(c < 0.2, "{weights:?}");
+    assert!((weights.bm25 - c).abs() < 1e-12, "{weights:?}");
+}
+
+#[test]
 fn the_vector_leg_embeds_the_question_when_one_is_given() {
     let engine = knowledge_engine();
     let want = chunk_id(&engine, "hr/parental-leave.md", "陪产假");

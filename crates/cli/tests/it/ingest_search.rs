@@ -427,3 +427,48 @@ fn a_renamed_heading_over_unchanged_text_gets_a_new_vector() {
     .as_str()]);
     assert_eq!(store.vectors().row(row), want[0].as_slice());
 }
+
+#[test]
+fn every_min_max_search_reports_the_weights_it_gave_the_legs() {
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    ws.write("hr/leave.md", LEAVE_EN);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let mut req = SearchRequest::new(
+        vec!["高铁票".into(), "报销凭证".into()],
+        5,
+        AccessContext::default(),
+    );
+    // The hashing default weighs by agreement: a weight, no lexical confidence.
+    let default = engine.search_docs(&req).expect("search");
+    assert_eq!(default.fusion.to_string(), "agree:0.5");
+    let w = default.weights.expect("agree is a min-max mode");
+    assert!((0.5..=1.0).contains(&w.bm25), "{w:?}");
+    assert_eq!(w.lexical_confidence, None);
+    // Confidence fusion: BM25's best hit, the train-ticket section, holds the keywords and
+    // stands ahead of the rest, so BM25 keeps the lead and the weight says how much.
+    req.fusion = Some("confidence:1".parse().expect("fusion"));
+    let confident = engine.search_docs(&req).expect("search");
+    assert_eq!(
+        confident.hits[0].title_path,
+        "差旅报销制度 / 交通费 / 火车票"
+    );
+    assert_eq!(
+        confident.hits[0]
+            .metadata
+            .get("bm25Rank")
+            .map(String::as_str),
+        Some("1")
+    );
+    let w = confident.weights.expect("confidence is a min-max mode");
+    let c = w.lexical_confidence.expect("the confidence it read");
+    assert!(c > 0.0 && c <= 1.0, "{w:?}");
+    assert!(
+        (w.bm25 - c).abs() < 1e-12,
+        "at weight 1, BM25's weight is c: {w:?}"
+    );
+    // The same keywords under RRF: no weights to report.
+    req.fusion = Some(ragtrail::search::fusion::Fusion::Rrf { k: 60.0 });
+    assert_eq!(engine.search_docs(&req).expect("search").weights, None);
+}

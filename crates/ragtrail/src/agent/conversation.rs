@@ -39,6 +39,9 @@ pub struct CachedSearch {
     pub content_hashes: Vec<String>,
     pub sufficiency: Sufficiency,
     pub fusion: String,
+    /// See [`SearchResponse::weights`] (absent in conversations saved before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<crate::search::fusion::FusionWeights>,
     pub legs: std::collections::BTreeMap<String, LegStats>,
 }
 
@@ -52,6 +55,7 @@ impl CachedSearch {
             content_hashes: resp.content_hashes.clone(),
             sufficiency: resp.sufficiency.clone(),
             fusion: resp.fusion.to_string(),
+            weights: resp.weights,
             legs: resp.legs.clone(),
         }
     }

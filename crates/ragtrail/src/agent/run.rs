@@ -407,6 +407,7 @@ impl<'a> Run<'a> {
             reason: reason.clone(),
             top_k,
             fusion: resp.fusion.to_string(),
+            weights: resp.weights,
             filters: self.filters(),
             legs: resp.legs.clone(),
             hits: resp
@@ -461,6 +462,7 @@ impl<'a> Run<'a> {
             reason,
             top_k: 0,
             fusion: String::new(),
+            weights: None,
             filters: self.filters(),
             legs: Default::default(),
             hits: Vec::new(),
@@ -508,6 +510,7 @@ impl<'a> Run<'a> {
                 content_hashes: c.content_hashes,
                 legs: c.legs,
                 fusion: c.fusion.parse().unwrap_or(self.engine.settings.fusion),
+                weights: c.weights,
                 sufficiency: c.sufficiency,
             };
             return Ok((resp, Some((c.turn, c.round))));

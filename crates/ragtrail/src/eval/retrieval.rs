@@ -526,6 +526,64 @@ impl QueryMemo {
             seen: Mutex::new(HashMap::new()),
         }
     }
+
+    /// Adds the query embeddings a previous evaluation saved with [`QueryMemo::save`] (a
+    /// model embedder takes minutes to embed thousands of questions again); returns how many.
+    /// A missing file adds none; a file written by another embedder (model, dimension or
+    /// marking) is an error naming both.
+    pub fn load(&self, path: &Path) -> Result<usize, EvalError> {
+        if !path.exists() {
+            return Ok(0);
+        }
+        let lines = json_lines(path)?;
+        let expected = self.inner.info().describe();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut added = 0;
+        for (line, v) in lines {
+            if line == 1 {
+                let written = v.get("embedder").and_then(|e| e.as_str()).unwrap_or("");
+                if written != expected {
+                    return Err(parse_err(
+                        path,
+                        line,
+                        format!(
+                            "query embeddings of {written:?}, but the configured embedder is {expected:?}: remove the file or configure that embedder"
+                        ),
+                    ));
+                }
+                continue;
+            }
+            let entry: CachedQuery = serde_json::from_value(v)
+                .map_err(|e| parse_err(path, line, format!("not a cached query: {e}")))?;
+            seen.insert(entry.text, entry.vector);
+            added += 1;
+        }
+        Ok(added)
+    }
+
+    /// Writes every query embedding seen so far to `path` (JSON lines: the embedder first).
+    pub fn save(&self, path: &Path) -> Result<(), EvalError> {
+        use std::io::Write;
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let file = std::fs::File::create(path).map_err(io_err(path))?;
+        let mut out = std::io::BufWriter::new(file);
+        let header = serde_json::json!({ "embedder": self.inner.info().describe() });
+        writeln!(out, "{header}").map_err(io_err(path))?;
+        let mut texts: Vec<&String> = seen.keys().collect();
+        texts.sort();
+        for text in texts {
+            let line = serde_json::json!({ "text": text, "vector": seen[text] });
+            writeln!(out, "{line}").map_err(io_err(path))?;
+        }
+        out.flush().map_err(io_err(path))
+    }
+}
+
+/// One line of a [`QueryMemo::save`] file.
+#[derive(serde::Deserialize)]
+struct CachedQuery {
+    text: String,
+    vector: Vec<f32>,
 }
 
 impl Embedder for QueryMemo {
@@ -726,6 +784,55 @@ fn time_mode(
 }
 
 /// Writes the per-query results as JSON lines.
+/// Writes each judged query's two legs as JSON lines, to study fusions offline: the query,
+/// its relevant documents (id → grade), and each leg's hits as `[document id, raw score]`,
+/// best first, `depth` long (the lists `searchDocs` fuses).
+pub fn write_legs(
+    engine: &Engine,
+    map: &ChunkMap,
+    set: &BeirSet,
+    depth: usize,
+    path: &Path,
+) -> Result<(), EvalError> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(io_err(path))?;
+    let mut out = std::io::BufWriter::new(file);
+    let access = AccessContext::default();
+    for (q, j) in &judged_queries(set).queries {
+        let keywords = query_keywords(&q.text);
+        let leg = |fusion: Fusion| -> Result<Vec<(String, f32)>, EvalError> {
+            match engine.search_ranked(&RankedRequest {
+                keywords: &keywords,
+                access: &access,
+                fusion,
+                depth,
+            }) {
+                Ok(hits) => Ok(hits
+                    .into_iter()
+                    .filter_map(|h| {
+                        let score = match fusion {
+                            Fusion::Bm25Only => h.bm25?.score,
+                            _ => h.vector?.score,
+                        };
+                        Some((map.get(&h.id)?.clone(), score))
+                    })
+                    .collect()),
+                Err(EngineError::Search(SearchError::NoKeywords)) => Ok(Vec::new()),
+                Err(e) => Err(e.into()),
+            }
+        };
+        let line = serde_json::json!({
+            "queryId": q.id,
+            "query": q.text,
+            "relevant": j,
+            "bm25": leg(Fusion::Bm25Only)?,
+            "vector": leg(Fusion::VectorOnly)?,
+        });
+        writeln!(out, "{line}").map_err(io_err(path))?;
+    }
+    out.flush().map_err(io_err(path))
+}
+
 pub fn write_per_query(path: &PathBuf, results: &[QueryResult]) -> Result<(), EvalError> {
     use std::io::Write;
     let file = std::fs::File::create(path).map_err(io_err(path))?;

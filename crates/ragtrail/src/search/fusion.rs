@@ -29,6 +29,57 @@ pub const DEFAULT_BM25_WEIGHT: f64 = 0.3;
 pub const DEFAULT_AGREEMENT_WEIGHT: f64 = 0.5;
 /// How deep [`Fusion::Agreement`] compares the legs' tops.
 pub const AGREEMENT_DEPTH: usize = 10;
+/// [`Fusion::Confidence`]'s vector weight when BM25's best hit covers none of the query
+/// (`confidence` without a weight): at 1 the BM25 weight is the lexical confidence itself.
+pub const DEFAULT_CONFIDENCE_WEIGHT: f64 = 1.0;
+/// The key-term coverage [`Fusion::Confidence`] assumes when none was measured (a query
+/// without content words, or a caller of [`fuse`] that passes no signal): neither leg leads.
+pub const UNMEASURED_COVERAGE: f64 = 0.5;
+
+/// What [`Fusion::Confidence`] reads BM25's confidence in a query from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LexicalSignal {
+    /// How much of the query BM25's best hit contains: the IDF-weighted share of the key
+    /// terms ([`QuerySignals::lexical_coverage`]).
+    Coverage,
+    /// How far BM25's best hit stands ahead of the runner-up: `1 - s2 / s1` over the raw
+    /// scores of the first two distinct hits ([`bm25_margin`]).
+    Margin,
+    /// Both at once, `coverage · margin`: BM25 is confident only when its best hit contains
+    /// the query and no other hit comes close.
+    CoverageAndMargin,
+}
+
+impl LexicalSignal {
+    fn name(self) -> &'static str {
+        match self {
+            LexicalSignal::Coverage => "coverage",
+            LexicalSignal::Margin => "margin",
+            LexicalSignal::CoverageAndMargin => "confidence",
+        }
+    }
+}
+
+/// The weights one min-max-style fusion gave its legs for one query, as a trace records them
+/// beside the mode's name (`agree` and `confidence` earn them per query).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FusionWeights {
+    /// BM25's weight; the vector leg's is `1 - bm25`.
+    pub bm25: f64,
+    /// The lexical confidence the weight was derived from ([`Fusion::Confidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lexical_confidence: Option<f64>,
+}
+
+/// What a fusion may know about the query beyond the two hit lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QuerySignals {
+    /// The IDF-weighted share of the query's key terms that BM25's best hit contains, in
+    /// `[0, 1]` (`search::lexical_coverage`); `None` when not measured. Only
+    /// [`Fusion::Confidence`] reads it.
+    pub lexical_coverage: Option<f64>,
+}
 
 /// One hit of one leg, as returned by that leg (best first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,6 +147,18 @@ pub enum Fusion {
         /// `v`, the vector weight at full agreement, in `[0, 1]`.
         max_vector_weight: f64,
     },
+    /// Min-max fusion whose BM25 weight is the lexical leg's own confidence in this query:
+    /// `w = 1 - v · (1 - c)`, where `c` in `[0, 1]` is read from `signal` (by default
+    /// [`LexicalSignal::CoverageAndMargin`]: BM25's best hit contains the query's key terms
+    /// and stands clear of the runner-up). Where the question copies one passage's words BM25
+    /// is sure and leads; where it is not (a paraphrase, distractors sharing the question's
+    /// words, a question in another language) the vector leg leads.
+    Confidence {
+        /// `v`, the vector weight when BM25 has no confidence at all, in `[0, 1]`.
+        max_vector_weight: f64,
+        /// Where `c` comes from.
+        signal: LexicalSignal,
+    },
     /// The BM25 leg alone, in its order, with its raw scores.
     Bm25Only,
     /// The vector leg alone, in its order, with its raw scores.
@@ -111,8 +174,8 @@ impl Default for Fusion {
 /// Invalid fusion name or parameter.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FusionError {
-    /// Not one of `rrf`, `minmax`, `agree`, `bm25`, `vector`.
-    #[error("unknown fusion {0:?}: expected one of rrf, minmax, agree, bm25, vector")]
+    /// Not one of `rrf`, `minmax`, `agree`, `confidence`, `bm25`, `vector`.
+    #[error("unknown fusion {0:?}: expected one of rrf, minmax, agree, confidence, bm25, vector")]
     UnknownName(String),
     /// RRF `k` must be finite and non-negative.
     #[error("RRF k must be finite and >= 0, got {0}")]
@@ -146,6 +209,10 @@ impl Fusion {
             }
             Fusion::Agreement {
                 max_vector_weight: w,
+            }
+            | Fusion::Confidence {
+                max_vector_weight: w,
+                ..
             } if !(0.0..=1.0).contains(&w) => Err(FusionError::InvalidWeight(w)),
             _ => Ok(()),
         }
@@ -157,6 +224,7 @@ impl Fusion {
             Fusion::Rrf { .. } => "rrf",
             Fusion::MinMax { .. } => "minmax",
             Fusion::Agreement { .. } => "agree",
+            Fusion::Confidence { signal, .. } => signal.name(),
             Fusion::Bm25Only => "bm25",
             Fusion::VectorOnly => "vector",
         }
@@ -171,6 +239,10 @@ impl fmt::Display for Fusion {
             Fusion::Rrf { k } => write!(f, "rrf:{k}"),
             Fusion::MinMax { bm25_weight } => write!(f, "minmax:{bm25_weight}"),
             Fusion::Agreement { max_vector_weight } => write!(f, "agree:{max_vector_weight}"),
+            Fusion::Confidence {
+                max_vector_weight,
+                signal,
+            } => write!(f, "{}:{max_vector_weight}", signal.name()),
             _ => f.write_str(self.name()),
         }
     }
@@ -198,7 +270,17 @@ impl FromStr for Fusion {
                     fusion.validate()?;
                     Ok(fusion)
                 }
-                _ => Err(FusionError::UnknownName(s.to_owned())),
+                name => match signal_named(name) {
+                    Some(signal) => {
+                        let fusion = Fusion::Confidence {
+                            max_vector_weight: value,
+                            signal,
+                        };
+                        fusion.validate()?;
+                        Ok(fusion)
+                    }
+                    None => Err(FusionError::UnknownName(s.to_owned())),
+                },
             };
         }
         let name = trimmed;
@@ -213,6 +295,11 @@ impl FromStr for Fusion {
             Ok(Fusion::Agreement {
                 max_vector_weight: DEFAULT_AGREEMENT_WEIGHT,
             })
+        } else if let Some(signal) = signal_named(&name.to_ascii_lowercase()) {
+            Ok(Fusion::Confidence {
+                max_vector_weight: DEFAULT_CONFIDENCE_WEIGHT,
+                signal,
+            })
         } else if is("bm25") {
             Ok(Fusion::Bm25Only)
         } else if is("vector") {
@@ -221,6 +308,17 @@ impl FromStr for Fusion {
             Err(FusionError::UnknownName(s.to_owned()))
         }
     }
+}
+
+/// The [`LexicalSignal`] a lowercase mode name stands for.
+fn signal_named(name: &str) -> Option<LexicalSignal> {
+    [
+        LexicalSignal::CoverageAndMargin,
+        LexicalSignal::Coverage,
+        LexicalSignal::Margin,
+    ]
+    .into_iter()
+    .find(|s| s.name() == name)
 }
 
 /// A hit's first occurrence in a leg: 0-based position and raw score.
@@ -366,6 +464,95 @@ impl MinMaxScale {
 /// # Ok::<(), ragtrail::search::fusion::FusionError>(())
 /// ```
 pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) -> Vec<FusedHit> {
+    fuse_with(fusion, bm25, vector, limit, QuerySignals::default())
+}
+
+/// A weight read from a parameter: NaN becomes `default`, the rest is clamped to `[0, 1]`.
+fn repaired(weight: f64, default: f64) -> f64 {
+    if weight.is_nan() {
+        default
+    } else {
+        weight.clamp(0.0, 1.0)
+    }
+}
+
+/// BM25's weight in the min-max sum of the min-max modes for this query ([`Fusion::MinMax`]'s
+/// own, [`Fusion::Agreement`]'s and [`Fusion::Confidence`]'s per query), repaired as [`fuse`]
+/// repairs it; `None` for the modes that sum no weights. A trace records it beside the mode.
+pub fn bm25_weight(
+    fusion: Fusion,
+    bm25: &[LegHit],
+    vector: &[LegHit],
+    signals: QuerySignals,
+) -> Option<f64> {
+    match fusion {
+        Fusion::MinMax { bm25_weight } => Some(repaired(bm25_weight, DEFAULT_BM25_WEIGHT)),
+        Fusion::Agreement { max_vector_weight } => {
+            let v = repaired(max_vector_weight, DEFAULT_AGREEMENT_WEIGHT);
+            Some(1.0 - v * agreement(bm25, vector))
+        }
+        Fusion::Confidence {
+            max_vector_weight,
+            signal,
+        } => {
+            let v = repaired(max_vector_weight, DEFAULT_CONFIDENCE_WEIGHT);
+            let c = lexical_confidence(signal, bm25, signals);
+            Some(1.0 - v * (1.0 - c))
+        }
+        Fusion::Rrf { .. } | Fusion::Bm25Only | Fusion::VectorOnly => None,
+    }
+}
+
+/// BM25's confidence in the query, in `[0, 1]`, as `signal` reads it (a coverage not measured
+/// is [`UNMEASURED_COVERAGE`]).
+pub fn lexical_confidence(signal: LexicalSignal, bm25: &[LegHit], signals: QuerySignals) -> f64 {
+    let coverage = || {
+        repaired(
+            signals.lexical_coverage.unwrap_or(UNMEASURED_COVERAGE),
+            UNMEASURED_COVERAGE,
+        )
+    };
+    match signal {
+        LexicalSignal::Coverage => coverage(),
+        LexicalSignal::Margin => bm25_margin(bm25),
+        LexicalSignal::CoverageAndMargin => coverage() * bm25_margin(bm25),
+    }
+}
+
+/// How far the leg's best hit stands ahead of the next distinct one, `1 - s2 / s1` in
+/// `[0, 1]`: 1 for a single hit, 0 for none, for a tie, or for a best score that is not
+/// positive (BM25 scores are). Scale-free, so it means the same on any corpus.
+pub fn bm25_margin(bm25: &[LegHit]) -> f64 {
+    let Some(best) = bm25.first() else {
+        return 0.0;
+    };
+    let s1 = f64::from(best.score);
+    if !(s1.is_finite() && s1 > 0.0) {
+        return 0.0;
+    }
+    match bm25.iter().find(|h| h.id != best.id) {
+        None => 1.0,
+        Some(next) => {
+            let s2 = f64::from(next.score);
+            if s2.is_finite() {
+                (1.0 - s2 / s1).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        }
+    }
+}
+
+/// [`fuse`] with what is known about the query ([`QuerySignals`]; only
+/// [`Fusion::Confidence`] reads it: without a measured coverage it assumes
+/// [`UNMEASURED_COVERAGE`]).
+pub fn fuse_with(
+    fusion: Fusion,
+    bm25: &[LegHit],
+    vector: &[LegHit],
+    limit: usize,
+    signals: QuerySignals,
+) -> Vec<FusedHit> {
     let entries = union(bm25, vector);
     let mut scored: Vec<(Union<'_>, f64)> = match fusion {
         Fusion::Bm25Only | Fusion::VectorOnly => {
@@ -403,20 +590,8 @@ pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) ->
                 })
                 .collect()
         }
-        Fusion::MinMax { .. } | Fusion::Agreement { .. } => {
-            let w = match fusion {
-                Fusion::MinMax { bm25_weight } if bm25_weight.is_nan() => DEFAULT_BM25_WEIGHT,
-                Fusion::MinMax { bm25_weight } => bm25_weight.clamp(0.0, 1.0),
-                Fusion::Agreement { max_vector_weight } => {
-                    let v = if max_vector_weight.is_nan() {
-                        DEFAULT_AGREEMENT_WEIGHT
-                    } else {
-                        max_vector_weight.clamp(0.0, 1.0)
-                    };
-                    1.0 - v * agreement(bm25, vector)
-                }
-                _ => DEFAULT_BM25_WEIGHT,
-            };
+        Fusion::MinMax { .. } | Fusion::Agreement { .. } | Fusion::Confidence { .. } => {
+            let w = bm25_weight(fusion, bm25, vector, signals).unwrap_or(DEFAULT_BM25_WEIGHT);
             let b_scale = MinMaxScale::over(entries.iter().filter_map(|u| u.bm25.map(|s| s.score)));
             let v_scale =
                 MinMaxScale::over(entries.iter().filter_map(|u| u.vector.map(|s| s.score)));
@@ -703,6 +878,132 @@ mod tests {
         );
     }
 
+    #[test]
+    fn confidence_weighs_bm25_by_its_margin_and_its_coverage() {
+        // BM25's best hit stands 3/4 ahead of the runner-up: margin 1 - 2/8 = 0.75.
+        let bm25 = leg(&[("a", 8.0), ("b", 2.0), ("c", 1.0)]);
+        let vector = leg(&[("c", 0.9), ("b", 0.5), ("a", 0.1)]);
+        assert_eq!(bm25_margin(&bm25), 0.75);
+        let covered = |c: f64| QuerySignals {
+            lexical_coverage: Some(c),
+        };
+        let confidence = |v: f64| Fusion::Confidence {
+            max_vector_weight: v,
+            signal: LexicalSignal::CoverageAndMargin,
+        };
+        // c = 1 · 0.75; w = 1 - 1 · (1 - 0.75) = 0.75: min-max at 0.75.
+        assert_eq!(
+            bm25_weight(confidence(1.0), &bm25, &vector, covered(1.0)),
+            Some(0.75)
+        );
+        assert_eq!(
+            ids(&fuse_with(
+                confidence(1.0),
+                &bm25,
+                &vector,
+                10,
+                covered(1.0)
+            )),
+            ids(&fuse(
+                Fusion::MinMax { bm25_weight: 0.75 },
+                &bm25,
+                &vector,
+                10
+            ))
+        );
+        // Half the key terms covered: c = 0.375, w = 0.375, and the vector leg's c leads.
+        let w = bm25_weight(confidence(1.0), &bm25, &vector, covered(0.5)).expect("min-max");
+        assert!((w - 0.375).abs() < 1e-12, "{w}");
+        assert_eq!(
+            ids(&fuse_with(
+                confidence(1.0),
+                &bm25,
+                &vector,
+                10,
+                covered(0.5)
+            ))[0],
+            "c"
+        );
+        // The vector weight is capped by the parameter: w = 1 - 0.2 · (1 - 0.375) = 0.875.
+        let w = bm25_weight(confidence(0.2), &bm25, &vector, covered(0.5)).expect("min-max");
+        assert!((w - 0.875).abs() < 1e-12, "{w}");
+        // Each signal alone.
+        let margin = Fusion::Confidence {
+            max_vector_weight: 1.0,
+            signal: LexicalSignal::Margin,
+        };
+        assert_eq!(
+            bm25_weight(margin, &bm25, &vector, covered(0.0)),
+            Some(0.75)
+        );
+        let coverage = Fusion::Confidence {
+            max_vector_weight: 1.0,
+            signal: LexicalSignal::Coverage,
+        };
+        assert_eq!(
+            bm25_weight(coverage, &bm25, &vector, covered(0.25)),
+            Some(0.25)
+        );
+        // Not measured: a coverage of one half.
+        assert_eq!(
+            bm25_weight(coverage, &bm25, &vector, QuerySignals::default()),
+            Some(UNMEASURED_COVERAGE)
+        );
+        // The other modes do not read the signal; RRF sums no weights.
+        assert_eq!(
+            bm25_weight(
+                Fusion::MinMax { bm25_weight: 0.3 },
+                &bm25,
+                &vector,
+                covered(0.0)
+            ),
+            Some(0.3)
+        );
+        assert_eq!(bm25_weight(RRF60, &bm25, &vector, covered(1.0)), None);
+    }
+
+    #[test]
+    fn margin_edge_cases() {
+        assert_eq!(bm25_margin(&[]), 0.0);
+        assert_eq!(bm25_margin(&leg(&[("a", 3.0)])), 1.0);
+        // A repeated id is not a runner-up.
+        assert_eq!(
+            bm25_margin(&leg(&[("a", 4.0), ("a", 4.0), ("b", 1.0)])),
+            0.75
+        );
+        assert_eq!(bm25_margin(&leg(&[("a", 2.0), ("b", 2.0)])), 0.0);
+        assert_eq!(bm25_margin(&leg(&[("a", 0.0), ("b", 0.0)])), 0.0);
+        assert_eq!(bm25_margin(&leg(&[("a", f32::NAN), ("b", 1.0)])), 0.0);
+    }
+
+    #[test]
+    fn confidence_modes_parse_and_display() {
+        for (s, signal) in [
+            ("confidence:1", LexicalSignal::CoverageAndMargin),
+            ("margin:0.8", LexicalSignal::Margin),
+            ("coverage:0.3", LexicalSignal::Coverage),
+        ] {
+            let f: Fusion = s.parse().expect("parses");
+            assert!(
+                matches!(f, Fusion::Confidence { signal: g, .. } if g == signal),
+                "{s}"
+            );
+            assert_eq!(f.to_string(), s);
+        }
+        assert_eq!(
+            " Confidence ".parse::<Fusion>(),
+            Ok(Fusion::Confidence {
+                max_vector_weight: DEFAULT_CONFIDENCE_WEIGHT,
+                signal: LexicalSignal::CoverageAndMargin
+            })
+        );
+        assert_eq!(
+            "confidence:1.5".parse::<Fusion>(),
+            Err(FusionError::InvalidWeight(1.5))
+        );
+        assert!("confidence:x".parse::<Fusion>().is_err());
+    }
+
     // ---- properties ----
 
     const POOL: usize = 10;
@@ -762,8 +1063,8 @@ mod tests {
             },
             Fusion::Bm25Only => Fusion::VectorOnly,
             Fusion::VectorOnly => Fusion::Bm25Only,
-            // Not generated: its weight is not a mirror image (BM25 leads).
-            f @ Fusion::Agreement { .. } => f,
+            // Not generated: their weights are not mirror images (BM25 leads).
+            f @ (Fusion::Agreement { .. } | Fusion::Confidence { .. }) => f,
         }
     }
 
@@ -931,6 +1232,148 @@ mod tests {
             } else {
                 prop_assert!(fused.iter().all(|h| (0.0..=1.0).contains(&h.score)));
             }
+        }
+    }
+
+    fn confidence_mode() -> impl Strategy<Value = Fusion> {
+        (
+            0u32..=64,
+            prop_oneof![
+                Just(LexicalSignal::Coverage),
+                Just(LexicalSignal::Margin),
+                Just(LexicalSignal::CoverageAndMargin)
+            ],
+        )
+            .prop_map(|(n, signal)| Fusion::Confidence {
+                max_vector_weight: f64::from(n) / 64.0,
+                signal,
+            })
+    }
+
+    fn coverage() -> impl Strategy<Value = QuerySignals> {
+        prop_oneof![
+            Just(QuerySignals::default()),
+            (0u32..=64).prop_map(|n| QuerySignals {
+                lexical_coverage: Some(f64::from(n) / 64.0)
+            }),
+        ]
+    }
+
+    /// How many hits score strictly above `id` (its place, ties aside).
+    fn beaten_by(hits: &[FusedHit], id: &str) -> usize {
+        let Some(own) = hits.iter().find(|h| h.id == id) else {
+            return usize::MAX;
+        };
+        // A hair of slack: rounding must not turn an exact tie into a defeat.
+        hits.iter().filter(|h| h.score > own.score + 1e-9).count()
+    }
+
+    proptest! {
+        /// The confidence modes keep the fusion's contract: every id from a leg, once, with
+        /// its legs' ranks; min(limit, |union|) hits; a cut is the whole's prefix; scores
+        /// sorted in [0, 1]; and BM25's weight between 1 - v and 1, as the formula says.
+        #[test]
+        fn confidence_keeps_the_fusion_contract(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            fusion in confidence_mode(),
+            signals in coverage(),
+            limit in 0usize..=20,
+        ) {
+            let whole = fuse_with(fusion, &bm25, &vector, usize::MAX, signals);
+            let cut = fuse_with(fusion, &bm25, &vector, limit, signals);
+            prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
+            prop_assert_eq!(whole.len(), distinct(&[&bm25, &vector]).len());
+            let mut seen = HashSet::new();
+            for h in &whole {
+                prop_assert!(seen.insert(h.id.clone()));
+                prop_assert_eq!(h.bm25.is_some(), bm25.iter().any(|x| x.id == h.id));
+                prop_assert_eq!(h.vector.is_some(), vector.iter().any(|x| x.id == h.id));
+            }
+            prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
+            prop_assert!(whole.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+            let Fusion::Confidence { max_vector_weight: v, signal } = fusion else {
+                unreachable!()
+            };
+            let c = lexical_confidence(signal, &bm25, signals);
+            prop_assert!((0.0..=1.0).contains(&c));
+            let w = bm25_weight(fusion, &bm25, &vector, signals).expect("a min-max mode");
+            prop_assert!(w >= 1.0 - v - 1e-12 && w <= 1.0 + 1e-12);
+            prop_assert!((w - (1.0 - v * (1.0 - c))).abs() < 1e-12);
+        }
+
+        /// Full confidence is BM25's order: with every key term covered and a lone BM25 hit
+        /// or a clear margin of 1, no hit outranks one with a higher BM25 score.
+        #[test]
+        fn full_confidence_keeps_bm25_order(
+            bm25 in unique_leg(),
+            vector in unique_leg(),
+            v in 0u32..=64,
+        ) {
+            let fusion = Fusion::Confidence {
+                max_vector_weight: f64::from(v) / 64.0,
+                signal: LexicalSignal::Coverage,
+            };
+            let full = QuerySignals { lexical_coverage: Some(1.0) };
+            let fused = fuse_with(fusion, &bm25, &vector, usize::MAX, full);
+            let score = |id: &str| bm25.iter().find(|h| h.id == id).map(|h| h.score);
+            let in_bm25: Vec<f32> = fused.iter().filter_map(|h| score(&h.id)).collect();
+            prop_assert!(in_bm25.windows(2).all(|w| w[0] >= w[1]), "{:?}", in_bm25);
+        }
+
+        /// No confidence at the full vector weight is the vector leg's order.
+        #[test]
+        fn no_confidence_keeps_vector_order(bm25 in unique_leg(), vector in unique_leg()) {
+            let fusion = Fusion::Confidence {
+                max_vector_weight: 1.0,
+                signal: LexicalSignal::Coverage,
+            };
+            let none = QuerySignals { lexical_coverage: Some(0.0) };
+            let fused = fuse_with(fusion, &bm25, &vector, usize::MAX, none);
+            let score = |id: &str| vector.iter().find(|h| h.id == id).map(|h| h.score);
+            let in_vector: Vec<f32> = fused.iter().filter_map(|h| score(&h.id)).collect();
+            prop_assert!(in_vector.windows(2).all(|w| w[0] >= w[1]), "{:?}", in_vector);
+        }
+
+        /// More confidence never costs BM25's best hit its place: as the coverage rises, no
+        /// more hits score above it than before.
+        #[test]
+        fn more_confidence_never_demotes_bm25s_best_hit(
+            bm25 in unique_leg(),
+            vector in unique_leg(),
+            v in 0u32..=64,
+            low in 0u32..=64,
+            rise in 0u32..=64,
+        ) {
+            prop_assume!(!bm25.is_empty());
+            let fusion = Fusion::Confidence {
+                max_vector_weight: f64::from(v) / 64.0,
+                signal: LexicalSignal::CoverageAndMargin,
+            };
+            let at = |n: u32| QuerySignals { lexical_coverage: Some(f64::from(n.min(64)) / 64.0) };
+            let before = fuse_with(fusion, &bm25, &vector, usize::MAX, at(low));
+            let after = fuse_with(fusion, &bm25, &vector, usize::MAX, at(low + rise));
+            let best = bm25[0].id.as_str();
+            prop_assert!(beaten_by(&after, best) <= beaten_by(&before, best));
+        }
+
+        /// The margin is scale-free: BM25 scores scaled by a power of two fuse the same.
+        #[test]
+        fn bm25_scale_does_not_matter(
+            bm25 in unique_leg(),
+            vector in unique_leg(),
+            fusion in confidence_mode(),
+            signals in coverage(),
+            shift in -8i32..=8,
+        ) {
+            let scaled: Vec<LegHit> = bm25
+                .iter()
+                .map(|h| LegHit::new(h.id.clone(), h.score * 2f32.powi(shift)))
+                .collect();
+            let plain = fuse_with(fusion, &bm25, &vector, usize::MAX, signals);
+            let rescaled = fuse_with(fusion, &scaled, &vector, usize::MAX, signals);
+            prop_assert_eq!(ids(&plain), ids(&rescaled));
+            prop_assert!(plain.iter().zip(&rescaled).all(|(a, b)| a.score == b.score));
         }
     }
 }

@@ -19,9 +19,9 @@ use crate::embed::hashing::KIND as HASHING_KIND;
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{Bm25Index, Bm25Query, IndexError};
 use crate::store::{ChunkStore, EmbeddedVectorLeg, VectorLeg, VectorLegError};
-use fusion::{FusedHit, Fusion, LegHit, fuse};
+use fusion::{FusedHit, Fusion, LegHit, QuerySignals, fuse_with};
 use snippet::{DEFAULT_SNIPPET_CHARS, snippet_by};
-use sufficiency::{Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
+use sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
 
 /// One result of `searchDocs`, exactly as the planner (and the trace) sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -170,6 +170,9 @@ pub struct SearchResponse {
     pub content_hashes: Vec<String>,
     pub legs: BTreeMap<String, LegStats>,
     pub fusion: Fusion,
+    /// The legs' weights in this query's min-max sum (`None` for RRF and one leg alone):
+    /// fixed for `minmax`, earned per query for `agree` and `confidence`.
+    pub weights: Option<fusion::FusionWeights>,
     /// Whether the hits are evidence enough, and why.
     pub sufficiency: Sufficiency,
 }
@@ -307,14 +310,14 @@ pub fn search_docs_with(
     // first (sorting only those is the cheap part of fusion), the whole candidate set if the
     // first cut runs out.
     let first_cut = top_k.saturating_mul(2).min(candidates);
-    let mut fused = fuse(fusion, &bm25_hits, &vector_hits, first_cut);
-
     let counts = index.scoped_counts(&req.access, req.include_superseded)?;
     let keys = key_terms(
         &keywords,
         &|t: &str| counts.doc_freq(t),
         counts.num_chunks(),
     );
+    let signals = query_signals(store, fusion, &keys, &bm25_hits);
+    let mut fused = fuse_with(fusion, &bm25_hits, &vector_hits, first_cut, signals);
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
     // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
     // analysed once, not once per key term).
@@ -341,7 +344,7 @@ pub fn search_docs_with(
             if fused.len() < first_cut || first_cut == candidates {
                 break;
             }
-            fused = fuse(fusion, &bm25_hits, &vector_hits, candidates);
+            fused = fuse_with(fusion, &bm25_hits, &vector_hits, candidates, signals);
             if next == fused.len() {
                 break;
             }
@@ -397,8 +400,62 @@ pub fn search_docs_with(
         content_hashes,
         legs,
         fusion,
+        weights: fusion::bm25_weight(fusion, &bm25_hits, &vector_hits, signals).map(|bm25| {
+            fusion::FusionWeights {
+                bm25,
+                lexical_confidence: match fusion {
+                    Fusion::Confidence { signal, .. } => {
+                        Some(fusion::lexical_confidence(signal, &bm25_hits, signals))
+                    }
+                    _ => None,
+                },
+            }
+        }),
         sufficiency,
     })
+}
+
+/// How much of the query BM25's best hit contains: the IDF-weighted share of the query's key
+/// terms (as the sufficiency decision weighs them) found in it, in `[0, 1]`. 1 when the
+/// question copies the passage's words; low for a question in another language, where BM25's
+/// best hit merely shares a common word. `None` when it cannot be measured: the keywords have
+/// no content words. No BM25 hit at all is 0.
+pub fn lexical_coverage(store: &ChunkStore, keys: &[KeyTerm], bm25: &[LegHit]) -> Option<f64> {
+    let total: f64 = keys.iter().map(|k| k.weight).sum();
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let Some((_, analysed)) = bm25.first().and_then(|top| store.get_analysed(&top.id)) else {
+        return Some(0.0);
+    };
+    let present = covered_by(keys, |t| analysed.contains(t), analysed.lowercase());
+    let found: f64 = keys
+        .iter()
+        .filter(|k| present.contains(&k.term))
+        .map(|k| k.weight)
+        .sum();
+    Some((found / total).clamp(0.0, 1.0))
+}
+
+/// The signals `fusion` reads (only [`Fusion::Confidence`] with a coverage signal reads
+/// any: the others get none, at no cost).
+fn query_signals(
+    store: &ChunkStore,
+    fusion: Fusion,
+    keys: &[KeyTerm],
+    bm25: &[LegHit],
+) -> QuerySignals {
+    QuerySignals {
+        lexical_coverage: matches!(
+            fusion,
+            Fusion::Confidence {
+                signal: fusion::LexicalSignal::Coverage | fusion::LexicalSignal::CoverageAndMargin,
+                ..
+            }
+        )
+        .then(|| lexical_coverage(store, keys, bm25))
+        .flatten(),
+    }
 }
 
 /// What both legs are asked.
@@ -568,7 +625,26 @@ pub fn search_ranked(
     let (hits, is_bm25) = match req.fusion {
         Fusion::Bm25Only if legs.vector.0.is_empty() => (legs.bm25.0, true),
         Fusion::VectorOnly if legs.bm25.0.is_empty() => (legs.vector.0, false),
-        _ => return Ok(fuse(req.fusion, &legs.bm25.0, &legs.vector.0, req.depth)),
+        _ => {
+            let signals = if matches!(req.fusion, Fusion::Confidence { .. }) {
+                let counts = index.scoped_counts(req.access, false)?;
+                let keys = key_terms(
+                    &keywords,
+                    &|t: &str| counts.doc_freq(t),
+                    counts.num_chunks(),
+                );
+                query_signals(store, req.fusion, &keys, &legs.bm25.0)
+            } else {
+                QuerySignals::default()
+            };
+            return Ok(fuse_with(
+                req.fusion,
+                &legs.bm25.0,
+                &legs.vector.0,
+                req.depth,
+                signals,
+            ));
+        }
     };
     let first: Vec<bool> = {
         let mut seen = HashSet::with_capacity(hits.len());

@@ -229,6 +229,10 @@ pub struct SearchRound {
     pub top_k: u32,
     /// How the legs' rankings were merged (e.g. `rrf`).
     pub fusion: String,
+    /// The weights the fusion gave the legs in this round (min-max modes; absent in traces
+    /// written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<crate::search::fusion::FusionWeights>,
     pub filters: SearchFilters,
     /// Per-leg statistics keyed by leg name (`bm25`, `dense`, ...).
     pub legs: BTreeMap<String, LegStats>,

@@ -64,6 +64,7 @@ fn search(round: u32, hits: Vec<TracedHit>) -> EventBody {
         reason: "find the accrual rule".to_string(),
         top_k: 5,
         fusion: "rrf".to_string(),
+        weights: None,
         filters: SearchFilters {
             tenant: "acme".to_string(),
             roles: vec!["hr".to_string()],
