@@ -2,6 +2,7 @@
 //!
 //! ```sh
 //! cargo bench -p ragtrail-cli --bench http_load -- [--seconds S] [--knowledge DIR] [--questions FILE]
+//!     [--only search|ask] [--baseline PATH]
 //! ```
 //!
 //! Ingests the knowledge folder (default: the bundled `knowledge/`) into a scratch data
@@ -16,6 +17,11 @@
 //! `search` sends each question's content words, as the offline planner's first round does.
 //! Printed: requests/s, p50 / p99 latency, errors, and the server's resident memory (current
 //! and peak, from /proc). Bounded by design: loopback only, at most 32 connections.
+//!
+//! `--baseline PATH` compares two builds in one run: a second server from the `ragtrail`
+//! binary at PATH (a copy of an earlier build) serves the same data directory, and every HTTP
+//! row is measured against it and then against this build, one after the other, so both see
+//! the same machine load. `--only` keeps the HTTP rows of one endpoint.
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it is a smoke run of 0.2 s a row
 //! that fails if any request failed; its timings mean nothing.
@@ -39,6 +45,10 @@ struct Options {
     smoke: bool,
     knowledge: PathBuf,
     questions: PathBuf,
+    /// An earlier build's `ragtrail` binary to measure beside this one.
+    baseline: Option<PathBuf>,
+    /// Only the HTTP rows of this endpoint (`search` or `ask`).
+    only: Option<String>,
 }
 
 fn options() -> Options {
@@ -48,6 +58,8 @@ fn options() -> Options {
         smoke: true,
         knowledge: root.join("knowledge"),
         questions: root.join("eval/golden.jsonl"),
+        baseline: None,
+        only: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -65,6 +77,14 @@ fn options() -> Options {
             }
             "--knowledge" => o.knowledge = PathBuf::from(value()),
             "--questions" => o.questions = PathBuf::from(value()),
+            "--baseline" => o.baseline = Some(PathBuf::from(value())),
+            "--only" => {
+                let v = value();
+                if v != "search" && v != "ask" {
+                    fail("--only takes search or ask");
+                }
+                o.only = Some(v);
+            }
             // `cargo bench` passes --bench to every bench binary; `cargo test` does not.
             "--bench" => o.smoke = false,
             other => fail(&format!("unknown argument {other}")),
@@ -96,8 +116,8 @@ fn questions(path: &Path) -> Vec<String> {
         .collect()
 }
 
-fn ragtrail(data: &Path, knowledge: &Path, traces: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+fn ragtrail(binary: &Path, data: &Path, knowledge: &Path, traces: &Path) -> Command {
+    let mut cmd = Command::new(binary);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("RAGTRAIL_") {
             cmd.env_remove(&key);
@@ -282,7 +302,14 @@ fn main() {
     }
     let scratch = tempfile::tempdir().unwrap_or_else(|e| fail(&format!("scratch dir: {e}")));
     let (data, traces) = (scratch.path().join("data"), scratch.path().join("traces"));
-    let cli = || ragtrail(&data, &o.knowledge, &traces);
+    let cli = || {
+        ragtrail(
+            Path::new(env!("CARGO_BIN_EXE_ragtrail")),
+            &data,
+            &o.knowledge,
+            &traces,
+        )
+    };
     run_ok(cli().arg("ingest"));
     let token = run_ok(cli().args(["tokens", "add", "bench", "--tenant", "default"]))
         .lines()
@@ -328,17 +355,32 @@ fn main() {
     errors += row("searchDocs in process", cores, &all, None, base);
     drop(counts);
 
-    let server = start_server(cli());
-    let pid = server.child.id();
+    // (label, server): the baseline build first, when there is one, then this one.
+    let mut servers = Vec::new();
+    if let Some(baseline) = &o.baseline {
+        let traces = scratch.path().join("traces-baseline");
+        let cmd = ragtrail(baseline, &data, &o.knowledge, &traces);
+        servers.push((" [baseline]", start_server(cmd)));
+    }
+    let label = if o.baseline.is_some() {
+        " [this build]"
+    } else {
+        ""
+    };
+    servers.push((label, start_server(cli())));
+    for (label, server) in &servers {
+        // For a profiler to attach to (`perf record -p PID`).
+        eprintln!("server{label}: pid {}", server.child.id());
+    }
     let client = || {
         reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap_or_else(|e| fail(&format!("http client: {e}")))
     };
-    let post = |client: &reqwest::blocking::Client, path: &str, body: Value| {
+    let post = |client: &reqwest::blocking::Client, base: &str, path: &str, body: Value| {
         client
-            .post(format!("{}{path}", server.base))
+            .post(format!("{base}{path}"))
             .bearer_auth(&token)
             .json(&body)
             .send()
@@ -346,38 +388,65 @@ fn main() {
             .and_then(|r| r.bytes())
             .is_ok()
     };
-    // Warm up: the first requests open connections and fill the server's caches.
+    // Warm up: the first requests open connections and fill the servers' caches.
     let warm = client();
-    for i in 0..8 {
-        let keywords = &keyword_sets[i % keyword_sets.len()];
-        post(
-            &warm,
-            "/v1/search",
-            json!({ "keywords": keywords, "topK": TOP_K }),
-        );
-        post(
-            &warm,
-            "/v1/ask",
-            json!({ "question": questions[i % questions.len()] }),
-        );
-    }
-    for c in CONCURRENCY {
-        let s = drive(c, o.seconds, client, |client, i| {
+    for (_, server) in &servers {
+        for i in 0..8 {
             let keywords = &keyword_sets[i % keyword_sets.len()];
             post(
-                client,
+                &warm,
+                &server.base,
                 "/v1/search",
                 json!({ "keywords": keywords, "topK": TOP_K }),
-            )
-        });
-        errors += row("POST /v1/search", c, &s, Some(rss_mib(pid)), base);
+            );
+            post(
+                &warm,
+                &server.base,
+                "/v1/ask",
+                json!({ "question": questions[i % questions.len()] }),
+            );
+        }
     }
-    for c in CONCURRENCY {
-        let s = drive(c, o.seconds, client, |client, i| {
-            let question = &questions[i % questions.len()];
-            post(client, "/v1/ask", json!({ "question": question }))
-        });
-        errors += row("POST /v1/ask (offline)", c, &s, Some(rss_mib(pid)), base);
+    let wanted = |what: &str| o.only.as_deref().is_none_or(|only| only == what);
+    if wanted("search") {
+        for c in CONCURRENCY {
+            for (label, server) in &servers {
+                let s = drive(c, o.seconds, client, |client, i| {
+                    let keywords = &keyword_sets[i % keyword_sets.len()];
+                    post(
+                        client,
+                        &server.base,
+                        "/v1/search",
+                        json!({ "keywords": keywords, "topK": TOP_K }),
+                    )
+                });
+                let rss = rss_mib(server.child.id());
+                errors += row(&format!("POST /v1/search{label}"), c, &s, Some(rss), base);
+            }
+        }
+    }
+    if wanted("ask") {
+        for c in CONCURRENCY {
+            for (label, server) in &servers {
+                let s = drive(c, o.seconds, client, |client, i| {
+                    let question = &questions[i % questions.len()];
+                    post(
+                        client,
+                        &server.base,
+                        "/v1/ask",
+                        json!({ "question": question }),
+                    )
+                });
+                let rss = rss_mib(server.child.id());
+                errors += row(
+                    &format!("POST /v1/ask (offline){label}"),
+                    c,
+                    &s,
+                    Some(rss),
+                    base,
+                );
+            }
+        }
     }
     if o.smoke && errors > 0 {
         fail(&format!("{errors} requests failed"));

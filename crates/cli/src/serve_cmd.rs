@@ -27,8 +27,25 @@ pub struct ServeArgs {
     /// Seconds a client has to send a request's whole body; slower ones are answered 408.
     #[arg(long, default_value_t = Limits::default().body_timeout.as_secs_f64(), value_name = "SECS", value_parser = positive_secs)]
     pub body_timeout: f64,
+    /// A host name (or NAME:PORT) `/mcp` answers besides localhost, 127.0.0.1 and ::1, as the
+    /// client sends it in the Host header; repeat for several. Needed when MCP clients reach the
+    /// server by a real name (behind a proxy, or with --listen 0.0.0.0:PORT); every other Host
+    /// is refused (403), so a web page that points its own name at this address (DNS
+    /// rebinding) cannot call the tools.
+    #[arg(long = "allowed-host", value_name = "NAME", value_parser = allowed_host)]
+    pub allowed_hosts: Vec<String>,
     #[command(flatten)]
     pub run: ServerRunArgs,
+}
+
+fn allowed_host(s: &str) -> Result<String, String> {
+    if ragtrail_server::mcp::valid_allowed_host(s) {
+        Ok(s.trim().to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a host name: give NAME or NAME:PORT (kb.example.com, 10.0.0.5:7341), no scheme or path"
+        ))
+    }
 }
 
 fn connections(s: &str) -> Result<usize, String> {
@@ -89,7 +106,12 @@ pub enum TokensCommand {
     Revoke { name: String },
 }
 
-fn app(global: &GlobalArgs, run: &ServerRunArgs, limits: Limits) -> anyhow::Result<Arc<App>> {
+fn app(
+    global: &GlobalArgs,
+    run: &ServerRunArgs,
+    limits: Limits,
+    allowed_hosts: Vec<String>,
+) -> anyhow::Result<Arc<App>> {
     let choice = run.planner;
     let llm = run.llm.clone();
     let planner: PlannerFactory =
@@ -107,6 +129,7 @@ fn app(global: &GlobalArgs, run: &ServerRunArgs, limits: Limits) -> anyhow::Resu
             planner,
             today: run.today.map(|d| d.format("%Y-%m-%d").to_string()),
             limits,
+            allowed_hosts,
         },
     )))
 }
@@ -146,7 +169,7 @@ pub fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
         body_timeout: std::time::Duration::from_secs_f64(args.body_timeout),
     };
-    let app = app(global, &args.run, limits)?;
+    let app = app(global, &args.run, limits, args.allowed_hosts.clone())?;
     let tokens = app.config.tokens.list().context("reading the token file")?;
     if tokens.iter().all(|t| t.revoked.is_some()) {
         eprintln!(
@@ -171,7 +194,7 @@ pub fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> 
 }
 
 pub fn mcp(global: &GlobalArgs, args: &McpArgs) -> anyhow::Result<ExitCode> {
-    let app = app(global, &args.run, Limits::default())?;
+    let app = app(global, &args.run, Limits::default(), Vec::new())?;
     // The operator's access, as for `ask`: an MCP client cannot choose it.
     let grant = Grant {
         name: args.caller.clone(),

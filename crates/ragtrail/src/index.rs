@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{
@@ -127,6 +128,70 @@ pub struct Bm25Index {
     fields: Fields,
     /// The retrieval bench's baseline only (see [`Bm25Index::bench_index_wide_statistics`]).
     index_wide_statistics: std::sync::atomic::AtomicBool,
+    /// Counts already made per scope, for the searcher they were made on ([`ScopeMemo`]).
+    scope_cache: Mutex<ScopeCache>,
+}
+
+/// Scopes remembered at most; past it the cache starts afresh (each token or role set is a
+/// scope, so a server sees few, but a caller could name many).
+const MAX_CACHED_SCOPES: usize = 256;
+/// Terms remembered per scope at most; past it counts are made but not kept.
+const MAX_CACHED_TERMS: usize = 200_000;
+
+/// A scope as its filter clauses make it: tenant, the sorted role names (public included),
+/// and whether superseded chunks are in it.
+type ScopeKey = (String, Vec<String>, bool);
+
+/// Counts over one scope's live chunks, made once per searcher generation and shared by every
+/// query of that scope: an offline run asks the same terms' counts many times over its turns,
+/// and every search needs its scope's BM25 totals. Each value is exactly what counting again
+/// would give, since the searcher they were counted on has not changed.
+#[derive(Default)]
+struct ScopeMemo {
+    /// Live chunks in scope (a `Count` of the scope query).
+    num_chunks: OnceLock<u64>,
+    /// Live chunks in scope and their title and body tokens (from the field norms).
+    totals: OnceLock<(u64, u64, u64)>,
+    /// Live chunks in scope whose `field` holds the term.
+    counts: RwLock<HashMap<(Field, String), u64>>,
+}
+
+impl ScopeMemo {
+    /// The count of chunks in `scope` whose field holds `term`, counted once.
+    fn in_scope(
+        &self,
+        searcher: &tantivy::Searcher,
+        scope: &BooleanQuery,
+        term: &Term,
+    ) -> tantivy::Result<u64> {
+        let key = term.value().as_str().map(|t| (term.field(), t.to_string()));
+        if let Some(key) = &key
+            && let Some(&n) = self.counts.read().ok().as_ref().and_then(|c| c.get(key))
+        {
+            return Ok(n);
+        }
+        let in_scope = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(term.clone(), IndexRecordOption::Basic)) as Box<dyn Query>,
+            ),
+            (Occur::Must, scope.box_clone()),
+        ]);
+        let n = searcher.search(&in_scope, &tantivy::collector::Count)? as u64;
+        if let (Some(key), Ok(mut counts)) = (key, self.counts.write())
+            && counts.len() < MAX_CACHED_TERMS
+        {
+            counts.insert(key, n);
+        }
+        Ok(n)
+    }
+}
+
+/// The scopes counted on one searcher generation.
+#[derive(Default)]
+struct ScopeCache {
+    generation: Option<tantivy::SearcherGeneration>,
+    scopes: HashMap<ScopeKey, Arc<ScopeMemo>>,
 }
 
 impl Bm25Index {
@@ -174,6 +239,7 @@ impl Bm25Index {
             reader,
             fields,
             index_wide_statistics: Default::default(),
+            scope_cache: Default::default(),
         })
     }
 
@@ -222,10 +288,18 @@ impl Bm25Index {
             (None, searcher.num_docs())
         } else {
             let scope = self.scope_query(&q);
-            let n = searcher
-                .search(&scope, &tantivy::collector::Count)
-                .map_err(|e| self.err(e))?;
-            (Some(scope), n as u64)
+            let memo = self.scope_memo(&searcher, &q);
+            let n = match memo.num_chunks.get() {
+                Some(&n) => n,
+                None => {
+                    let n = searcher
+                        .search(&scope, &tantivy::collector::Count)
+                        .map_err(|e| self.err(e))? as u64;
+                    let _ = memo.num_chunks.set(n);
+                    n
+                }
+            };
+            (Some((scope, memo)), n)
         };
         Ok(ScopedCounts {
             searcher,
@@ -316,8 +390,9 @@ impl Bm25Index {
         {
             searcher.search(&query, &collector)
         } else {
-            let stats =
-                ScopeStats::new(&searcher, f, self.scope_query(q)).map_err(|e| self.err(e))?;
+            let memo = self.scope_memo(&searcher, q);
+            let stats = ScopeStats::new(&searcher, f, self.scope_query(q), memo)
+                .map_err(|e| self.err(e))?;
             searcher.search_with_statistics_provider(&query, &collector, &stats)
         }
         .map_err(|e| self.err(e))?;
@@ -376,6 +451,28 @@ impl Bm25Index {
         Box::new(BooleanQuery::new(clauses))
     }
 
+    /// The counts already made for `q`'s scope on `searcher` (new ones when the index changed).
+    fn scope_memo(&self, searcher: &tantivy::Searcher, q: &Bm25Query<'_>) -> Arc<ScopeMemo> {
+        let mut roles: Vec<String> = std::iter::once(PUBLIC_ROLE.to_string())
+            .chain(q.access.roles.iter().cloned())
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
+        let key = (q.access.tenant.clone(), roles, q.include_superseded);
+        let Ok(mut cache) = self.scope_cache.lock() else {
+            // A thread panicked while holding it: count afresh, remember nothing.
+            return Arc::default();
+        };
+        if cache.generation.as_ref() != Some(searcher.generation()) {
+            cache.scopes.clear();
+            cache.generation = Some(searcher.generation().clone());
+        }
+        if cache.scopes.len() >= MAX_CACHED_SCOPES && !cache.scopes.contains_key(&key) {
+            cache.scopes.clear();
+        }
+        cache.scopes.entry(key).or_default().clone()
+    }
+
     /// The chunks a query may see: its access and status filters alone.
     fn scope_query(&self, q: &Bm25Query<'_>) -> BooleanQuery {
         BooleanQuery::new(self.filter_clauses(q))
@@ -426,8 +523,9 @@ pub struct ScopedCounts {
     searcher: tantivy::Searcher,
     fields: Fields,
     /// `None` when every chunk is in scope (one tenant, nothing restricted or superseded: the
-    /// common case, counted from the index's own statistics).
-    scope: Option<BooleanQuery>,
+    /// common case, counted from the index's own statistics); else the scope's query and the
+    /// counts already made over it.
+    scope: Option<(BooleanQuery, Arc<ScopeMemo>)>,
     num_chunks: u64,
 }
 
@@ -444,19 +542,7 @@ impl ScopedCounts {
             let term = Term::from_field_text(field, term);
             match &self.scope {
                 None => self.searcher.doc_freq(&term).unwrap_or(0),
-                Some(scope) => {
-                    let in_scope = BooleanQuery::new(vec![
-                        (
-                            Occur::Must,
-                            Box::new(TermQuery::new(term, IndexRecordOption::Basic))
-                                as Box<dyn Query>,
-                        ),
-                        (Occur::Must, scope.box_clone()),
-                    ]);
-                    self.searcher
-                        .search(&in_scope, &tantivy::collector::Count)
-                        .map_or(0, |n| n as u64)
-                }
+                Some((scope, memo)) => memo.in_scope(&self.searcher, scope, &term).unwrap_or(0),
             }
         };
         count(self.fields.body).max(count(self.fields.title))
@@ -471,6 +557,7 @@ struct ScopeStats<'a> {
     searcher: &'a tantivy::Searcher,
     fields: Fields,
     scope: BooleanQuery,
+    memo: Arc<ScopeMemo>,
     num_docs: u64,
     title_tokens: u64,
     body_tokens: u64,
@@ -481,8 +568,34 @@ impl<'a> ScopeStats<'a> {
         searcher: &'a tantivy::Searcher,
         fields: Fields,
         scope: BooleanQuery,
+        memo: Arc<ScopeMemo>,
     ) -> tantivy::Result<Self> {
-        let docs = searcher.search(&scope, &tantivy::collector::DocSetCollector)?;
+        let (num_docs, title_tokens, body_tokens) = match memo.totals.get() {
+            Some(&totals) => totals,
+            None => {
+                let totals = Self::totals(searcher, fields, &scope)?;
+                let _ = memo.totals.set(totals);
+                totals
+            }
+        };
+        Ok(Self {
+            searcher,
+            fields,
+            scope,
+            memo,
+            num_docs,
+            title_tokens,
+            body_tokens,
+        })
+    }
+
+    /// The scope's live chunks, and their title and body tokens.
+    fn totals(
+        searcher: &tantivy::Searcher,
+        fields: Fields,
+        scope: &BooleanQuery,
+    ) -> tantivy::Result<(u64, u64, u64)> {
+        let docs = searcher.search(scope, &tantivy::collector::DocSetCollector)?;
         let mut readers = HashMap::new();
         let (mut title_tokens, mut body_tokens) = (0u64, 0u64);
         for addr in &docs {
@@ -497,14 +610,7 @@ impl<'a> ScopeStats<'a> {
             title_tokens += u64::from(title.fieldnorm(addr.doc_id));
             body_tokens += u64::from(body.fieldnorm(addr.doc_id));
         }
-        Ok(Self {
-            searcher,
-            fields,
-            scope,
-            num_docs: docs.len() as u64,
-            title_tokens,
-            body_tokens,
-        })
+        Ok((docs.len() as u64, title_tokens, body_tokens))
     }
 }
 
@@ -530,16 +636,7 @@ impl tantivy::query::Bm25StatisticsProvider for ScopeStats<'_> {
             // it to occur in no more documents than the scope has.
             return Ok(self.searcher.doc_freq(term)?.min(self.total_num_docs()?));
         }
-        let in_scope = BooleanQuery::new(vec![
-            (
-                Occur::Must,
-                Box::new(TermQuery::new(term.clone(), IndexRecordOption::Basic)) as Box<dyn Query>,
-            ),
-            (Occur::Must, self.scope.box_clone()),
-        ]);
-        self.searcher
-            .search(&in_scope, &tantivy::collector::Count)
-            .map(|n| n as u64)
+        self.memo.in_scope(self.searcher, &self.scope, term)
     }
 }
 
@@ -720,6 +817,49 @@ mod tests {
             let nobody = AccessContext::new("nobody", Vec::<String>::new());
             prop_assert!(search(&mixed_index, &keywords, &nobody).is_empty());
         }
+    }
+
+    /// Scoped counts are remembered per searcher: asked again they are the same, and after a
+    /// commit that changes the scope they are counted afresh (never yesterday's figures), both
+    /// the planner's term counts and the BM25 statistics a search scores with.
+    #[test]
+    fn remembered_scope_counts_follow_each_commit() {
+        let dir = tempfile::tempdir().expect("dir");
+        let acme = AccessContext::new("acme", Vec::<String>::new());
+        // Another tenant's chunk makes the scope a real filter (not the whole index).
+        let chunks = vec![
+            chunk("acme", 0, &[0, 1], &[]),
+            chunk("acme", 1, &[0], &[]),
+            chunk("globex", 2, &[0, 0, 0], &[]),
+        ];
+        let index = index_of(dir.path(), &chunks);
+        let keywords = vec!["hotel".to_string()];
+        let counts = |index: &Bm25Index| {
+            let c = index.scoped_counts(&acme, false).expect("counts");
+            (c.num_chunks(), c.doc_freq("hotel"), c.doc_freq("taxi"))
+        };
+        assert_eq!(counts(&index), (2, 2, 1));
+        let first = search(&index, &keywords, &acme);
+        assert_eq!(
+            (counts(&index), search(&index, &keywords, &acme)),
+            ((2, 2, 1), first.clone())
+        );
+
+        let mut update = index.update().expect("update");
+        update
+            .add_chunk(&chunk("acme", 3, &[0, 1, 1], &[]))
+            .expect("add");
+        update.commit(3).expect("commit");
+        assert_eq!(counts(&index), (3, 3, 2));
+        let after = search(&index, &keywords, &acme);
+        assert_eq!(after.len(), 3);
+        // The same scores a freshly opened index (no remembered counts) gives.
+        let fresh = Bm25Index::open_or_create(dir.path()).expect("reopen");
+        assert_eq!(search(&fresh, &keywords, &acme), after);
+        assert_ne!(
+            first[0].score, after[0].score,
+            "the statistics did not move"
+        );
     }
 
     #[test]

@@ -223,8 +223,10 @@ async fn ask(
         }
         return Ok(crate::stream::ask(app, grant, params));
     }
-    let outcome = blocking(move || app.ask(&grant, params)).await?;
-    Ok(Json(outcome.to_json()).into_response())
+    // The outcome is turned into JSON on the blocking pool too: the async workers only move
+    // bytes, so a burst of runs never delays accepting and reading other connections.
+    let outcome = blocking(move || app.ask(&grant, params).map(|o| o.to_json())).await?;
+    Ok(Json(outcome).into_response())
 }
 
 /// Query parameters as given, checked by [`query_fields`].

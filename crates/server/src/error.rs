@@ -23,6 +23,7 @@ pub mod code {
     pub const ACCESS_MISMATCH: &str = "access_mismatch";
     pub const INTEGRITY_FAILURE: &str = "integrity_failure";
     pub const NOT_READY: &str = "not_ready";
+    pub const HOST_NOT_ALLOWED: &str = "host_not_allowed";
     pub const INTERNAL: &str = "internal";
 }
 

@@ -273,35 +273,184 @@ pub async fn serve_stdio(app: Arc<App>, grant: Grant) -> Result<(), String> {
     Ok(())
 }
 
-/// `/mcp`: MCP's Streamable HTTP transport, every request behind a verified bearer token.
+/// The `Host` names `/mcp` always answers: the loopback names, as the MCP SDK allows by default.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The hosts `/mcp` answers: the loopback names and the operator's `allowed` ones, each a name
+/// (any port) or `name:port` (that port only), compared without case.
+#[derive(Debug, Clone)]
+struct AllowedHosts(Vec<(String, Option<u16>)>);
+
+impl AllowedHosts {
+    fn new(allowed: &[String]) -> Self {
+        let entries = LOOPBACK_HOSTS
+            .iter()
+            .map(|h| (h.to_string(), None))
+            .chain(allowed.iter().filter_map(|a| parse_host(a)))
+            .collect();
+        Self(entries)
+    }
+
+    /// Every entry as the SDK's own check takes it (the same list, so both agree).
+    fn for_sdk(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(host, port)| match (port, host.contains(':')) {
+                (Some(p), true) => format!("[{host}]:{p}"),
+                (Some(p), false) => format!("{host}:{p}"),
+                (None, _) => host.clone(),
+            })
+            .collect()
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        let Some((name, port)) = parse_host(host) else {
+            return false;
+        };
+        self.0
+            .iter()
+            .any(|(n, p)| *n == name && p.is_none_or(|p| Some(p) == port))
+    }
+}
+
+/// `name` or `name:port` (IPv6 in brackets) as a lower-case name and a port; `None` when it is
+/// not a host (a path, a user, an empty name).
+fn parse_host(text: &str) -> Option<(String, Option<u16>)> {
+    let authority: axum::http::uri::Authority = text.trim().parse().ok()?;
+    if authority.as_str().contains('@') || authority.host().is_empty() {
+        return None;
+    }
+    let name = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    Some((name, authority.port_u16()))
+}
+
+/// Whether `text` can be given to `--allowed-host`: a host name or address, with or without a
+/// port.
+pub fn valid_allowed_host(text: &str) -> bool {
+    parse_host(text).is_some()
+}
+
+/// `/mcp`: MCP's Streamable HTTP transport. Every request needs a `Host` the operator allowed, a
+/// verified bearer token, and a body within the limits every other route has (64 KiB, the body
+/// deadline): the SDK would otherwise read the body itself, unbounded in time.
 pub fn routes(app: Arc<App>) -> axum::Router<Arc<App>> {
+    let hosts = AllowedHosts::new(&app.config.allowed_hosts);
     let for_sessions = app.clone();
     let service = StreamableHttpService::new(
         move || Ok(McpServer::over_http(for_sessions.clone())),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts.for_sdk())
+            .with_max_request_body_bytes(crate::body::MAX_BODY_BYTES),
     );
     axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(app, require_token))
+        .layer(axum::middleware::from_fn_with_state(
+            (app, Arc::new(hosts)),
+            guard,
+        ))
 }
 
-/// Refuses a request without a valid token (401, as the rest of the API) and hands the
-/// token's grant to the tool calls the request carries.
-async fn require_token(
-    axum::extract::State(app): axum::extract::State<Arc<App>>,
+/// In front of the SDK: refuses a `Host` the operator did not allow (403, before anything
+/// else: a rebinding page learns nothing), a request without a valid token (401, as the rest
+/// of the API), and a body too large (413) or too slow (408); then hands the token's grant to
+/// the tool calls the request carries, with the body already read.
+async fn guard(
+    axum::extract::State((app, hosts)): axum::extract::State<(Arc<App>, Arc<AllowedHosts>)>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::extract::FromRequestParts;
     use axum::response::IntoResponse;
     let (mut parts, body) = request.into_parts();
-    match crate::api::Caller::from_request_parts(&mut parts, &app).await {
-        Ok(crate::api::Caller(grant)) => {
-            parts.extensions.insert(grant);
-            next.run(axum::extract::Request::from_parts(parts, body))
-                .await
+    let host = parts
+        .headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+    if !host.is_some_and(|h| hosts.allows(h)) {
+        return ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            crate::error::code::HOST_NOT_ALLOWED,
+            format!(
+                "/mcp does not answer for the host {:?}: the server allows loopback names and those given with --allowed-host",
+                host.unwrap_or("")
+            ),
+        )
+        .into_response();
+    }
+    let grant = match crate::api::Caller::from_request_parts(&mut parts, &app).await {
+        Ok(crate::api::Caller(grant)) => grant,
+        Err(e) => return e.into_response(),
+    };
+    let bytes = match crate::body::read(body, app.config.limits.body_timeout).await {
+        Ok(bytes) => bytes,
+        Err(e) => return e.into_response(),
+    };
+    parts.extensions.insert(grant);
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_the_operators_hosts_are_allowed_and_nothing_else() {
+        let hosts = AllowedHosts::new(&["kb.example.com".into(), "Api.Example.com:8443".into()]);
+        for ok in [
+            "localhost",
+            "127.0.0.1:7341",
+            "[::1]:7341",
+            "kb.example.com",
+            "KB.example.com:80",
+            "api.example.com:8443",
+        ] {
+            assert!(hosts.allows(ok), "{ok}");
         }
-        Err(e) => e.into_response(),
+        for refused in [
+            "evil.example.com",
+            "api.example.com",
+            "api.example.com:443",
+            "kb.example.com.evil.net",
+            "user@kb.example.com",
+            "",
+        ] {
+            assert!(!hosts.allows(refused), "{refused}");
+        }
+        assert_eq!(
+            hosts.for_sdk(),
+            [
+                "localhost",
+                "127.0.0.1",
+                "::1",
+                "kb.example.com",
+                "api.example.com:8443"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_allowed_host_is_a_name_with_an_optional_port() {
+        assert!(valid_allowed_host("kb.example.com"));
+        assert!(valid_allowed_host("10.0.0.5:7341"));
+        assert!(valid_allowed_host("[fe80::1]"));
+        for bad in [
+            "",
+            "http://kb.example.com",
+            "kb.example.com/mcp",
+            "a@b",
+            "a b",
+        ] {
+            assert!(!valid_allowed_host(bad), "{bad}");
+        }
     }
 }

@@ -21,10 +21,10 @@ pub struct ErrorBody {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct ErrorDetail {
-    /// A stable code: unauthorized, body_too_large, malformed_json, unknown_field,
-    /// missing_field, invalid_field, out_of_range, access_in_request, invalid_keywords,
-    /// invalid_question, invalid_run_id, not_found, access_mismatch, integrity_failure,
-    /// not_ready, internal.
+    /// A stable code: unauthorized, body_too_large, body_timeout, malformed_json,
+    /// unknown_field, missing_field, invalid_field, out_of_range, access_in_request,
+    /// invalid_keywords, invalid_question, invalid_run_id, not_found, access_mismatch,
+    /// integrity_failure, not_ready, host_not_allowed, internal.
     code: String,
     message: String,
     /// The request field at fault, as a JSON path (`topK`, `keywords[2]`).
@@ -298,7 +298,9 @@ pub async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
 
 /// `/mcp`: the Model Context Protocol's Streamable HTTP transport (tools `searchDocs` and
 /// `ask`), served by the MCP SDK; described here only as an entry point, its messages are
-/// MCP's JSON-RPC. Each request needs the bearer token, whose grant every tool call runs under.
+/// MCP's JSON-RPC. Each request needs the bearer token, whose grant every tool call runs under,
+/// a `Host` the operator allowed (loopback, or `--allowed-host`), and a body within the limits
+/// of every other route (64 KiB, `--body-timeout`).
 #[utoipa::path(
     post,
     path = "/mcp",
@@ -307,6 +309,9 @@ pub async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
     responses(
         (status = 200, description = "The JSON-RPC answer, as JSON or as an event stream", content((Object = "application/json"), (String = "text/event-stream"))),
         (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
+        (status = 403, description = "A Host header the operator did not allow (host_not_allowed)", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within --body-timeout (body_timeout)", body = ErrorBody),
+        (status = 413, description = "A body over 64 KiB (body_too_large)", body = ErrorBody),
     )
 )]
 #[allow(dead_code)]

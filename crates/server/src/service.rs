@@ -38,6 +38,10 @@ pub struct ServerConfig {
     /// Every run's date (YYYY-MM-DD); `None`: the local date when the run starts.
     pub today: Option<String>,
     pub limits: Limits,
+    /// Host names (or `name:port`) `/mcp` answers besides the loopback names
+    /// ([`crate::mcp::LOOPBACK_HOSTS`]); any other `Host` header is refused, so a web page that
+    /// rebinds its own name to this address cannot reach the tools.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// What one client may hold of the server: connections, and time to send a request.

@@ -136,3 +136,98 @@ fn mcp_over_http_takes_access_from_each_requests_token() {
     let refused = runtime.block_on(async { ().serve(transport(&base, &gina)).await.map(|_| ()) });
     assert!(refused.is_err(), "a revoked token opened an MCP session");
 }
+
+/// An MCP client that reaches the server by `name` (resolved to the server's own address), as a
+/// client behind a real host name does: it sends `Host: name:port`.
+fn named_transport(
+    base: &str,
+    name: &str,
+    token: &str,
+) -> StreamableHttpClientTransport<reqwest::Client> {
+    let addr: std::net::SocketAddr = base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("server address");
+    let client = reqwest::Client::builder()
+        .resolve(name, addr)
+        .build()
+        .expect("client");
+    StreamableHttpClientTransport::with_client(
+        client,
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{name}:{}/mcp", addr.port()))
+            .auth_header(token),
+    )
+}
+
+#[test]
+fn mcp_answers_the_hosts_the_operator_allowed_and_refuses_others() {
+    let ws = Workspace::new();
+    ws.write("leave.md", LEAVE_EN);
+    let root = ws.dir.path();
+    let alice = add_token(root, "alice", "default", &[]);
+    let serve = Serve::start_with(
+        root,
+        &["--planner", "offline", "--allowed-host", "kb.example.test"],
+        &[],
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let base = serve.base.clone();
+
+    // By the allowed name, the SDK's client opens a session and searches.
+    let uris = runtime.block_on(async {
+        let client =
+            ().serve(named_transport(&base, "kb.example.test", &alice))
+                .await
+                .expect("initialize through the allowed host");
+        let found = client
+            .call_tool(
+                CallToolRequestParams::new("searchDocs")
+                    .with_arguments(args(json!({"keywords": ["sick", "leave"]}))),
+            )
+            .await
+            .expect("searchDocs");
+        client.cancel().await.expect("close the session");
+        let found = found.structured_content.expect("structured result");
+        found["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .filter_map(|h| h["sourceUri"].as_str().map(String::from))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        uris.first().map(String::as_str),
+        Some("leave.md#sick-leave"),
+        "{uris:?}"
+    );
+
+    // By any other name (a rebinding page's own), nothing: no session, a 403 with the code.
+    let refused = runtime.block_on(async {
+        ().serve(named_transport(&base, "rebind.example.test", &alice))
+            .await
+            .map(|_| ())
+    });
+    assert!(refused.is_err(), "an unlisted Host opened an MCP session");
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().expect("addr");
+    let client = reqwest::blocking::Client::builder()
+        .resolve("rebind.example.test", addr)
+        .build()
+        .expect("client");
+    let resp = client
+        .post(format!("http://rebind.example.test:{}/mcp", addr.port()))
+        .bearer_auth(&alice)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 403);
+    let err: Value = resp.json().expect("a JSON error");
+    assert_eq!(error_code(&err), "host_not_allowed", "{err}");
+    // The rest of the API is not MCP's and answers by any name, as before.
+    let (status, _) = serve.get("/healthz", &alice);
+    assert_eq!(status, 200);
+}

@@ -1,12 +1,13 @@
 //! `ragtrail serve` against clients that misbehave, over raw sockets: a body sent too slowly
 //! (slowloris) is answered 408, headers sent too slowly close the connection, and connections
-//! beyond the bound wait their turn while the server stays up.
+//! beyond the bound wait their turn while the server stays up. `/mcp` (whose body the MCP SDK
+//! would read itself) has the same body limits as every other route.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::common::server::{Serve, add_token};
+use crate::common::server::{Serve, add_token, error_code};
 use crate::common::{LEAVE_EN, Workspace};
 
 fn workspace() -> Workspace {
@@ -87,26 +88,12 @@ fn a_body_sent_too_slowly_is_answered_408_and_slow_headers_are_cut_off() {
     let addr = addr(&serve);
 
     // Slowloris on the body: 200 bytes announced, one byte every 200 ms (40 s in all).
-    let mut socket = connect(&addr, Duration::from_secs(20));
-    write!(
-        socket,
-        "POST /v1/search HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {alice}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{{"
-    )
-    .expect("send the head");
-    let mut dripper = socket.try_clone().expect("clone");
-    let drip = std::thread::spawn(move || {
-        for _ in 0..199 {
-            std::thread::sleep(Duration::from_millis(200));
-            if dripper.write_all(b" ").is_err() {
-                return;
-            }
-        }
-    });
-    let response = read_response(&mut socket).expect("an answer before the body is whole");
+    let head = format!(
+        "POST /v1/search HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {alice}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+    );
+    let response = drip(&addr, &head, format!("{{{}", " ".repeat(199)).as_bytes());
     assert!(response.starts_with("HTTP/1.1 408"), "{response}");
     assert!(response.contains("\"code\":\"body_timeout\""), "{response}");
-    drop(socket);
-    drip.join().expect("dripper");
 
     // Slowloris on the headers: half a request line, then nothing; the server hangs up.
     let mut socket = connect(&addr, Duration::from_secs(20));
@@ -135,6 +122,64 @@ fn a_body_sent_too_slowly_is_answered_408_and_slow_headers_are_cut_off() {
         serde_json::json!({"keywords": ["annual", "leave"]}),
     );
     assert_eq!(status, 200, "{hits}");
+}
+
+/// Sends `head` (a request's line and headers, up to and with the blank line) and then `body`
+/// one byte every 200 ms on another thread; returns the first response.
+fn drip(addr: &str, head: &str, body: &[u8]) -> String {
+    let mut socket = connect(addr, Duration::from_secs(20));
+    socket.write_all(head.as_bytes()).expect("send the head");
+    let mut dripper = socket.try_clone().expect("clone");
+    let body = body.to_vec();
+    let drip = std::thread::spawn(move || {
+        for byte in body {
+            std::thread::sleep(Duration::from_millis(200));
+            if dripper.write_all(&[byte]).is_err() {
+                return;
+            }
+        }
+    });
+    let response = read_response(&mut socket).expect("an answer before the body is whole");
+    drop(socket);
+    drip.join().expect("dripper");
+    response
+}
+
+#[test]
+fn mcp_bodies_are_bounded_in_size_and_time_like_every_other_route() {
+    let ws = workspace();
+    let root = ws.dir.path();
+    let alice = add_token(root, "alice", "default", &[]);
+    let serve = Serve::start_with(root, &["--planner", "offline", "--body-timeout", "1"], &[]);
+    let addr = addr(&serve);
+
+    // Over 64 KiB: 413 with the API's JSON error, before the MCP SDK sees any of it.
+    let big = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"pad": "x".repeat(70_000)}});
+    let (status, err) = serve.call(
+        reqwest::Method::POST,
+        "/mcp",
+        Some(&alice),
+        Some(big.to_string()),
+    );
+    assert_eq!((status, error_code(&err)), (413, "body_too_large"), "{err}");
+
+    // A body dripped one byte every 200 ms: 408 after --body-timeout (1 s), not held open.
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "slow", "version": "0"}}})
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {alice}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let response = drip(&addr, &head, body.as_bytes());
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    assert!(response.contains("\"code\":\"body_timeout\""), "{response}");
+
+    // Without a token the body is never read: 401 first, as on the other routes.
+    let (status, err) = serve.call(reqwest::Method::POST, "/mcp", None, Some(big.to_string()));
+    assert_eq!((status, error_code(&err)), (401, "unauthorized"), "{err}");
 }
 
 #[test]

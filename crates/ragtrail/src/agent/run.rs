@@ -36,7 +36,7 @@ struct Recorder {
 impl Recorder {
     fn event(&mut self, body: EventBody) -> Result<(), TraceError> {
         if let Some(w) = &mut self.writer {
-            w.append(body)?;
+            w.record(body)?;
         }
         Ok(())
     }

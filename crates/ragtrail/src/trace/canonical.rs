@@ -16,7 +16,7 @@ pub const ZERO_HASH: &str = "000000000000000000000000000000000000000000000000000
 /// Name of the key that holds a line's own hash; it is left out of what is hashed.
 pub(crate) const HASH_KEY: &str = "hash";
 
-/// How often [`stabilize`] re-parses before giving up on a fixed point.
+/// How often [`stabilize_with_text`] re-parses before giving up on a fixed point.
 const STABILIZE_ROUNDS: usize = 4;
 
 /// Serialises `value` as canonical JSON: object keys sorted bytewise, no insignificant
@@ -76,14 +76,19 @@ pub(crate) fn is_hash(s: &str) -> bool {
 /// `serde_json` parses floats without the `float_roundtrip` feature, which can land one ulp away
 /// from the number that was printed; a score hashed before that drift would then fail to verify.
 /// Re-parsing until the text is a fixed point makes the writer hash exactly what readers see.
-pub(crate) fn stabilize(value: Value) -> Result<Value, serde_json::Error> {
+///
+/// Also returns the value's canonical text when the fixed point was reached, so a caller
+/// hashing it need not write it again.
+pub(crate) fn stabilize_with_text(
+    value: Value,
+) -> Result<(Value, Option<String>), serde_json::Error> {
     let mut current = value;
     let mut text = canonical_json(&current);
     for _ in 0..STABILIZE_ROUNDS {
         let parsed: Value = serde_json::from_str(&text)?;
         let again = canonical_json(&parsed);
         if again == text {
-            return Ok(parsed);
+            return Ok((parsed, Some(text)));
         }
         current = parsed;
         text = again;
@@ -91,7 +96,7 @@ pub(crate) fn stabilize(value: Value) -> Result<Value, serde_json::Error> {
     // Still drifting: fall back to 15 significant digits, which parse exactly.
     let rounded = round_floats(current);
     let text = canonical_json(&rounded);
-    serde_json::from_str(&text)
+    Ok((serde_json::from_str(&text)?, None))
 }
 
 /// Rounds every non-integer number to 15 significant digits (`f64::DIGITS`).
@@ -238,7 +243,10 @@ mod tests {
         let mut x = 0.1_f64;
         for i in 0..20_000u32 {
             x = (x * 1.618_033_988_749_895 + f64::from(i) / 7.0).fract() / 61.0 + 1e-3;
-            let v = stabilize(json!({ "score": x, "i": i })).unwrap();
+            let (v, text) = stabilize_with_text(json!({ "score": x, "i": i })).unwrap();
+            if let Some(text) = text {
+                assert_eq!(text, canonical_json(&v));
+            }
             let text = canonical_json(&v);
             let back: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(canonical_json(&back), text, "unstable at {x:e}");

@@ -7,7 +7,7 @@ use std::path::Path;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::Value;
 
-use super::canonical::{HASH_KEY, canonical_json, event_hash, stabilize};
+use super::canonical::{HASH_KEY, canonical_json, digest_hex, event_hash, stabilize_with_text};
 use super::error::TraceError;
 
 /// Hashes `value` (its `hash` key, if any, replaced) and returns the value as readers will
@@ -19,8 +19,12 @@ pub(crate) fn seal(
     if let Some(map) = value.as_object_mut() {
         map.remove(HASH_KEY);
     }
-    let mut value = stabilize(value).map_err(TraceError::Encode)?;
-    let hash = event_hash(&value, key);
+    let (mut value, text) = stabilize_with_text(value).map_err(TraceError::Encode)?;
+    // The stable text is the canonical form of a value without `hash`: what the hash covers.
+    let hash = match text {
+        Some(text) => digest_hex(text.as_bytes(), key),
+        None => event_hash(&value, key),
+    };
     match value.as_object_mut() {
         Some(map) => {
             map.insert(HASH_KEY.to_string(), Value::String(hash.clone()));

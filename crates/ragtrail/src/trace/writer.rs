@@ -153,7 +153,20 @@ impl TraceWriter {
     /// The first event must be `run_started`; `run_finished` is written by
     /// [`finish`](Self::finish), which also records the run in the ledger.
     pub fn append(&mut self, body: EventBody) -> Result<TraceEvent, TraceError> {
-        match (&body, self.lines) {
+        Self::check_order(&body, self.lines)?;
+        let value = self.write_event(body)?;
+        serde_json::from_value(value).map_err(TraceError::Encode)
+    }
+
+    /// [`append`](Self::append) for a caller that does not read the event back: the same line
+    /// is written, without parsing the sealed value into an event again.
+    pub fn record(&mut self, body: EventBody) -> Result<(), TraceError> {
+        Self::check_order(&body, self.lines)?;
+        self.write_event(body).map(drop)
+    }
+
+    fn check_order(body: &EventBody, lines: u64) -> Result<(), TraceError> {
+        match (body, lines) {
             (EventBody::RunStarted(_), 0) => {}
             (_, 0) => return Err(TraceError::Misuse("the first event must be run_started")),
             (EventBody::RunStarted(_), _) => {
@@ -166,7 +179,7 @@ impl TraceWriter {
             }
             _ => {}
         }
-        self.write_event(body)
+        Ok(())
     }
 
     /// Appends `run_finished`, syncs the file, and records the run in `<dir>/ledger.jsonl`.
@@ -189,7 +202,8 @@ impl TraceWriter {
             searches,
             lines,
         });
-        let event = self.write_event(body)?;
+        let event: TraceEvent =
+            serde_json::from_value(self.write_event(body)?).map_err(TraceError::Encode)?;
         self.file
             .sync_data()
             .map_err(|e| TraceError::io(&self.path, e))?;
@@ -217,7 +231,8 @@ impl TraceWriter {
         })
     }
 
-    fn write_event(&mut self, body: EventBody) -> Result<TraceEvent, TraceError> {
+    /// Seals and writes one event; returns the sealed value (the event as readers will parse it).
+    fn write_event(&mut self, body: EventBody) -> Result<Value, TraceError> {
         if self.poisoned {
             return Err(TraceError::Poisoned {
                 path: self.path.clone(),
@@ -235,7 +250,6 @@ impl TraceWriter {
         let mut value = serde_json::to_value(&event).map_err(TraceError::Encode)?;
         bound_strings(&mut value, MAX_TRACE_STRING_BYTES);
         let (value, line, hash) = seal(value, self.key.as_deref())?;
-        let event: TraceEvent = serde_json::from_value(value).map_err(TraceError::Encode)?;
         if let Err(e) = self
             .file
             .write_all(line.as_bytes())
@@ -247,6 +261,6 @@ impl TraceWriter {
         }
         self.lines += 1;
         self.last_hash = hash;
-        Ok(event)
+        Ok(value)
     }
 }
