@@ -45,15 +45,20 @@ fn knowledge_index() -> &'static Path {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch folder for the e5 index");
         let mut engine = Engine::open_with(&dir, embedder(embed_server::shared())).expect("open");
-        engine
-            .ingest(
-                &common::repo_root().join("knowledge"),
-                &IngestOptions::default(),
-                &mut |_| {},
-            )
-            .expect("ingest knowledge/ with the e5 server");
+        ingest_bundled_knowledge(&mut engine);
         dir
     })
+}
+
+/// Ingests the bundled knowledge/ folder with the engine's embedder.
+fn ingest_bundled_knowledge(engine: &mut Engine) {
+    engine
+        .ingest(
+            &common::repo_root().join("knowledge"),
+            &IngestOptions::default(),
+            &mut |_| {},
+        )
+        .expect("ingest knowledge/");
 }
 
 fn knowledge_engine() -> Engine {
@@ -481,13 +486,7 @@ fn a_passage_whose_meaning_stands_out_is_given_as_evidence_when_the_words_do_not
     // evidence comes from them.
     let ws = common::Workspace::new();
     let mut hashing = Engine::open(&ws.data()).expect("open");
-    hashing
-        .ingest(
-            &common::repo_root().join("knowledge"),
-            &IngestOptions::default(),
-            &mut |_| {},
-        )
-        .expect("ingest");
+    ingest_bundled_knowledge(&mut hashing);
     let outcome = ask_offline(&hashing, question);
     assert_eq!(
         outcome.status,
