@@ -5,7 +5,7 @@
 
 use std::process::Output;
 
-use crate::common::cli::{ragtrail_with_env, text};
+use crate::common::cli::{ragtrail_in_workspace, text};
 use crate::common::pg::TestDb;
 use crate::common::*;
 use serde_json::Value;
@@ -33,17 +33,8 @@ impl Kb {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let mut all = vec![
-            "--data-dir",
-            "data",
-            "--knowledge",
-            "knowledge",
-            "--trace-dir",
-            "traces",
-        ];
-        all.extend_from_slice(args);
         let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        ragtrail_with_env(self.ws.dir.path(), &all, &env)
+        ragtrail_in_workspace(self.ws.dir.path(), args, &env)
     }
 
     /// Runs and expects `code`; returns (stdout, stderr).

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::cli::{ragtrail, text};
+use crate::common::cli::{ragtrail_in_workspace, text};
 use crate::common::*;
 use serde_json::Value;
 
@@ -14,16 +14,7 @@ const RULE: &str = "唯一有效的报销凭证是铁路电子客票的电子发
 const EDITED_RULE: &str = "报销凭证以铁路电子客票的电子发票为准";
 
 fn rt(dir: &Path, args: &[&str]) -> Output {
-    let mut all = vec![
-        "--data-dir",
-        "data",
-        "--knowledge",
-        "knowledge",
-        "--trace-dir",
-        "traces",
-    ];
-    all.extend_from_slice(args);
-    ragtrail(dir, &all)
+    ragtrail_in_workspace(dir, args, &[])
 }
 
 fn traces_in(dir: &Path) -> usize {

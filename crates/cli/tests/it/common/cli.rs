@@ -22,6 +22,21 @@ pub fn ragtrail_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Out
     cmd.output().expect("run ragtrail")
 }
 
+/// [`ragtrail_with_env`] over a workspace's own folders in `cwd`: `data/`, `knowledge/` and
+/// `traces/`.
+pub fn ragtrail_in_workspace(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut all = vec![
+        "--data-dir",
+        "data",
+        "--knowledge",
+        "knowledge",
+        "--trace-dir",
+        "traces",
+    ];
+    all.extend_from_slice(args);
+    ragtrail_with_env(cwd, &all, env)
+}
+
 /// (stdout, stderr) as text.
 pub fn text(out: &Output) -> (String, String) {
     (
