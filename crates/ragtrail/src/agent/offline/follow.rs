@@ -209,22 +209,19 @@ impl OfflinePlanner {
             }
         }
         let &(_, hit) = names.first()?;
-        let hit_terms: HashSet<String> = ctx
+        // The store's analysis of the chunk (titlePath and text), not jieba over it again.
+        let hit_terms = ctx
             .lookup
-            .returned_chunk_text(&hit.chunk_id)
-            .map(|body| {
-                text::terms(&format!("{}\n{}", hit.title_path, body))
-                    .into_iter()
-                    .map(|t| t.text)
-                    .collect()
-            })
-            .unwrap_or_default();
+            .returned_chunk_terms(&hit.chunk_id, &hit.title_path);
         let lacking: Vec<String> = self
             .question_words
             .iter()
             .filter(|(w, _)| {
                 let terms = analysed(w);
-                !terms.is_empty() && terms.iter().all(|t| !hit_terms.contains(t))
+                !terms.is_empty()
+                    && hit_terms
+                        .as_ref()
+                        .is_none_or(|h| terms.iter().all(|t| !h.contains(t)))
             })
             .map(|(w, _)| w.clone())
             .take(3)

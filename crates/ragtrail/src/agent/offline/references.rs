@@ -16,6 +16,11 @@ pub(super) fn references_near_question(
 ) -> Vec<(String, bool, f64)> {
     let mut out = Vec::new();
     for sentence in sentences(text) {
+        // Most sentences name nothing: look for names before analysing the words.
+        let references = references_with_strength(sentence);
+        if references.is_empty() {
+            continue;
+        }
         let sentence_terms: HashSet<String> =
             text::terms(sentence).into_iter().map(|t| t.text).collect();
         let score: f64 = weights
@@ -24,11 +29,7 @@ pub(super) fn references_near_question(
             .map(|(_, w)| w)
             .sum();
         if score > 0.0 {
-            out.extend(
-                references_with_strength(sentence)
-                    .into_iter()
-                    .map(|(r, strong)| (r, strong, score)),
-            );
+            out.extend(references.into_iter().map(|(r, strong)| (r, strong, score)));
         }
     }
     out
