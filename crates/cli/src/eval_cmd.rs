@@ -200,6 +200,7 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
     let embedder: std::sync::Arc<dyn ragtrail::embed::Embedder> = memo.clone();
     let mut engine = Engine::open_with(&dir, embedder)
         .with_context(|| format!("opening the scratch index {}", dir.display()))?;
+    global.apply_search_settings(&mut engine);
     eprintln!("ingesting {} documents of {} …", set.corpus.len(), set.name);
     let started = Instant::now();
     let (summary, map) = retrieval::ingest(
@@ -399,6 +400,7 @@ fn agent_cmd(global: &GlobalArgs, args: &AgentArgs) -> anyhow::Result<ExitCode> 
     let mut engine = open_ready_engine(global)?;
     if let Some(fusion) = args.fusion {
         engine.settings.fusion = fusion;
+        engine.settings.agent_fusion = fusion;
     }
     let settings = run_settings(global, &args.run, Some(out.join("traces")));
     let report = agent_eval::evaluate(&engine, &items, &settings, &mut || planners.make())

@@ -94,6 +94,18 @@ pub struct GlobalArgs {
         value_name = "RULE"
     )]
     pub default_access: DefaultAccessArg,
+    /// How the agent's own searches fuse the two legs (`ask`, `chat`, `serve`, `mcp`, `eval`),
+    /// in `search --fusion`'s terms; default: as `searchDocs` does. With a model that knows the
+    /// askers' languages, `coverage:1` lets its meaning lead where their words are not the
+    /// documents' (`scripts/embed-server.sh` prints it for multilingual-e5-small; an
+    /// English-only model would lead Chinese questions astray).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_AGENT_FUSION",
+        value_name = "FUSION"
+    )]
+    pub agent_fusion: Option<ragtrail::search::fusion::Fusion>,
     #[command(flatten)]
     pub embed: EmbedArgs,
 }
@@ -106,6 +118,13 @@ pub enum DefaultAccessArg {
 }
 
 impl GlobalArgs {
+    /// The engine settings the operator chose on the command line (`--agent-fusion`).
+    pub(crate) fn apply_search_settings(&self, engine: &mut Engine) {
+        if let Some(fusion) = self.agent_fusion {
+            engine.settings.agent_fusion = fusion;
+        }
+    }
+
     /// Ingest options from the global flags.
     pub fn ingest_options(&self) -> IngestOptions {
         let mut options = IngestOptions::default();
@@ -423,16 +442,18 @@ fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
 /// `for_rebuild`: an index written in an older format opens empty, to be rebuilt.
 fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::Result<Engine> {
     let embedder = embed::from_config(&global.embed.config()).context("setting up the embedder")?;
-    if let Some(url) = global.database_url() {
-        return Engine::open_postgres(&global.data_dir, url, embedder)
-            .context("opening the knowledge base in PostgreSQL");
-    }
-    let engine = if for_rebuild {
+    let mut engine = if let Some(url) = global.database_url() {
+        Engine::open_postgres(&global.data_dir, url, embedder)
+            .context("opening the knowledge base in PostgreSQL")?
+    } else if for_rebuild {
         Engine::open_for_rebuild(&global.data_dir, embedder)
+            .with_context(|| format!("opening the data directory {}", global.data_dir.display()))?
     } else {
         Engine::open_with(&global.data_dir, embedder)
+            .with_context(|| format!("opening the data directory {}", global.data_dir.display()))?
     };
-    engine.with_context(|| format!("opening the data directory {}", global.data_dir.display()))
+    global.apply_search_settings(&mut engine);
+    Ok(engine)
 }
 
 /// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.

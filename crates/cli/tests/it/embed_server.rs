@@ -497,6 +497,28 @@ fn a_passage_whose_meaning_stands_out_is_given_as_evidence_when_the_words_do_not
 }
 
 #[test]
+fn the_agent_searches_led_by_coverage_find_a_section_in_other_words() {
+    // 老婆 and 孩子 are nowhere in the knowledge base, and BM25's best hits share only 几天 and
+    // 下个月: fused as `searchDocs` fuses by default, the run never sees 陪产假; with
+    // `--agent-fusion coverage:1` (what embed-server.sh prints) the meaning leads and brings it.
+    let question = "老婆下个月生孩子，我能请几天假？";
+    let mut engine = knowledge_engine();
+    assert_eq!(engine.settings.agent_fusion, engine.settings.fusion);
+    let want = chunk_id(&engine, "hr/parental-leave.md", "陪产假");
+    let seen = |outcome: &ragtrail::agent::AgentOutcome| {
+        outcome
+            .rounds
+            .iter()
+            .any(|r| r.hits.iter().any(|h| h.chunk_id == want))
+    };
+    let fixed = ask_offline(&engine, question);
+    assert!(!seen(&fixed), "{:#?}", fixed.rounds);
+    engine.settings.agent_fusion = "coverage:1".parse().expect("fusion");
+    let led = ask_offline(&engine, question);
+    assert!(seen(&led), "{:#?}", led.rounds);
+}
+
+#[test]
 fn a_question_the_knowledge_base_does_not_answer_stays_refused_with_the_semantic_leg() {
     // Marriage leave: no section grants it, though the leave sections are near in meaning.
     let outcome = ask_offline(&knowledge_engine(), "结婚能休几天婚假？");

@@ -171,3 +171,42 @@ fn words_the_segmenter_made_up_and_no_document_uses_do_not_sink_a_question() {
         "病假管理规定 / 证明材料",
     );
 }
+
+/// The fusion every search round of a run's trace records.
+fn trace_fusions(json: &Value) -> Vec<String> {
+    let path = json["trace"].as_str().expect("the run's trace file");
+    std::fs::read_to_string(path)
+        .expect("read the trace")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|e| e["type"] == "search")
+        .map(|e| e["fusion"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn the_agents_fusion_is_the_operators_choice_and_is_traced() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let question = "住深圳的酒店每晚最多报多少？";
+    let (_, default) = ask_json(tmp.path(), question);
+    let fusions = trace_fusions(&default);
+    assert!(!fusions.is_empty(), "{default}");
+    assert!(fusions.iter().all(|f| f == "agree:0.5"), "{fusions:?}");
+
+    let (_, chosen) = {
+        let (code, stdout, stderr) = bundled(
+            tmp.path(),
+            &["--agent-fusion", "bm25", "ask", "--json", question],
+        );
+        let json: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));
+        (code, json)
+    };
+    let fusions = trace_fusions(&chosen);
+    assert!(!fusions.is_empty(), "{chosen}");
+    assert!(fusions.iter().all(|f| f == "bm25"), "{fusions:?}");
+
+    let (code, _, stderr) = bundled(tmp.path(), &["--agent-fusion", "loudest", "ask", question]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--agent-fusion"), "{stderr}");
+}

@@ -509,7 +509,10 @@ impl<'a> Run<'a> {
                 hits: c.hits,
                 content_hashes: c.content_hashes,
                 legs: c.legs,
-                fusion: c.fusion.parse().unwrap_or(self.engine.settings.fusion),
+                fusion: c
+                    .fusion
+                    .parse()
+                    .unwrap_or(self.engine.settings.agent_fusion),
                 weights: c.weights,
                 sufficiency: c.sufficiency,
             };
@@ -518,6 +521,7 @@ impl<'a> Run<'a> {
         let mut req =
             SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
         req.query = query.map(str::to_string);
+        req.fusion = Some(self.engine.settings.agent_fusion);
         let resp = self.engine.search_docs(&req)?;
         if let Some(conv) = &settings.conversation
             && let Ok(mut s) = conv.lock()

@@ -80,7 +80,14 @@ impl SearchRequest {
 /// Tuning of `searchDocs` that belongs to the engine, not to one call.
 #[derive(Debug, Clone, Copy)]
 pub struct SearchSettings {
+    /// The fusion of a `searchDocs` call that names none.
     pub fusion: Fusion,
+    /// The fusion of the agent's own searches: by default the same as [`Self::fusion`]. An
+    /// operator whose model knows the askers' languages may let it lead where their words are
+    /// not the documents' (`coverage:1`, measured with multilingual-e5-small in BENCHMARKS.md,
+    /// "The agent's searches led by the lexical leg's coverage"); with an English-only model
+    /// that loses Chinese questions, so it is not a default.
+    pub agent_fusion: Fusion,
     /// Candidates each leg contributes before fusion.
     pub candidates: usize,
     pub title_boost: f32,
@@ -100,6 +107,7 @@ impl SearchSettings {
     pub fn for_embedder(embedder_kind: &str) -> Self {
         Self {
             fusion: default_fusion_for(embedder_kind),
+            agent_fusion: default_fusion_for(embedder_kind),
             ..Self::default()
         }
     }
@@ -109,6 +117,7 @@ impl Default for SearchSettings {
     fn default() -> Self {
         Self {
             fusion: DEFAULT_FUSION,
+            agent_fusion: DEFAULT_FUSION,
             candidates: DEFAULT_CANDIDATES,
             title_boost: crate::index::DEFAULT_TITLE_BOOST,
             snippet_chars: DEFAULT_SNIPPET_CHARS,
@@ -748,5 +757,18 @@ mod tests {
         let semantic = SearchSettings::for_embedder(crate::embed::LOCAL_KIND);
         assert_eq!(semantic.fusion, DEFAULT_SEMANTIC_FUSION);
         assert_eq!(semantic.candidates, DEFAULT_CANDIDATES);
+    }
+
+    #[test]
+    fn the_agent_fuses_as_searchdocs_does_unless_told_otherwise() {
+        for kind in [
+            crate::embed::hashing::KIND,
+            crate::embed::LOCAL_KIND,
+            crate::embed::http::KIND,
+        ] {
+            let settings = SearchSettings::for_embedder(kind);
+            assert_eq!(settings.agent_fusion, settings.fusion, "{kind}");
+        }
+        assert_eq!(SearchSettings::default().agent_fusion, DEFAULT_FUSION);
     }
 }
