@@ -193,15 +193,12 @@ fn the_agents_fusion_is_the_operators_choice_and_is_traced() {
     assert!(!fusions.is_empty(), "{default}");
     assert!(fusions.iter().all(|f| f == "agree:0.5"), "{fusions:?}");
 
-    let (_, chosen) = {
-        let (code, stdout, stderr) = bundled(
-            tmp.path(),
-            &["--agent-fusion", "bm25", "ask", "--json", question],
-        );
-        let json: Value = serde_json::from_str(&stdout)
-            .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));
-        (code, json)
-    };
+    let (_, stdout, stderr) = bundled(
+        tmp.path(),
+        &["--agent-fusion", "bm25", "ask", "--json", question],
+    );
+    let chosen: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));
     let fusions = trace_fusions(&chosen);
     assert!(!fusions.is_empty(), "{chosen}");
     assert!(fusions.iter().all(|f| f == "bm25"), "{fusions:?}");
