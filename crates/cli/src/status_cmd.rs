@@ -63,6 +63,10 @@ struct Status {
     embedder_url: Option<String>,
     /// Whether searching now would work (`None`: nothing to compare).
     embedder_matches: Option<bool>,
+    /// How a `searchDocs` call that names no fusion fuses the legs with the configured embedder.
+    fusion: Option<String>,
+    /// How the agent's own searches fuse them (`--agent-fusion`, else the same).
+    agent_fusion: Option<String>,
     /// Knowledge files edited, added or removed since the last ingest (`None`: not tracked).
     knowledge_changes: Option<KnowledgeChanges>,
     /// PostgreSQL's ingest runs not committed (postgresql only).
@@ -201,6 +205,11 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         (Some(stored), Some(configured)) if ingested => Some(stored == configured),
         _ => None,
     };
+    let fusion = configured_embedder
+        .as_ref()
+        .map(|info| ragtrail::search::default_fusion_for(&info.kind));
+    let agent_fusion = fusion.map(|f| global.agent_fusion.unwrap_or(f).to_string());
+    let fusion = fusion.map(|f| f.to_string());
     let (backend, database) = match &source {
         Source::Embedded(_) => ("embedded", None),
         Source::Postgres(engine) => (
@@ -252,6 +261,8 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         embedder_reachable,
         embedder_url,
         embedder_matches,
+        fusion,
+        agent_fusion,
         knowledge_changes,
         ingest_runs,
     };
@@ -407,6 +418,16 @@ fn render(s: &Status) -> String {
         }
         (Some(false), _) => line("endpoint", format!("{url}: NOT reachable")),
         (None, _) => {}
+    }
+    if let (Some(fusion), Some(agent)) = (&s.fusion, &s.agent_fusion) {
+        line(
+            "fusion",
+            if agent == fusion {
+                fusion.clone()
+            } else {
+                format!("{fusion}; the agent's searches: {agent} (--agent-fusion)")
+            },
+        );
     }
     match s.embedder_matches {
         Some(true) => line("vectors", "match the configured embedder".into()),

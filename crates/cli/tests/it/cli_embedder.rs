@@ -63,6 +63,24 @@ fn status_before_and_after_ingest_with_the_hashing_embedder() {
     let chunks = v["chunks"].as_u64().expect("chunks");
     assert!(chunks >= 5, "{v}");
     assert!(v["ageSeconds"].as_i64().expect("age") < 600);
+    assert_eq!(v["fusion"], "agree:0.5");
+    assert_eq!(v["agentFusion"], "agree:0.5");
+    assert!(
+        stdout.contains("fusion               agree:0.5\n"),
+        "{stdout}"
+    );
+
+    // The operator's choice for the agent's searches is shown beside searchDocs' own.
+    let out = ragtrail(
+        ws.dir.path(),
+        &["--data-dir", data, "--agent-fusion", "coverage:1", "status"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("agree:0.5; the agent's searches: coverage:1 (--agent-fusion)"),
+        "{stdout}"
+    );
 }
 
 #[test]
