@@ -200,7 +200,7 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
     let embedder: std::sync::Arc<dyn ragtrail::embed::Embedder> = memo.clone();
     let mut engine = Engine::open_with(&dir, embedder)
         .with_context(|| format!("opening the scratch index {}", dir.display()))?;
-    global.apply_search_settings(&mut engine);
+    global.apply_search_settings(&mut engine.settings);
     eprintln!("ingesting {} documents of {} …", set.corpus.len(), set.name);
     let started = Instant::now();
     let (summary, map) = retrieval::ingest(

@@ -118,10 +118,10 @@ pub enum DefaultAccessArg {
 }
 
 impl GlobalArgs {
-    /// The engine settings the operator chose on the command line (`--agent-fusion`).
-    pub(crate) fn apply_search_settings(&self, engine: &mut Engine) {
+    /// The search settings the operator chose on the command line (`--agent-fusion`).
+    pub(crate) fn apply_search_settings(&self, settings: &mut ragtrail::search::SearchSettings) {
         if let Some(fusion) = self.agent_fusion {
-            engine.settings.agent_fusion = fusion;
+            settings.agent_fusion = fusion;
         }
     }
 
@@ -452,7 +452,7 @@ fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::Result<Engi
         Engine::open_with(&global.data_dir, embedder)
             .with_context(|| format!("opening the data directory {}", global.data_dir.display()))?
     };
-    global.apply_search_settings(&mut engine);
+    global.apply_search_settings(&mut engine.settings);
     Ok(engine)
 }
 

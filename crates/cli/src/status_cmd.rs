@@ -205,11 +205,14 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         (Some(stored), Some(configured)) if ingested => Some(stored == configured),
         _ => None,
     };
-    let fusion = configured_embedder
-        .as_ref()
-        .map(|info| ragtrail::search::default_fusion_for(&info.kind));
-    let agent_fusion = fusion.map(|f| global.agent_fusion.unwrap_or(f).to_string());
-    let fusion = fusion.map(|f| f.to_string());
+    // What an engine opened with this configuration would use.
+    let settings = configured_embedder.as_ref().map(|info| {
+        let mut settings = ragtrail::search::SearchSettings::for_embedder(&info.kind);
+        global.apply_search_settings(&mut settings);
+        settings
+    });
+    let fusion = settings.map(|s| s.fusion.to_string());
+    let agent_fusion = settings.map(|s| s.agent_fusion.to_string());
     let (backend, database) = match &source {
         Source::Embedded(_) => ("embedded", None),
         Source::Postgres(engine) => (

@@ -55,14 +55,12 @@ pub(crate) fn open_private(path: &Path, options: &mut OpenOptions) -> Result<Fil
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::canonical::{canonical_json, event_hash};
+    use crate::trace::canonical::{awkward_floats, canonical_json, event_hash};
     use serde_json::json;
 
     #[test]
     fn the_line_is_the_canonical_sealed_value_and_the_hash_covers_it_without_its_hash() {
-        let mut x = 0.3_f64;
-        for i in 0..2_000u32 {
-            x = (x * 1.618_033_988_749_895 + f64::from(i) / 7.0).fract() / 61.0 + 1e-3;
+        for (i, x) in awkward_floats(0.3).take(2_000).enumerate() {
             let value = json!({
                 "seq": i, "hash": "stale", "hits": [{"score": x, "titlePath": "出差 / 住宿"}],
                 "prevHash": "p", "a": null, "z": [x * 1e300, -x],
