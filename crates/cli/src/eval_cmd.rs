@@ -58,8 +58,9 @@ pub struct BeirArgs {
     /// Build the scratch index in this folder and keep it [default: a temporary folder].
     #[arg(long, value_name = "DIR")]
     pub index_dir: Option<PathBuf>,
-    /// Also put each document's title on the first line of its text (one field with the text,
-    /// as bm25s and BEIR's single-field BM25 index it); it stays the titlePath too.
+    /// Also put each document's title on the first line of its text, the text the embedder
+    /// sees and snippets show; it stays the titlePath too. (BM25 scores a one-chunk document's
+    /// title with its text anyway, as bm25s and BEIR's single-field BM25 do.)
     #[arg(long)]
     pub title_in_text: bool,
     /// Read the query embeddings a previous evaluation left in FILE (if it exists) and write
@@ -100,7 +101,8 @@ pub struct RetrievalArgs {
     /// searchDocs call), index build excluded.
     #[arg(long)]
     pub timing: bool,
-    /// Weight of a match in the title against one in the text [default: the engine's].
+    /// Weight of a match in a section's heading path against one in the text [default: the
+    /// engine's]. A BEIR document is one chunk: its title is scored with its text instead.
     #[arg(long, value_name = "X")]
     pub title_boost: Option<f32>,
 }

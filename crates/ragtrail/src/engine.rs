@@ -542,16 +542,23 @@ impl Engine {
     }
 }
 
-/// Adds `chunks` to an index update, reporting progress (the update is not committed).
+/// Adds `chunks` to an index update, reporting progress (the update is not committed). They
+/// hold every chunk of each of their documents (a changed document is indexed anew), so a
+/// document with a single chunk among them is a whole-document chunk.
 pub(crate) fn index_chunks<'a>(
     update: &mut crate::index::IndexUpdate<'_>,
     chunks: impl ExactSizeIterator<Item = &'a Chunk>,
     progress: &mut dyn FnMut(IngestProgress),
 ) -> Result<(), EngineError> {
+    let chunks: Vec<&Chunk> = chunks.collect();
     let total = chunks.len();
+    let mut per_source: HashMap<&str, usize> = HashMap::new();
+    for chunk in &chunks {
+        *per_source.entry(chunk.source.as_str()).or_default() += 1;
+    }
     progress(IngestProgress::Indexing { total });
-    for (i, chunk) in chunks.enumerate() {
-        update.add_chunk(chunk)?;
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        update.add_chunk(chunk, per_source.get(chunk.source.as_str()) == Some(&1))?;
         if i % 64 == 0 {
             progress(IngestProgress::Indexed { done: i });
         }
@@ -645,15 +652,7 @@ impl Engine {
         )?;
         let mut update = self.index.update()?;
         update.delete_all()?;
-        progress(IngestProgress::Indexing {
-            total: next.chunks().len(),
-        });
-        for (i, chunk) in next.chunks().iter().enumerate() {
-            update.add_chunk(chunk)?;
-            if i % 256 == 0 {
-                progress(IngestProgress::Indexed { done: i });
-            }
-        }
+        index_chunks(&mut update, next.chunks().iter(), progress)?;
         self.record_versions(&next)?;
         update.commit(next.generation())?;
         next.make_current()?;

@@ -31,6 +31,14 @@ const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
 /// Measured on the golden set (see BENCHMARKS.md).
 pub const DEFAULT_TITLE_BOOST: f32 = 1.5;
 
+/// How much a keyword matching the title of a chunk that is its whole document counts, on top
+/// of that title's place at the head of the chunk's text. Such a title (an abstract's paper
+/// title, an article's name, a one-passage note) sums up the passage, so it is scored with the
+/// text as a single-field index scores it; a heading shared by a document's sections is a label
+/// of where the chunk sits, and keeps its own field and [`DEFAULT_TITLE_BOOST`]. Measured on
+/// SciFact, cmrc2018 and HotpotQA (BENCHMARKS.md).
+pub const WHOLE_DOCUMENT_TITLE_BOOST: f32 = 0.5;
+
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error("BM25 index at {path}: {source}")]
@@ -38,15 +46,11 @@ pub enum IndexError {
         path: String,
         source: tantivy::TantivyError,
     },
-    #[error("cannot create the index folder {path}: {source}")]
+    #[error("cannot create or clear the index folder {path}: {source}")]
     Io {
         path: String,
         source: std::io::Error,
     },
-    #[error(
-        "the BM25 index at {path} was built by an incompatible version of ragtrail; run `ragtrail ingest --rebuild`"
-    )]
-    Incompatible { path: String },
     #[error(
         "another ingest or reindex is writing the BM25 index at {path} right now; wait for it to finish, then try again (one process at a time may change a knowledge base)"
     )]
@@ -57,8 +61,11 @@ pub enum IndexError {
 struct Fields {
     id64: Field,
     source: Field,
+    /// The titlePath of a chunk that is one of several of its document (a heading path).
     title: Field,
     body: Field,
+    /// The titlePath of a chunk that is its whole document (also indexed in `body`).
+    name: Field,
     tenant: Field,
     roles: Field,
     status: Field,
@@ -75,7 +82,8 @@ fn schema() -> (Schema, Fields) {
         id64: b.add_u64_field("id64", INDEXED | FAST),
         source: b.add_text_field("source", STRING),
         title: b.add_text_field("title", text_options.clone()),
-        body: b.add_text_field("body", text_options),
+        body: b.add_text_field("body", text_options.clone()),
+        name: b.add_text_field("name", text_options),
         tenant: b.add_text_field("tenant", STRING),
         roles: b.add_text_field("roles", STRING),
         status: b.add_text_field("status", STRING),
@@ -150,8 +158,8 @@ type ScopeKey = (String, Vec<String>, bool);
 struct ScopeMemo {
     /// Live chunks in scope (a `Count` of the scope query).
     num_chunks: OnceLock<u64>,
-    /// Live chunks in scope and their title and body tokens (from the field norms).
-    totals: OnceLock<(u64, u64, u64)>,
+    /// Live chunks in scope and the tokens of their scored fields.
+    totals: OnceLock<ScopeTotals>,
     /// Live chunks in scope whose `field` holds the term.
     counts: RwLock<HashMap<(Field, String), u64>>,
 }
@@ -216,14 +224,33 @@ impl Bm25Index {
             source,
         })?;
         let (schema, fields) = schema();
-        let index = if path.join("meta.json").exists() {
+        let existing = if path.join("meta.json").exists() {
             let index = Index::open_in_dir(path).map_err(tantivy_err)?;
-            if index.schema() != schema {
-                return Err(IndexError::Incompatible { path: display });
+            if index.schema() == schema {
+                Some(index)
+            } else {
+                // Built by a ragtrail that indexed other fields. The index only mirrors the
+                // chunk store (or the database), so it starts afresh, with no generation: the
+                // engine then rebuilds it from the store.
+                tracing::warn!(
+                    path = %path.display(),
+                    "the BM25 index was built by another version of ragtrail; rebuilding it from the store"
+                );
+                drop(index);
+                std::fs::remove_dir_all(path)
+                    .and_then(|()| std::fs::create_dir_all(path))
+                    .map_err(|source| IndexError::Io {
+                        path: display.clone(),
+                        source,
+                    })?;
+                None
             }
-            index
         } else {
-            Index::create_in_dir(path, schema).map_err(tantivy_err)?
+            None
+        };
+        let index = match existing {
+            Some(index) => index,
+            None => Index::create_in_dir(path, schema).map_err(tantivy_err)?,
         };
         index
             .tokenizers()
@@ -333,6 +360,13 @@ impl Bm25Index {
     /// Top BM25 matches for a keyword list under an access context.
     pub fn search(&self, q: &Bm25Query<'_>) -> Result<Vec<Bm25Match>, IndexError> {
         let f = self.fields;
+        let searcher = self.reader.searcher();
+        // Most knowledge bases have no chunk that is a whole document: no clause to look up.
+        let has_names = searcher.segment_readers().iter().any(|segment| {
+            segment
+                .inverted_index(f.name)
+                .is_ok_and(|names| names.total_num_tokens() > 0)
+        });
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for keyword in q.keywords {
@@ -357,12 +391,21 @@ impl Bm25Index {
                     IndexRecordOption::WithFreqs,
                 );
                 should.push((Occur::Should, Box::new(body)));
+                if has_names {
+                    let name = TermQuery::new(
+                        Term::from_field_text(f.name, &term.text),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    should.push((
+                        Occur::Should,
+                        Box::new(BoostQuery::new(Box::new(name), WHOLE_DOCUMENT_TITLE_BOOST)),
+                    ));
+                }
             }
         }
         if should.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
         }
-        let searcher = self.reader.searcher();
         // The filters make every query an intersection of the keyword union with three filter
         // postings; when every chunk passes them anyway (one tenant, nothing role-restricted
         // or superseded: the common case) they are left out, which takes about a third off a
@@ -558,9 +601,16 @@ struct ScopeStats<'a> {
     fields: Fields,
     scope: BooleanQuery,
     memo: Arc<ScopeMemo>,
+    totals: ScopeTotals,
+}
+
+/// A scope's live chunks and the tokens of their scored fields (from the field norms).
+#[derive(Debug, Clone, Copy)]
+struct ScopeTotals {
     num_docs: u64,
     title_tokens: u64,
     body_tokens: u64,
+    name_tokens: u64,
 }
 
 impl<'a> ScopeStats<'a> {
@@ -570,7 +620,7 @@ impl<'a> ScopeStats<'a> {
         scope: BooleanQuery,
         memo: Arc<ScopeMemo>,
     ) -> tantivy::Result<Self> {
-        let (num_docs, title_tokens, body_tokens) = match memo.totals.get() {
+        let totals = match memo.totals.get() {
             Some(&totals) => totals,
             None => {
                 let totals = Self::totals(searcher, fields, &scope)?;
@@ -583,43 +633,58 @@ impl<'a> ScopeStats<'a> {
             fields,
             scope,
             memo,
-            num_docs,
-            title_tokens,
-            body_tokens,
+            totals,
         })
     }
 
-    /// The scope's live chunks, and their title and body tokens.
+    /// The scope's live chunks, and the tokens of their scored fields.
     fn totals(
         searcher: &tantivy::Searcher,
         fields: Fields,
         scope: &BooleanQuery,
-    ) -> tantivy::Result<(u64, u64, u64)> {
+    ) -> tantivy::Result<ScopeTotals> {
         let docs = searcher.search(scope, &tantivy::collector::DocSetCollector)?;
         let mut readers = HashMap::new();
-        let (mut title_tokens, mut body_tokens) = (0u64, 0u64);
+        let mut totals = ScopeTotals {
+            num_docs: docs.len() as u64,
+            title_tokens: 0,
+            body_tokens: 0,
+            name_tokens: 0,
+        };
         for addr in &docs {
-            let (title, body) = match readers.entry(addr.segment_ord) {
+            let (title, body, name) = match readers.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
                     let segment = searcher.segment_reader(addr.segment_ord);
                     let norms = |field| segment.get_fieldnorms_reader(field);
-                    v.insert((norms(fields.title)?, norms(fields.body)?))
+                    v.insert((
+                        norms(fields.title)?,
+                        norms(fields.body)?,
+                        norms(fields.name)?,
+                    ))
                 }
             };
-            title_tokens += u64::from(title.fieldnorm(addr.doc_id));
-            body_tokens += u64::from(body.fieldnorm(addr.doc_id));
+            totals.title_tokens += u64::from(title.fieldnorm(addr.doc_id));
+            totals.body_tokens += u64::from(body.fieldnorm(addr.doc_id));
+            totals.name_tokens += u64::from(name.fieldnorm(addr.doc_id));
         }
-        Ok((docs.len() as u64, title_tokens, body_tokens))
+        Ok(totals)
+    }
+
+    /// Whether BM25 scores `field` (the others are filters).
+    fn scored(&self, field: Field) -> bool {
+        field == self.fields.title || field == self.fields.body || field == self.fields.name
     }
 }
 
 impl tantivy::query::Bm25StatisticsProvider for ScopeStats<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         Ok(if field == self.fields.title {
-            self.title_tokens
+            self.totals.title_tokens
         } else if field == self.fields.body {
-            self.body_tokens
+            self.totals.body_tokens
+        } else if field == self.fields.name {
+            self.totals.name_tokens
         } else {
             self.searcher.total_num_tokens(field)?
         })
@@ -627,11 +692,11 @@ impl tantivy::query::Bm25StatisticsProvider for ScopeStats<'_> {
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
         // Never 0: BM25 divides by it (an empty scope has no hits to score anyway).
-        Ok(self.num_docs.max(1))
+        Ok(self.totals.num_docs.max(1))
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        if term.field() != self.fields.title && term.field() != self.fields.body {
+        if !self.scored(term.field()) {
             // A filter term (tenant, roles, status): never scored, but BM25 still requires
             // it to occur in no more documents than the scope has.
             return Ok(self.searcher.doc_freq(term)?.min(self.total_num_docs()?));
@@ -664,7 +729,10 @@ impl IndexUpdate<'_> {
         Ok(())
     }
 
-    pub fn add_chunk(&mut self, chunk: &Chunk) -> Result<(), IndexError> {
+    /// Adds a chunk. The titlePath of a chunk that is its whole document (`whole_document`)
+    /// is indexed as that document's name, with the text ([`WHOLE_DOCUMENT_TITLE_BOOST`]);
+    /// any other chunk's, as the heading path of a section ([`DEFAULT_TITLE_BOOST`]).
+    pub fn add_chunk(&mut self, chunk: &Chunk, whole_document: bool) -> Result<(), IndexError> {
         let f = self.index.fields;
         let Some(id64) = chunk_id_to_u64(&chunk.id) else {
             return Ok(()); // ids are produced by knowledge::chunk_id; anything else is not ours
@@ -672,7 +740,12 @@ impl IndexUpdate<'_> {
         let mut doc = TantivyDocument::default();
         doc.add_u64(f.id64, id64);
         doc.add_text(f.source, &chunk.source);
-        doc.add_text(f.title, &chunk.title_path);
+        if whole_document {
+            doc.add_text(f.name, &chunk.title_path);
+            doc.add_text(f.body, &chunk.title_path);
+        } else {
+            doc.add_text(f.title, &chunk.title_path);
+        }
         doc.add_text(f.body, &chunk.text);
         doc.add_text(f.tenant, &chunk.tenant);
         if chunk.roles.is_empty() {
@@ -739,12 +812,21 @@ mod tests {
 
     /// An index of `chunks`, committed in two batches (so it has more than one segment).
     fn index_of(dir: &Path, chunks: &[Chunk]) -> Bm25Index {
+        index_with_whole_documents(dir, chunks, |_| false)
+    }
+
+    /// [`index_of`], where `whole` says which chunks are their whole document.
+    fn index_with_whole_documents(
+        dir: &Path,
+        chunks: &[Chunk],
+        whole: impl Fn(&Chunk) -> bool,
+    ) -> Bm25Index {
         let index = Bm25Index::open_or_create(dir).expect("index");
         let (first, second) = chunks.split_at(chunks.len() / 2);
         for (generation, batch) in [(1, first), (2, second)] {
             let mut update = index.update().expect("update");
             for c in batch {
-                update.add_chunk(c).expect("add");
+                update.add_chunk(c, whole(c)).expect("add");
             }
             update.commit(generation).expect("commit");
         }
@@ -799,9 +881,12 @@ mod tests {
             }
             let keywords: Vec<String> = query.iter().map(|&w| WORDS[w].to_string()).collect();
             let (a, b) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
-            let alone_index = index_of(a.path(), &mine);
+            // Some chunks are whole documents (their title in the name field), decided by the
+            // chunk itself so that it is the same chunk in both indexes.
+            let whole = |c: &Chunk| c.text.len() % 2 == 1;
+            let alone_index = index_with_whole_documents(a.path(), &mine, whole);
             let alone = search(&alone_index, &keywords, &acme);
-            let mixed_index = index_of(b.path(), &mixed);
+            let mixed_index = index_with_whole_documents(b.path(), &mixed, whole);
             let beside = search(&mixed_index, &keywords, &acme);
             prop_assert_eq!(alone, beside);
             // The counts a planner weighs terms by do not move either.
@@ -847,7 +932,7 @@ mod tests {
 
         let mut update = index.update().expect("update");
         update
-            .add_chunk(&chunk("acme", 3, &[0, 1, 1], &[]))
+            .add_chunk(&chunk("acme", 3, &[0, 1, 1], &[]), false)
             .expect("add");
         update.commit(3).expect("commit");
         assert_eq!(counts(&index), (3, 3, 2));
@@ -860,6 +945,87 @@ mod tests {
             first[0].score, after[0].score,
             "the statistics did not move"
         );
+    }
+
+    /// A whole-document chunk's title is indexed with its text and as its name, never as a
+    /// heading; a section's heading path only as a heading.
+    #[test]
+    fn whole_document_titles_go_with_the_text_and_headings_apart() {
+        let dir = tempfile::tempdir().expect("dir");
+        let abstract_ = Chunk {
+            title_path: "Solar panels on schools".to_string(),
+            text: "Roofs face south.".to_string(),
+            ..chunk("acme", 0, &[0], &[])
+        };
+        let section = Chunk {
+            title_path: "Handbook / Meal allowance".to_string(),
+            text: "Lunch is paid.".to_string(),
+            ..chunk("acme", 1, &[0], &[])
+        };
+        let index = Bm25Index::open_or_create(dir.path()).expect("index");
+        let mut update = index.update().expect("update");
+        update.add_chunk(&abstract_, true).expect("add");
+        update.add_chunk(&section, false).expect("add");
+        update.commit(1).expect("commit");
+        let f = index.fields;
+        let searcher = index.reader.searcher();
+        let in_field = |field, word: &str| {
+            searcher
+                .doc_freq(&Term::from_field_text(field, word))
+                .expect("doc freq")
+        };
+        // (heading, text, name) per word.
+        let fields = |word| {
+            (
+                in_field(f.title, word),
+                in_field(f.body, word),
+                in_field(f.name, word),
+            )
+        };
+        assert_eq!(fields("solar"), (0, 1, 1));
+        assert_eq!(fields("south"), (0, 1, 0));
+        assert_eq!(fields("meal"), (1, 0, 0));
+        assert_eq!(fields("lunch"), (0, 1, 0));
+        // Both are found by their title words, and the counts a planner weighs see the title.
+        let acme = AccessContext::new("acme", Vec::<String>::new());
+        for (word, id) in [("solar", &abstract_.id), ("meal", &section.id)] {
+            let hits = search(&index, &[word.to_string()], &acme);
+            let ids: Vec<String> = hits.iter().map(|h| u64_to_chunk_id(h.id64)).collect();
+            assert_eq!(ids, std::slice::from_ref(id), "{word}");
+            let counts = index.scoped_counts(&acme, false).expect("counts");
+            assert_eq!(counts.doc_freq(word), 1, "{word}");
+        }
+    }
+
+    /// An index another version of ragtrail built with other fields opens empty and without a
+    /// generation (the engine then rebuilds it from the store), instead of failing.
+    #[test]
+    fn an_index_of_other_fields_starts_afresh() {
+        let dir = tempfile::tempdir().expect("dir");
+        {
+            let mut b = Schema::builder();
+            let body = b.add_text_field("body", tantivy::schema::TEXT);
+            let old = Index::create_in_dir(dir.path(), b.build()).expect("old index");
+            let mut writer: IndexWriter =
+                old.writer_with_num_threads(1, 15_000_000).expect("writer");
+            let mut doc = TantivyDocument::default();
+            doc.add_text(body, "hotel");
+            writer.add_document(doc).expect("add");
+            let mut prepared = writer.prepare_commit().expect("prepare");
+            prepared.set_payload("7");
+            prepared.commit().expect("commit");
+        }
+        let index = Bm25Index::open_or_create(dir.path()).expect("opens");
+        assert_eq!(index.committed_generation().expect("generation"), None);
+        assert_eq!(index.reader.searcher().num_docs(), 0);
+        let mut update = index.update().expect("update");
+        update
+            .add_chunk(&chunk("acme", 0, &[0], &[]), false)
+            .expect("add");
+        update.commit(1).expect("commit");
+        let acme = AccessContext::new("acme", Vec::<String>::new());
+        assert_eq!(search(&index, &["hotel".to_string()], &acme).len(), 1);
+        assert_eq!(index.committed_generation().expect("generation"), Some(1));
     }
 
     #[test]

@@ -288,7 +288,7 @@ fn an_interrupted_ingest_is_repaired_on_open() {
     {
         let mut update = engine.index().update().expect("update");
         for chunk in scan.chunks.iter().filter(|c| c.source == "hr/leave.md") {
-            update.add_chunk(chunk).expect("add");
+            update.add_chunk(chunk, false).expect("add");
         }
         update
             .commit(engine.store().generation() + 1)

@@ -270,8 +270,8 @@ pub fn load_qrels(path: &Path) -> Result<Qrels, EvalError> {
 /// How BEIR documents become chunks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChunkShape {
-    /// Also put the title on the first line of the chunk text, so that it is scored with the
-    /// text as one field (as bm25s and BEIR's single-field BM25 do) besides the title field.
+    /// Also put the title on the first line of the chunk text, which the embedder sees and
+    /// snippets show. (BM25 already scores a one-chunk document's title with its text.)
     pub title_in_text: bool,
 }
 
