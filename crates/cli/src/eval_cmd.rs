@@ -86,7 +86,8 @@ pub struct RetrievalArgs {
     pub legs: Option<PathBuf>,
     /// Modes to score, comma-separated: bm25, vector, rrf[:K], minmax[:W], agree[:W],
     /// confidence[:W] (min-max whose BM25 weight is 1 - W·(1 - c), c the share of the
-    /// query's key terms BM25's best hit covers).
+    /// query's key terms BM25's best hit covers), standout (min-max weighing each leg by how
+    /// far its best hit stands out among its hits).
     #[arg(
         long,
         value_delimiter = ',',
@@ -138,7 +139,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Fuse every search with this mode instead of the embedder's default (rrf[:K],
-    /// minmax[:W], agree[:W], confidence[:W], bm25, vector): to measure a fusion on the set.
+    /// minmax[:W], agree[:W], confidence[:W], standout, bm25, vector): to measure a fusion on
+    /// the set.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,
     #[command(flatten)]

@@ -29,8 +29,9 @@ pub struct SearchArgs {
     /// is 0.3), `agree:W` (min-max whose vector weight is W times the legs' agreement on their
     /// top 10), `confidence:W` (min-max whose BM25 weight is 1 - W·(1 - c), c the IDF-weighted
     /// share of the key terms BM25's best hit contains: BM25 leads where the keywords are the
-    /// passage's own words), `rrf` (reciprocal rank fusion, k = 60), `bm25` or `vector` (one
-    /// leg alone). Default: `agree:0.5` with the hashing embedder, `minmax:0.5` with a model
+    /// passage's own words), `standout` (min-max weighing each leg by how far its best hit
+    /// stands out among its hits), `rrf` (reciprocal rank fusion, k = 60), `bm25` or `vector`
+    /// (one leg alone). Default: `agree:0.5` with the hashing embedder, `minmax:0.5` with a model
     /// embedder.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,

@@ -159,6 +159,14 @@ pub enum Fusion {
         /// Where `c` comes from.
         signal: LexicalSignal,
     },
+    /// Min-max fusion in which each leg's weight is how far its best hit stands out among the
+    /// leg's own candidates ([`leg_standout`], a z-score: scale-free, so a BM25 score and a
+    /// cosine similarity are read alike): `w = z_bm25 / (z_bm25 + z_vector)`, equal weights
+    /// when neither stands out. Where a question copies one passage's words BM25's best hit
+    /// towers over the rest and BM25 leads; where BM25's hits share the question's words about
+    /// evenly (distractors, paraphrases, another language) the leg that singles a passage out
+    /// leads. It reads both legs alike, with no parameter to fit.
+    Standout,
     /// The BM25 leg alone, in its order, with its raw scores.
     Bm25Only,
     /// The vector leg alone, in its order, with its raw scores.
@@ -174,8 +182,11 @@ impl Default for Fusion {
 /// Invalid fusion name or parameter.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FusionError {
-    /// Not one of `rrf`, `minmax`, `agree`, `confidence`, `bm25`, `vector`.
-    #[error("unknown fusion {0:?}: expected one of rrf, minmax, agree, confidence, bm25, vector")]
+    /// Not one of `rrf`, `minmax`, `agree`, `confidence`, `coverage`, `margin`, `standout`,
+    /// `bm25`, `vector`.
+    #[error(
+        "unknown fusion {0:?}: expected one of rrf, minmax, agree, confidence, coverage, margin, standout, bm25, vector"
+    )]
     UnknownName(String),
     /// RRF `k` must be finite and non-negative.
     #[error("RRF k must be finite and >= 0, got {0}")]
@@ -225,6 +236,7 @@ impl Fusion {
             Fusion::MinMax { .. } => "minmax",
             Fusion::Agreement { .. } => "agree",
             Fusion::Confidence { signal, .. } => signal.name(),
+            Fusion::Standout => "standout",
             Fusion::Bm25Only => "bm25",
             Fusion::VectorOnly => "vector",
         }
@@ -300,6 +312,8 @@ impl FromStr for Fusion {
                 max_vector_weight: DEFAULT_CONFIDENCE_WEIGHT,
                 signal,
             })
+        } else if is("standout") {
+            Ok(Fusion::Standout)
         } else if is("bm25") {
             Ok(Fusion::Bm25Only)
         } else if is("vector") {
@@ -499,8 +513,37 @@ pub fn bm25_weight(
             let c = lexical_confidence(signal, bm25, signals);
             Some(1.0 - v * (1.0 - c))
         }
+        Fusion::Standout => {
+            let (b, v) = (leg_standout(bm25), leg_standout(vector));
+            Some(if b + v > 0.0 { b / (b + v) } else { 0.5 })
+        }
         Fusion::Rrf { .. } | Fusion::Bm25Only | Fusion::VectorOnly => None,
     }
+}
+
+/// How far a leg's best hit stands out among the leg's hits: the z-score of its best score
+/// over the scores of all its hits (each id's first), at least 0. At most `sqrt(n - 1)` for `n`
+/// hits, so a short list cannot stand out much: 0 for no hit or one, 1 for two distinct
+/// scores, 0 when every score is equal. Non-finite scores are left out.
+pub fn leg_standout(leg: &[LegHit]) -> f64 {
+    let mut seen: rustc_hash::FxHashSet<&str> = Default::default();
+    let scores: Vec<f64> = leg
+        .iter()
+        .filter(|h| seen.insert(h.id.as_str()))
+        .map(|h| f64::from(h.score))
+        .filter(|s| s.is_finite())
+        .collect();
+    let n = scores.len() as f64;
+    if scores.len() < 2 {
+        return 0.0;
+    }
+    let mean = scores.iter().sum::<f64>() / n;
+    let variance = scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n;
+    let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if variance <= 0.0 {
+        return 0.0;
+    }
+    ((best - mean) / variance.sqrt()).max(0.0)
 }
 
 /// BM25's confidence in the query, in `[0, 1]`, as `signal` reads it (a coverage not measured
@@ -590,7 +633,10 @@ pub fn fuse_with(
                 })
                 .collect()
         }
-        Fusion::MinMax { .. } | Fusion::Agreement { .. } | Fusion::Confidence { .. } => {
+        Fusion::MinMax { .. }
+        | Fusion::Agreement { .. }
+        | Fusion::Confidence { .. }
+        | Fusion::Standout => {
             let w = bm25_weight(fusion, bm25, vector, signals).unwrap_or(DEFAULT_BM25_WEIGHT);
             let b_scale = MinMaxScale::over(entries.iter().filter_map(|u| u.bm25.map(|s| s.score)));
             let v_scale =
@@ -651,6 +697,60 @@ pub fn agreement(bm25: &[LegHit], vector: &[LegHit]) -> f64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn standout_lets_the_leg_whose_best_hit_stands_out_lead() {
+        // BM25's best hit towers over its others; the vector leg's scores are all alike.
+        let towering = leg(&[("a", 20.0), ("b", 5.0), ("c", 4.9), ("d", 4.8)]);
+        let flat = leg(&[("d", 0.82), ("c", 0.81), ("b", 0.80), ("a", 0.79)]);
+        let none = QuerySignals::default();
+        let w = bm25_weight(Fusion::Standout, &towering, &flat, none).expect("weighted");
+        assert!(w > 0.5, "{w}");
+        assert_eq!(ids(&fuse(Fusion::Standout, &towering, &flat, 4))[0], "a");
+        // The same lists the other way round, on other scales: the vector leg leads, with the
+        // mirrored weight.
+        let scaled = |hits: &[LegHit], factor: f32| -> Vec<LegHit> {
+            hits.iter()
+                .map(|h| LegHit::new(h.id.clone(), h.score * factor))
+                .collect()
+        };
+        let (towering_v, flat_b) = (scaled(&towering, 1.0 / 32.0), scaled(&flat, 16.0));
+        let w_v = bm25_weight(Fusion::Standout, &flat_b, &towering_v, none).expect("weighted");
+        assert!((w_v - (1.0 - w)).abs() < 1e-9, "{w_v} against {w}");
+        assert_eq!(
+            ids(&fuse(Fusion::Standout, &flat_b, &towering_v, 4))[0],
+            "a"
+        );
+        // Neither leg stands out: equal weights.
+        let tied = leg(&[("x", 1.0), ("y", 1.0)]);
+        assert_eq!(bm25_weight(Fusion::Standout, &tied, &[], none), Some(0.5));
+        let parsed: Fusion = " Standout ".parse().expect("parse");
+        assert_eq!(parsed, Fusion::Standout);
+        assert_eq!(parsed.to_string(), "standout");
+    }
+
+    #[test]
+    fn a_leg_stands_out_by_the_z_score_of_its_best_hit() {
+        assert_eq!(leg_standout(&[]), 0.0);
+        assert_eq!(leg_standout(&leg(&[("a", 3.0)])), 0.0);
+        assert_eq!(leg_standout(&leg(&[("a", 3.0), ("b", 3.0)])), 0.0);
+        // Two distinct scores: always exactly one standard deviation.
+        assert!((leg_standout(&leg(&[("a", 9.0), ("b", 1.0)])) - 1.0).abs() < 1e-12);
+        // 10, 2, 2, 2: mean 4, standard deviation sqrt(12).
+        let z = leg_standout(&leg(&[("a", 10.0), ("b", 2.0), ("c", 2.0), ("d", 2.0)]));
+        assert!((z - 6.0 / 12f64.sqrt()).abs() < 1e-12, "{z}");
+        // A repeated id counts once; a non-finite score not at all.
+        let repeated = leg(&[("a", 10.0), ("b", 2.0), ("a", 2.0), ("c", 2.0), ("d", 2.0)]);
+        assert!((leg_standout(&repeated) - z).abs() < 1e-12);
+        let with_nan = leg(&[
+            ("a", 10.0),
+            ("b", 2.0),
+            ("c", 2.0),
+            ("d", 2.0),
+            ("e", f32::NAN),
+        ]);
+        assert!((leg_standout(&with_nan) - z).abs() < 1e-12);
+    }
 
     #[test]
     fn agreement_weighs_the_vector_leg_by_the_share_of_tops_both_legs_hold() {
@@ -1064,7 +1164,7 @@ mod tests {
             Fusion::Bm25Only => Fusion::VectorOnly,
             Fusion::VectorOnly => Fusion::Bm25Only,
             // Not generated: their weights are not mirror images (BM25 leads).
-            f @ (Fusion::Agreement { .. } | Fusion::Confidence { .. }) => f,
+            f @ (Fusion::Agreement { .. } | Fusion::Confidence { .. } | Fusion::Standout) => f,
         }
     }
 
@@ -1300,6 +1400,37 @@ mod tests {
             let w = bm25_weight(fusion, &bm25, &vector, signals).expect("a min-max mode");
             prop_assert!(w >= 1.0 - v - 1e-12 && w <= 1.0 + 1e-12);
             prop_assert!((w - (1.0 - v * (1.0 - c))).abs() < 1e-12);
+        }
+
+        /// Standout keeps the fusion's contract, reads the legs alike (swapping them mirrors
+        /// the weight) and is scale-free (a leg's scores times a power of two change nothing).
+        #[test]
+        fn standout_is_symmetric_and_scale_free(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            shift in -8i32..=8,
+            limit in 0usize..=20,
+        ) {
+            let none = QuerySignals::default();
+            let whole = fuse(Fusion::Standout, &bm25, &vector, usize::MAX);
+            let cut = fuse(Fusion::Standout, &bm25, &vector, limit);
+            prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
+            prop_assert_eq!(whole.len(), distinct(&[&bm25, &vector]).len());
+            prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
+            prop_assert!(whole.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+            let w = bm25_weight(Fusion::Standout, &bm25, &vector, none).expect("weighted");
+            prop_assert!((0.0..=1.0).contains(&w));
+            let swapped = bm25_weight(Fusion::Standout, &vector, &bm25, none).expect("weighted");
+            prop_assert!((w + swapped - 1.0).abs() < 1e-9, "{} + {}", w, swapped);
+            let factor = 2f32.powi(shift);
+            let scaled: Vec<LegHit> = bm25
+                .iter()
+                .map(|h| LegHit::new(h.id.clone(), h.score * factor))
+                .collect();
+            let w_scaled = bm25_weight(Fusion::Standout, &scaled, &vector, none).expect("weighted");
+            prop_assert!((w - w_scaled).abs() < 1e-9, "{} against {}", w, w_scaled);
+            let rescaled = fuse(Fusion::Standout, &scaled, &vector, usize::MAX);
+            prop_assert_eq!(ids(&rescaled), ids(&whole));
         }
 
         /// Full confidence is BM25's order: with every key term covered and a lone BM25 hit
