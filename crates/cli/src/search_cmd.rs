@@ -31,7 +31,7 @@ pub struct SearchArgs {
     /// share of the key terms BM25's best hit contains: BM25 leads where the keywords are the
     /// passage's own words), `standout` (min-max weighing each leg by how far its best hit
     /// stands out among its hits), `rrf` (reciprocal rank fusion, k = 60), `bm25` or `vector`
-    /// (one leg alone). Default: `agree:0.5` with the hashing embedder, `minmax:0.5` with a model
+    /// (one leg alone). Default: `agree:0.5` with the hashing embedder, `standout` with a model
     /// embedder.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,

@@ -195,11 +195,15 @@ impl Engine {
         };
         let indexed = engine.index.committed_generation()?;
         if indexed.unwrap_or(0) != engine.store.generation() {
-            tracing::warn!(
-                store = engine.store.generation(),
-                index = ?indexed,
-                "the BM25 index does not match the chunk store (an interrupted ingest?); rebuilding it from the store"
-            );
+            // An index with no generation was deleted, or started afresh by
+            // `Bm25Index::open_or_create` (which says why): no interrupted ingest to report.
+            if indexed.is_some() {
+                tracing::warn!(
+                    store = engine.store.generation(),
+                    index = ?indexed,
+                    "the BM25 index does not match the chunk store (an interrupted ingest?); rebuilding it from the store"
+                );
+            }
             engine.reindex(&mut |_| {})?;
         }
         Ok(engine)

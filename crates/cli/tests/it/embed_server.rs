@@ -497,10 +497,12 @@ fn a_passage_whose_meaning_stands_out_is_given_as_evidence_when_the_words_do_not
 }
 
 #[test]
-fn the_agent_searches_led_by_coverage_find_a_section_in_other_words() {
+fn the_agent_searches_led_by_meaning_find_a_section_in_other_words() {
     // 老婆 and 孩子 are nowhere in the knowledge base, and BM25's best hits share only 几天 and
-    // 下个月: fused as `searchDocs` fuses by default, the run never sees 陪产假; with
-    // `--agent-fusion coverage:1` (what embed-server.sh prints) the meaning leads and brings it.
+    // 下个月: fused with fixed equal weights (`minmax:0.5`), the run never sees 陪产假. Where
+    // the meaning may lead, it brings it: the default `standout` (BM25's best hits do not
+    // stand out, the model's does) and `--agent-fusion coverage:1` (what embed-server.sh
+    // prints) alike.
     let question = "老婆下个月生孩子，我能请几天假？";
     let mut engine = knowledge_engine();
     assert_eq!(engine.settings.agent_fusion, engine.settings.fusion);
@@ -511,6 +513,9 @@ fn the_agent_searches_led_by_coverage_find_a_section_in_other_words() {
             .iter()
             .any(|r| r.hits.iter().any(|h| h.chunk_id == want))
     };
+    let by_default = ask_offline(&engine, question);
+    assert!(seen(&by_default), "{:#?}", by_default.rounds);
+    engine.settings.agent_fusion = "minmax:0.5".parse().expect("fusion");
     let fixed = ask_offline(&engine, question);
     assert!(!seen(&fixed), "{:#?}", fixed.rounds);
     engine.settings.agent_fusion = "coverage:1".parse().expect("fusion");

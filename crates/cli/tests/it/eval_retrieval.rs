@@ -451,14 +451,18 @@ fn default_fusion_follows_the_embedder_and_a_request_overrides_it() {
 
     let set = retrieval::load(&fixture(), None).expect("fixture");
     let tmp = tempfile::tempdir().expect("tempdir");
-    // A model embedder (here a test one; kinds "local" and "http" alike): BM25 weight 0.5.
+    // A model embedder (here a test one; kinds "local" and "http" alike): each leg weighed by
+    // how far its best hit stands out.
     let mut engine = Engine::open_with(tmp.path(), Arc::new(TopicEmbedder)).expect("engine");
-    assert_eq!(engine.settings.fusion, Fusion::MinMax { bm25_weight: 0.5 });
+    assert_eq!(engine.settings.fusion, Fusion::Standout);
     retrieval::ingest(&mut engine, &set, ChunkShape::default(), &mut |_| {}).expect("ingest");
     let mut req = SearchRequest::new(vec!["volcano".into()], 5, AccessContext::default());
     let response = engine.search_docs(&req).expect("search");
     // The fusion actually used is what the response (and so the trace) records.
-    assert_eq!(response.fusion.to_string(), "minmax:0.5");
+    assert_eq!(response.fusion.to_string(), "standout");
+    // With its weight for this query, as every min-max mode records it.
+    let weight = response.weights.expect("a weighted fusion").bm25;
+    assert!((0.0..=1.0).contains(&weight), "{weight}");
     req.fusion = Some(Fusion::Rrf { k: 60.0 });
     assert_eq!(
         engine.search_docs(&req).expect("search").fusion.to_string(),

@@ -154,7 +154,7 @@ impl Engine {
             tracing::warn!(
                 database = snapshot.data_version,
                 index = ?indexed.map(|i| i.1),
-                "the BM25 index does not match the database (an interrupted ingest, or another process ingested); rebuilding it from PostgreSQL"
+                "the BM25 index does not match the database (an interrupted ingest, another process ingested, or the index was started afresh); rebuilding it from PostgreSQL"
             );
         }
         self.install_snapshot(snapshot);

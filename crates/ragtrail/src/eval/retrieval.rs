@@ -402,7 +402,7 @@ impl Default for RetrievalOptions {
 }
 
 /// BM25 alone, vector alone, RRF (k = 60) and min-max with the hashing embedder's default
-/// weight (0.3; with a semantic embedder the engine defaults to 0.5: add `minmax:0.5`).
+/// weight (0.3; with a semantic embedder the engine defaults to `standout`: add it).
 pub fn default_modes() -> Vec<Fusion> {
     vec![
         Fusion::Bm25Only,

@@ -146,11 +146,14 @@ pub const DEFAULT_FUSION: Fusion = Fusion::Agreement {
 };
 
 /// The default fusion with a semantic embedder (a local model or an embeddings endpoint):
-/// min-max with equal weights. Measured with all-MiniLM-L6-v2 (BENCHMARKS.md, "Default fusion
-/// per embedder"): SciFact train nDCG@10 0.7115 at weight 0.5 against 0.7022 at 0.3, and
-/// cmrc2018 dev 0.8815 against 0.4551. The 0.3 of the hashing embedder was calibrated with a
-/// lexical vector leg, which a semantic leg is not: it deserves an equal say.
-pub const DEFAULT_SEMANTIC_FUSION: Fusion = Fusion::MinMax { bm25_weight: 0.5 };
+/// min-max weighing each leg per query by how far its best hit stands out among its own hits
+/// ([`Fusion::Standout`]). A semantic leg deserves a say of its own, but which leg knows best
+/// changes with the question: BM25 where the question copies a passage's words, the model
+/// where the words are shared by many passages or are not the passage's. Measured with
+/// multilingual-e5-small and all-MiniLM-L6-v2 on SciFact, cmrc2018 and HotpotQA against
+/// the equal weights it replaces (BENCHMARKS.md, "Each leg weighed by how far its best hit
+/// stands out").
+pub const DEFAULT_SEMANTIC_FUSION: Fusion = Fusion::Standout;
 
 /// The default fusion for an embedder kind (`EmbedderInfo::kind`): [`DEFAULT_FUSION`] for the
 /// lexical hashing embedder, [`DEFAULT_SEMANTIC_FUSION`] for any other (model) embedder.
@@ -747,12 +750,9 @@ mod tests {
         // The trace records the weight with the name, so a replay fuses the same way.
         assert_eq!(DEFAULT_FUSION.to_string(), "agree:0.5");
         for semantic in [crate::embed::LOCAL_KIND, crate::embed::http::KIND, "other"] {
-            assert_eq!(
-                default_fusion_for(semantic),
-                Fusion::MinMax { bm25_weight: 0.5 },
-                "{semantic}"
-            );
+            assert_eq!(default_fusion_for(semantic), Fusion::Standout, "{semantic}");
         }
+        assert_eq!(DEFAULT_SEMANTIC_FUSION.to_string(), "standout");
         assert_eq!(SearchSettings::for_embedder(hashing).fusion, DEFAULT_FUSION);
         let semantic = SearchSettings::for_embedder(crate::embed::LOCAL_KIND);
         assert_eq!(semantic.fusion, DEFAULT_SEMANTIC_FUSION);
