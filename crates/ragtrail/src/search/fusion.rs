@@ -4,9 +4,11 @@
 //! added. [`Fusion::Rrf`] (reciprocal rank fusion) ignores scores and uses ranks only: robust
 //! and parameter-light (it is what `Fusion::default()` and a bare `rrf` mean). [`Fusion::MinMax`]
 //! rescales each leg's scores to `[0, 1]` and takes a weighted sum: it keeps score gaps, at the
-//! price of sensitivity to outliers; it is the engine's default (`search::default_fusion_for`,
-//! measured in BENCHMARKS.md). The
-//! single-leg modes exist for ablations and debugging, and still report the other leg's rank.
+//! price of sensitivity to outliers. The engine's defaults are min-max sums whose weight is
+//! earned per query (`search::default_fusion_for`, measured in BENCHMARKS.md):
+//! [`Fusion::Agreement`] with the lexical hashing embedder, [`Fusion::Standout`] with a model.
+//! The single-leg modes exist for ablations and debugging, and still report the other leg's
+//! rank.
 //!
 //! Every fused hit keeps the rank and raw score it had in each leg, so a trace can explain why
 //! it ended up where it did.
