@@ -523,6 +523,24 @@ pub fn bm25_weight(
     }
 }
 
+impl Fusion {
+    /// This fusion for one query's legs: a mode that earns its BM25 weight per query
+    /// ([`Fusion::Agreement`], [`Fusion::Confidence`], [`Fusion::Standout`]) as plain min-max
+    /// at that weight, which fuses exactly the same; any other mode unchanged. A caller that
+    /// fuses the same legs more than once, or records the weight, works it out once.
+    pub fn for_query(self, bm25: &[LegHit], vector: &[LegHit], signals: QuerySignals) -> Fusion {
+        match self {
+            Fusion::Agreement { .. } | Fusion::Confidence { .. } | Fusion::Standout => {
+                match bm25_weight(self, bm25, vector, signals) {
+                    Some(bm25_weight) => Fusion::MinMax { bm25_weight },
+                    None => self,
+                }
+            }
+            _ => self,
+        }
+    }
+}
+
 /// How far a leg's best hit stands out among the leg's hits: the z-score of its best score
 /// over the scores of all its hits (each id's first), at least 0. At most `sqrt(n - 1)` for `n`
 /// hits, so a short list cannot stand out much: 0 for no hit or one, 1 for two distinct
@@ -1402,6 +1420,31 @@ mod tests {
             let w = bm25_weight(fusion, &bm25, &vector, signals).expect("a min-max mode");
             prop_assert!(w >= 1.0 - v - 1e-12 && w <= 1.0 + 1e-12);
             prop_assert!((w - (1.0 - v * (1.0 - c))).abs() < 1e-12);
+        }
+
+        /// A fusion resolved for its query fuses exactly as the fusion itself, every mode.
+        #[test]
+        fn a_fusion_resolved_for_its_query_fuses_the_same(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            fusion in prop_oneof![
+                any_mode(),
+                confidence_mode(),
+                Just(Fusion::Standout),
+                (0u32..=64).prop_map(|n| Fusion::Agreement { max_vector_weight: f64::from(n) / 64.0 }),
+            ],
+            signals in coverage(),
+            limit in 0usize..=20,
+        ) {
+            let resolved = fusion.for_query(&bm25, &vector, signals);
+            prop_assert_eq!(
+                fuse_with(fusion, &bm25, &vector, limit, signals),
+                fuse_with(resolved, &bm25, &vector, limit, signals)
+            );
+            prop_assert_eq!(
+                bm25_weight(fusion, &bm25, &vector, signals),
+                bm25_weight(resolved, &bm25, &vector, signals)
+            );
         }
 
         /// Standout keeps the fusion's contract, reads the legs alike (swapping them mirrors

@@ -329,7 +329,10 @@ pub fn search_docs_with(
         counts.num_chunks(),
     );
     let signals = query_signals(store, fusion, &keys, &bm25_hits);
-    let mut fused = fuse_with(fusion, &bm25_hits, &vector_hits, first_cut, signals);
+    // A per-query weight (agreement, confidence, standout) worked out once, for both cuts and
+    // the record.
+    let resolved = fusion.for_query(&bm25_hits, &vector_hits, signals);
+    let mut fused = fuse_with(resolved, &bm25_hits, &vector_hits, first_cut, signals);
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
     // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
     // analysed once, not once per key term).
@@ -356,7 +359,7 @@ pub fn search_docs_with(
             if fused.len() < first_cut || first_cut == candidates {
                 break;
             }
-            fused = fuse_with(fusion, &bm25_hits, &vector_hits, candidates, signals);
+            fused = fuse_with(resolved, &bm25_hits, &vector_hits, candidates, signals);
             if next == fused.len() {
                 break;
             }
@@ -412,7 +415,7 @@ pub fn search_docs_with(
         content_hashes,
         legs,
         fusion,
-        weights: fusion::bm25_weight(fusion, &bm25_hits, &vector_hits, signals).map(|bm25| {
+        weights: fusion::bm25_weight(resolved, &bm25_hits, &vector_hits, signals).map(|bm25| {
             fusion::FusionWeights {
                 bm25,
                 lexical_confidence: match fusion {
