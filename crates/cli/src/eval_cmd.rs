@@ -87,7 +87,8 @@ pub struct RetrievalArgs {
     /// Modes to score, comma-separated: bm25, vector, rrf[:K], minmax[:W], agree[:W],
     /// confidence[:W] (min-max whose BM25 weight is 1 - W·(1 - c), c the share of the
     /// query's key terms BM25's best hit covers), standout (min-max weighing each leg by how
-    /// far its best hit stands out among its hits).
+    /// far its best hit stands out among its hits), standout-coverage (standout, BM25's part
+    /// times c).
     #[arg(
         long,
         value_delimiter = ',',
@@ -139,8 +140,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Fuse every search with this mode instead of the embedder's default (rrf[:K],
-    /// minmax[:W], agree[:W], confidence[:W], standout, bm25, vector): to measure a fusion on
-    /// the set.
+    /// minmax[:W], agree[:W], confidence[:W], standout, standout-coverage, bm25, vector): to
+    /// measure a fusion on the set.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,
     #[command(flatten)]

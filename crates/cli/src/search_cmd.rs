@@ -30,9 +30,10 @@ pub struct SearchArgs {
     /// top 10), `confidence:W` (min-max whose BM25 weight is 1 - W·(1 - c), c the IDF-weighted
     /// share of the key terms BM25's best hit contains: BM25 leads where the keywords are the
     /// passage's own words), `standout` (min-max weighing each leg by how far its best hit
-    /// stands out among its hits), `rrf` (reciprocal rank fusion, k = 60), `bm25` or `vector`
-    /// (one leg alone). Default: `agree:0.5` with the hashing embedder, `standout` with a model
-    /// embedder.
+    /// stands out among its hits), `standout-coverage` (standout, BM25's part times c: for a
+    /// model that knows the askers' languages), `rrf` (reciprocal rank fusion, k = 60), `bm25`
+    /// or `vector` (one leg alone). Default: `--search-fusion`, else `agree:0.5` with the
+    /// hashing embedder, `standout` with a model embedder.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,
 }

@@ -44,8 +44,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub force: bool,
     /// What if: re-run every recorded keyword set with this fusion instead of the recorded one
-    /// (rrf, minmax:W, agree:W, confidence:W, standout, bm25, vector) and show the hits
-    /// gained, lost and moved.
+    /// (rrf, minmax:W, agree:W, confidence:W, standout, standout-coverage, bm25, vector) and
+    /// show the hits gained, lost and moved.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<ragtrail::search::fusion::Fusion>,
     /// What if: re-run every recorded keyword set asking for N hits.

@@ -94,6 +94,8 @@ fn main() -> Result<()> {
         Fusion::Agreement {
             max_vector_weight: 0.7,
         },
+        Fusion::Standout,
+        Fusion::StandoutCoverage,
         engine.settings.fusion,
     ] {
         let (n, all, any, mrr) = recall(&engine, &items, fusion)?;

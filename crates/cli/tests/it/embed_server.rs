@@ -189,6 +189,30 @@ fn confidence_fusion_lets_the_vector_leg_lead_where_bm25_only_shares_common_word
 }
 
 #[test]
+fn standout_coverage_lets_the_meaning_lead_an_everyday_question() {
+    let engine = knowledge_engine();
+    let want = chunk_id(&engine, "finance/travel-expense-policy.md", "自驾与租车");
+    // 油钱 and 自己的车 are not the policy's words (it says 私车 and 燃油): BM25's best hit,
+    // in the sick-leave rules, stands out on a word or two and holds little of the question.
+    let question = ["开自己的车去外地出差，油钱怎么报？"];
+    let rank = |hits: &[SearchHit]| hits.iter().position(|h| h.chunk_id == want);
+    let standout = search(&engine, &question, Some(Fusion::Standout));
+    let mut req = SearchRequest::new(vec![question[0].to_string()], 5, AccessContext::default());
+    req.fusion = Some(Fusion::StandoutCoverage);
+    let covered = engine.search_docs(&req).expect("search");
+    assert_eq!(rank(&covered.hits), Some(0), "{:#?}", covered.hits);
+    assert!(
+        rank(&standout).is_none_or(|r| r > 0),
+        "standout alone lets BM25's best hit lead: {standout:#?}"
+    );
+    // The coverage it read is recorded beside the weight it gave BM25.
+    let weights = covered.weights.expect("a min-max mode records its weights");
+    let c = weights.lexical_confidence.expect("the coverage it read");
+    assert!(c < 0.5, "{weights:?}");
+    assert!(weights.bm25 < 0.5, "{weights:?}");
+}
+
+#[test]
 fn the_vector_leg_embeds_the_question_when_one_is_given() {
     let engine = knowledge_engine();
     let want = chunk_id(&engine, "hr/parental-leave.md", "陪产假");
@@ -501,8 +525,8 @@ fn the_agent_searches_led_by_meaning_find_a_section_in_other_words() {
     // 老婆 and 孩子 are nowhere in the knowledge base, and BM25's best hits share only 几天 and
     // 下个月: fused with fixed equal weights (`minmax:0.5`), the run never sees 陪产假. Where
     // the meaning may lead, it brings it: the default `standout` (BM25's best hits do not
-    // stand out, the model's does) and `--agent-fusion coverage:1` (what embed-server.sh
-    // prints) alike.
+    // stand out, the model's does), `standout-coverage` (what embed-server.sh prints) and
+    // `coverage:1` alike.
     let question = "老婆下个月生孩子，我能请几天假？";
     let mut engine = knowledge_engine();
     assert_eq!(engine.settings.agent_fusion, engine.settings.fusion);
@@ -518,9 +542,11 @@ fn the_agent_searches_led_by_meaning_find_a_section_in_other_words() {
     engine.settings.agent_fusion = "minmax:0.5".parse().expect("fusion");
     let fixed = ask_offline(&engine, question);
     assert!(!seen(&fixed), "{:#?}", fixed.rounds);
-    engine.settings.agent_fusion = "coverage:1".parse().expect("fusion");
-    let led = ask_offline(&engine, question);
-    assert!(seen(&led), "{:#?}", led.rounds);
+    for led_by_meaning in ["standout-coverage", "coverage:1"] {
+        engine.settings.agent_fusion = led_by_meaning.parse().expect("fusion");
+        let led = ask_offline(&engine, question);
+        assert!(seen(&led), "{led_by_meaning}: {:#?}", led.rounds);
+    }
 }
 
 #[test]

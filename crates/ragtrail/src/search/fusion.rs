@@ -6,7 +6,9 @@
 //! rescales each leg's scores to `[0, 1]` and takes a weighted sum: it keeps score gaps, at the
 //! price of sensitivity to outliers. The engine's defaults are min-max sums whose weight is
 //! earned per query (`search::default_fusion_for`, measured in BENCHMARKS.md):
-//! [`Fusion::Agreement`] with the lexical hashing embedder, [`Fusion::Standout`] with a model.
+//! [`Fusion::Agreement`] with the lexical hashing embedder, [`Fusion::Standout`] with a model
+//! ([`Fusion::StandoutCoverage`] for a model that knows the askers' languages, by the
+//! operator's choice).
 //! The single-leg modes exist for ablations and debugging, and still report the other leg's
 //! rank.
 //!
@@ -79,7 +81,7 @@ pub struct FusionWeights {
 pub struct QuerySignals {
     /// The IDF-weighted share of the query's key terms that BM25's best hit contains, in
     /// `[0, 1]` (`search::lexical_coverage`); `None` when not measured. Only
-    /// [`Fusion::Confidence`] reads it.
+    /// [`Fusion::Confidence`] and [`Fusion::StandoutCoverage`] read it.
     pub lexical_coverage: Option<f64>,
 }
 
@@ -169,6 +171,13 @@ pub enum Fusion {
     /// evenly (distractors, paraphrases, another language) the leg that singles a passage out
     /// leads. It reads both legs alike, with no parameter to fit.
     Standout,
+    /// [`Fusion::Standout`] with BM25's standing-out discounted by how much of the query its
+    /// best hit contains ([`QuerySignals::lexical_coverage`]): `w = c·z_bm25 / (c·z_bm25 +
+    /// z_vector)`. A best hit that towers over the rest on a word or two of a long question
+    /// (a paraphrase, an everyday question about a policy) no longer leads; one that holds the
+    /// question's words still does. For a model that knows the askers' languages: with one
+    /// that does not, the vector leg it hands the lead to cannot read the question either.
+    StandoutCoverage,
     /// The BM25 leg alone, in its order, with its raw scores.
     Bm25Only,
     /// The vector leg alone, in its order, with its raw scores.
@@ -185,9 +194,9 @@ impl Default for Fusion {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FusionError {
     /// Not one of `rrf`, `minmax`, `agree`, `confidence`, `coverage`, `margin`, `standout`,
-    /// `bm25`, `vector`.
+    /// `standout-coverage`, `bm25`, `vector`.
     #[error(
-        "unknown fusion {0:?}: expected one of rrf, minmax, agree, confidence, coverage, margin, standout, bm25, vector"
+        "unknown fusion {0:?}: expected one of rrf, minmax, agree, confidence, coverage, margin, standout, standout-coverage, bm25, vector"
     )]
     UnknownName(String),
     /// RRF `k` must be finite and non-negative.
@@ -239,6 +248,7 @@ impl Fusion {
             Fusion::Agreement { .. } => "agree",
             Fusion::Confidence { signal, .. } => signal.name(),
             Fusion::Standout => "standout",
+            Fusion::StandoutCoverage => "standout-coverage",
             Fusion::Bm25Only => "bm25",
             Fusion::VectorOnly => "vector",
         }
@@ -316,6 +326,8 @@ impl FromStr for Fusion {
             })
         } else if is("standout") {
             Ok(Fusion::Standout)
+        } else if is("standout-coverage") {
+            Ok(Fusion::StandoutCoverage)
         } else if is("bm25") {
             Ok(Fusion::Bm25Only)
         } else if is("vector") {
@@ -493,7 +505,7 @@ fn repaired(weight: f64, default: f64) -> f64 {
 }
 
 /// BM25's weight in the min-max sum of the min-max modes for this query ([`Fusion::MinMax`]'s
-/// own, [`Fusion::Agreement`]'s and [`Fusion::Confidence`]'s per query), repaired as [`fuse`]
+/// own; the others' per query), repaired as [`fuse`]
 /// repairs it; `None` for the modes that sum no weights. A trace records it beside the mode.
 pub fn bm25_weight(
     fusion: Fusion,
@@ -515,27 +527,42 @@ pub fn bm25_weight(
             let c = lexical_confidence(signal, bm25, signals);
             Some(1.0 - v * (1.0 - c))
         }
-        Fusion::Standout => {
-            let (b, v) = (leg_standout(bm25), leg_standout(vector));
-            Some(if b + v > 0.0 { b / (b + v) } else { 0.5 })
+        Fusion::Standout => Some(standout_weight(leg_standout(bm25), leg_standout(vector))),
+        Fusion::StandoutCoverage => {
+            let c = lexical_confidence(LexicalSignal::Coverage, bm25, signals);
+            Some(standout_weight(
+                c * leg_standout(bm25),
+                leg_standout(vector),
+            ))
         }
         Fusion::Rrf { .. } | Fusion::Bm25Only | Fusion::VectorOnly => None,
     }
 }
 
+/// BM25's weight when its leg stands out by `bm25` and the vector leg by `vector` (both
+/// `>= 0`): its share of the two, even when neither stands out.
+fn standout_weight(bm25: f64, vector: f64) -> f64 {
+    if bm25 + vector > 0.0 {
+        bm25 / (bm25 + vector)
+    } else {
+        0.5
+    }
+}
+
 impl Fusion {
     /// This fusion for one query's legs: a mode that earns its BM25 weight per query
-    /// ([`Fusion::Agreement`], [`Fusion::Confidence`], [`Fusion::Standout`]) as plain min-max
-    /// at that weight, which fuses exactly the same; any other mode unchanged. A caller that
+    /// ([`Fusion::Agreement`], [`Fusion::Confidence`], [`Fusion::Standout`],
+    /// [`Fusion::StandoutCoverage`]) as plain min-max at that weight, which fuses exactly the same; any other mode unchanged. A caller that
     /// fuses the same legs more than once, or records the weight, works it out once.
     pub fn for_query(self, bm25: &[LegHit], vector: &[LegHit], signals: QuerySignals) -> Fusion {
         match self {
-            Fusion::Agreement { .. } | Fusion::Confidence { .. } | Fusion::Standout => {
-                match bm25_weight(self, bm25, vector, signals) {
-                    Some(bm25_weight) => Fusion::MinMax { bm25_weight },
-                    None => self,
-                }
-            }
+            Fusion::Agreement { .. }
+            | Fusion::Confidence { .. }
+            | Fusion::Standout
+            | Fusion::StandoutCoverage => match bm25_weight(self, bm25, vector, signals) {
+                Some(bm25_weight) => Fusion::MinMax { bm25_weight },
+                None => self,
+            },
             _ => self,
         }
     }
@@ -607,8 +634,8 @@ pub fn bm25_margin(bm25: &[LegHit]) -> f64 {
 }
 
 /// [`fuse`] with what is known about the query ([`QuerySignals`]; only
-/// [`Fusion::Confidence`] reads it: without a measured coverage it assumes
-/// [`UNMEASURED_COVERAGE`]).
+/// [`Fusion::Confidence`] and [`Fusion::StandoutCoverage`] read it: without a measured
+/// coverage they assume [`UNMEASURED_COVERAGE`]).
 pub fn fuse_with(
     fusion: Fusion,
     bm25: &[LegHit],
@@ -656,7 +683,8 @@ pub fn fuse_with(
         Fusion::MinMax { .. }
         | Fusion::Agreement { .. }
         | Fusion::Confidence { .. }
-        | Fusion::Standout => {
+        | Fusion::Standout
+        | Fusion::StandoutCoverage => {
             let w = bm25_weight(fusion, bm25, vector, signals).unwrap_or(DEFAULT_BM25_WEIGHT);
             let b_scale = MinMaxScale::over(entries.iter().filter_map(|u| u.bm25.map(|s| s.score)));
             let v_scale =
@@ -747,6 +775,52 @@ mod tests {
         let parsed: Fusion = " Standout ".parse().expect("parse");
         assert_eq!(parsed, Fusion::Standout);
         assert_eq!(parsed.to_string(), "standout");
+    }
+
+    #[test]
+    fn standout_coverage_takes_the_lead_from_a_best_hit_that_misses_the_question() {
+        // BM25's best hit towers, but holds a fifth of the question's key terms; the vector
+        // leg singles out another chunk.
+        let towering = leg(&[("a", 20.0), ("b", 5.0), ("c", 4.9), ("d", 4.8)]);
+        let vector = leg(&[("d", 0.95), ("c", 0.81), ("b", 0.80), ("a", 0.79)]);
+        let at = |c: f64| QuerySignals {
+            lexical_coverage: Some(c),
+        };
+        let standout = bm25_weight(Fusion::Standout, &towering, &vector, at(0.2)).expect("w");
+        let covered = bm25_weight(Fusion::StandoutCoverage, &towering, &vector, at(0.2));
+        let covered = covered.expect("weighted");
+        assert!(covered < standout, "{covered} against {standout}");
+        assert_eq!(
+            ids(&fuse_with(Fusion::Standout, &towering, &vector, 4, at(0.2)))[0],
+            "a"
+        );
+        assert_eq!(
+            ids(&fuse_with(
+                Fusion::StandoutCoverage,
+                &towering,
+                &vector,
+                4,
+                at(0.2)
+            ))[0],
+            "d"
+        );
+        // A best hit that holds the whole question keeps standout's weight; one that holds
+        // none of it gives the vector leg the whole say.
+        let full = bm25_weight(Fusion::StandoutCoverage, &towering, &vector, at(1.0));
+        assert_eq!(full, Some(standout));
+        let none = bm25_weight(Fusion::StandoutCoverage, &towering, &vector, at(0.0));
+        assert_eq!(none, Some(0.0));
+        // Unmeasured (no content word): half a discount, as `confidence` assumes.
+        let unmeasured = QuerySignals::default();
+        let half = bm25_weight(Fusion::StandoutCoverage, &towering, &vector, unmeasured);
+        let expected = standout_weight(
+            UNMEASURED_COVERAGE * leg_standout(&towering),
+            leg_standout(&vector),
+        );
+        assert_eq!(half, Some(expected));
+        let parsed: Fusion = " Standout-Coverage ".parse().expect("parse");
+        assert_eq!(parsed, Fusion::StandoutCoverage);
+        assert_eq!(parsed.to_string(), "standout-coverage");
     }
 
     #[test]
@@ -1184,7 +1258,10 @@ mod tests {
             Fusion::Bm25Only => Fusion::VectorOnly,
             Fusion::VectorOnly => Fusion::Bm25Only,
             // Not generated: their weights are not mirror images (BM25 leads).
-            f @ (Fusion::Agreement { .. } | Fusion::Confidence { .. } | Fusion::Standout) => f,
+            f @ (Fusion::Agreement { .. }
+            | Fusion::Confidence { .. }
+            | Fusion::Standout
+            | Fusion::StandoutCoverage) => f,
         }
     }
 
@@ -1431,6 +1508,7 @@ mod tests {
                 any_mode(),
                 confidence_mode(),
                 Just(Fusion::Standout),
+                Just(Fusion::StandoutCoverage),
                 (0u32..=64).prop_map(|n| Fusion::Agreement { max_vector_weight: f64::from(n) / 64.0 }),
             ],
             signals in coverage(),
@@ -1476,6 +1554,34 @@ mod tests {
             prop_assert!((w - w_scaled).abs() < 1e-9, "{} against {}", w, w_scaled);
             let rescaled = fuse(Fusion::Standout, &scaled, &vector, usize::MAX);
             prop_assert_eq!(ids(&rescaled), ids(&whole));
+        }
+
+        /// Standout discounted by coverage keeps the fusion's contract, never gives BM25 more
+        /// say than standout does, is standout at full coverage, and gives BM25 no less say
+        /// as the coverage rises.
+        #[test]
+        fn standout_coverage_only_ever_discounts_bm25(
+            bm25 in dup_leg(),
+            vector in dup_leg(),
+            low in 0u32..=64,
+            rise in 0u32..=64,
+            limit in 0usize..=20,
+        ) {
+            let at = |n: u32| QuerySignals { lexical_coverage: Some(f64::from(n.min(64)) / 64.0) };
+            let whole = fuse_with(Fusion::StandoutCoverage, &bm25, &vector, usize::MAX, at(low));
+            let cut = fuse_with(Fusion::StandoutCoverage, &bm25, &vector, limit, at(low));
+            prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
+            prop_assert_eq!(whole.len(), distinct(&[&bm25, &vector]).len());
+            prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
+            let weight = |fusion: Fusion, n: u32| {
+                bm25_weight(fusion, &bm25, &vector, at(n)).expect("weighted")
+            };
+            let standout = weight(Fusion::Standout, low);
+            let covered = weight(Fusion::StandoutCoverage, low);
+            prop_assert!((0.0..=1.0).contains(&covered));
+            prop_assert!(covered <= standout + 1e-12, "{} above {}", covered, standout);
+            prop_assert!(weight(Fusion::StandoutCoverage, low + rise) >= covered - 1e-12);
+            prop_assert!((weight(Fusion::StandoutCoverage, 64) - standout).abs() < 1e-12);
         }
 
         /// Full confidence is BM25's order: with every key term covered and a lone BM25 hit

@@ -82,11 +82,11 @@ impl SearchRequest {
 pub struct SearchSettings {
     /// The fusion of a `searchDocs` call that names none.
     pub fusion: Fusion,
-    /// The fusion of the agent's own searches: by default the same as [`Self::fusion`]. An
-    /// operator whose model knows the askers' languages may let it lead where their words are
-    /// not the documents' (`coverage:1`, measured with multilingual-e5-small in BENCHMARKS.md,
-    /// "The agent's searches led by the lexical leg's coverage"); with an English-only model
-    /// that loses Chinese questions, so it is not a default.
+    /// The fusion of the agent's own searches: by default the same as [`Self::fusion`], which
+    /// an operator whose model knows the askers' languages may set to
+    /// [`Fusion::StandoutCoverage`] for both (BENCHMARKS.md, "Standout discounted by
+    /// coverage"); with an English-only model that loses Chinese questions, so it is not a
+    /// default. Set apart to try a fusion on the agent alone.
     pub agent_fusion: Fusion,
     /// Candidates each leg contributes before fusion.
     pub candidates: usize,
@@ -152,7 +152,9 @@ pub const DEFAULT_FUSION: Fusion = Fusion::Agreement {
 /// where the words are shared by many passages or are not the passage's. Measured with
 /// multilingual-e5-small and all-MiniLM-L6-v2 on SciFact, cmrc2018 and HotpotQA against
 /// the equal weights it replaces (BENCHMARKS.md, "Each leg weighed by how far its best hit
-/// stands out").
+/// stands out"). A model that knows the askers' languages does better still with BM25's part
+/// discounted by its coverage of the question ([`Fusion::StandoutCoverage`], the operator's
+/// choice): whether a model reads the questions' language is not something its kind says.
 pub const DEFAULT_SEMANTIC_FUSION: Fusion = Fusion::Standout;
 
 /// The default fusion for an embedder kind (`EmbedderInfo::kind`): [`DEFAULT_FUSION`] for the
@@ -422,6 +424,11 @@ pub fn search_docs_with(
                     Fusion::Confidence { signal, .. } => {
                         Some(fusion::lexical_confidence(signal, &bm25_hits, signals))
                     }
+                    Fusion::StandoutCoverage => Some(fusion::lexical_confidence(
+                        fusion::LexicalSignal::Coverage,
+                        &bm25_hits,
+                        signals,
+                    )),
                     _ => None,
                 },
             }
@@ -452,8 +459,8 @@ pub fn lexical_coverage(store: &ChunkStore, keys: &[KeyTerm], bm25: &[LegHit]) -
     Some((found / total).clamp(0.0, 1.0))
 }
 
-/// The signals `fusion` reads (only [`Fusion::Confidence`] with a coverage signal reads
-/// any: the others get none, at no cost).
+/// The signals `fusion` reads (only [`Fusion::Confidence`] with a coverage signal and
+/// [`Fusion::StandoutCoverage`] read any: the others get none, at no cost).
 fn query_signals(
     store: &ChunkStore,
     fusion: Fusion,
@@ -466,7 +473,7 @@ fn query_signals(
             Fusion::Confidence {
                 signal: fusion::LexicalSignal::Coverage | fusion::LexicalSignal::CoverageAndMargin,
                 ..
-            }
+            } | Fusion::StandoutCoverage
         )
         .then(|| lexical_coverage(store, keys, bm25))
         .flatten(),
@@ -641,7 +648,10 @@ pub fn search_ranked(
         Fusion::Bm25Only if legs.vector.0.is_empty() => (legs.bm25.0, true),
         Fusion::VectorOnly if legs.bm25.0.is_empty() => (legs.vector.0, false),
         _ => {
-            let signals = if matches!(req.fusion, Fusion::Confidence { .. }) {
+            let signals = if matches!(
+                req.fusion,
+                Fusion::Confidence { .. } | Fusion::StandoutCoverage
+            ) {
                 let counts = index.scoped_counts(req.access, false)?;
                 let keys = key_terms(
                     &keywords,
