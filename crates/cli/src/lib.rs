@@ -94,11 +94,23 @@ pub struct GlobalArgs {
         value_name = "RULE"
     )]
     pub default_access: DefaultAccessArg,
+    /// How a search that names no fusion fuses the two legs (`search`, HTTP and MCP
+    /// `searchDocs`, and the agent's searches unless `--agent-fusion` says otherwise), in
+    /// `search --fusion`'s terms; default: `agree:0.5` with the hashing embedder, `standout`
+    /// with a model. With a model that knows the askers' languages, `standout-coverage` lets
+    /// its meaning lead where BM25's best hit holds little of the question
+    /// (`scripts/embed-server.sh` prints it for multilingual-e5-small).
+    #[arg(
+        long,
+        global = true,
+        env = "RAGTRAIL_SEARCH_FUSION",
+        value_name = "FUSION"
+    )]
+    pub search_fusion: Option<ragtrail::search::fusion::Fusion>,
     /// How the agent's own searches fuse the two legs (`ask`, `chat`, `serve`, `mcp`, `eval`),
-    /// in `search --fusion`'s terms; default: as `searchDocs` does. With a model that knows the
-    /// askers' languages, `coverage:1` lets its meaning lead where their words are not the
-    /// documents' (`scripts/embed-server.sh` prints it for multilingual-e5-small; an
-    /// English-only model would lead Chinese questions astray).
+    /// in `search --fusion`'s terms; default: as `searchDocs` does (`--search-fusion`). To try
+    /// a fusion on the agent alone, e.g. `coverage:1` (BM25 weighed by its best hit's share
+    /// of the question's key terms).
     #[arg(
         long,
         global = true,
@@ -118,8 +130,13 @@ pub enum DefaultAccessArg {
 }
 
 impl GlobalArgs {
-    /// The search settings the operator chose on the command line (`--agent-fusion`).
+    /// The search settings the operator chose on the command line (`--search-fusion`,
+    /// `--agent-fusion`).
     pub(crate) fn apply_search_settings(&self, settings: &mut ragtrail::search::SearchSettings) {
+        if let Some(fusion) = self.search_fusion {
+            settings.fusion = fusion;
+            settings.agent_fusion = fusion;
+        }
         if let Some(fusion) = self.agent_fusion {
             settings.agent_fusion = fusion;
         }

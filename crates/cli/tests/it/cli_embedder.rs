@@ -81,6 +81,28 @@ fn status_before_and_after_ingest_with_the_hashing_embedder() {
         stdout.contains("agree:0.5; the agent's searches: coverage:1 (--agent-fusion)"),
         "{stdout}"
     );
+
+    // The operator's choice for every search that names none; the agent follows it unless
+    // told otherwise.
+    let chosen = ["--data-dir", data, "--search-fusion", "standout-coverage"];
+    let out = ragtrail(
+        ws.dir.path(),
+        &[&chosen[..], &["status", "--json"]].concat(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(v["fusion"], "standout-coverage");
+    assert_eq!(v["agentFusion"], "standout-coverage");
+    let out = ragtrail(
+        ws.dir.path(),
+        &[
+            &chosen[..],
+            &["--agent-fusion", "coverage:1", "status", "--json"],
+        ]
+        .concat(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(v["fusion"], "standout-coverage");
+    assert_eq!(v["agentFusion"], "coverage:1");
 }
 
 #[test]

@@ -8,11 +8,16 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::cli::{ragtrail, text};
+use crate::common::cli::{ragtrail_with_env, text};
 use crate::common::repo_root;
 
 /// Runs `ragtrail` over the bundled knowledge with its data and traces in `dir`.
 fn bundled(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    bundled_env(dir, &[], args)
+}
+
+/// [`bundled`] with `env` set.
+fn bundled_env(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String, String) {
     let data = dir.join("data");
     let traces = dir.join("traces");
     let knowledge = repo_root().join("knowledge");
@@ -25,7 +30,7 @@ fn bundled(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
         traces.to_str().expect("utf-8"),
     ];
     all.extend_from_slice(args);
-    let out = ragtrail(dir, &all);
+    let out = ragtrail_with_env(dir, &all, env);
     let (stdout, stderr) = text(&out);
     (out.status.code(), stdout, stderr)
 }
@@ -206,4 +211,16 @@ fn the_agents_fusion_is_the_operators_choice_and_is_traced() {
     let (code, _, stderr) = bundled(tmp.path(), &["--agent-fusion", "loudest", "ask", question]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--agent-fusion"), "{stderr}");
+
+    // Every search's fusion, set through the environment: the agent's too.
+    let (_, stdout, stderr) = bundled_env(
+        tmp.path(),
+        &[("RAGTRAIL_SEARCH_FUSION", "minmax:0.7")],
+        &["ask", "--json", question],
+    );
+    let chosen: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));
+    let fusions = trace_fusions(&chosen);
+    assert!(!fusions.is_empty(), "{chosen}");
+    assert!(fusions.iter().all(|f| f == "minmax:0.7"), "{fusions:?}");
 }
