@@ -505,8 +505,8 @@ fn repaired(weight: f64, default: f64) -> f64 {
 }
 
 /// BM25's weight in the min-max sum of the min-max modes for this query ([`Fusion::MinMax`]'s
-/// own; the others' per query), repaired as [`fuse`]
-/// repairs it; `None` for the modes that sum no weights. A trace records it beside the mode.
+/// own; the others' per query), repaired as [`fuse`] repairs it; `None` for the modes that sum
+/// no weights. A trace records it beside the mode.
 pub fn bm25_weight(
     fusion: Fusion,
     bm25: &[LegHit],
@@ -552,8 +552,9 @@ fn standout_weight(bm25: f64, vector: f64) -> f64 {
 impl Fusion {
     /// This fusion for one query's legs: a mode that earns its BM25 weight per query
     /// ([`Fusion::Agreement`], [`Fusion::Confidence`], [`Fusion::Standout`],
-    /// [`Fusion::StandoutCoverage`]) as plain min-max at that weight, which fuses exactly the same; any other mode unchanged. A caller that
-    /// fuses the same legs more than once, or records the weight, works it out once.
+    /// [`Fusion::StandoutCoverage`]) as plain min-max at that weight, which fuses exactly the
+    /// same; any other mode unchanged. A caller that fuses the same legs more than once, or
+    /// records the weight, works it out once.
     pub fn for_query(self, bm25: &[LegHit], vector: &[LegHit], signals: QuerySignals) -> Fusion {
         match self {
             Fusion::Agreement { .. }
