@@ -783,7 +783,6 @@ fn time_mode(
     })
 }
 
-/// Writes the per-query results as JSON lines.
 /// Writes each judged query's two legs as JSON lines, to study fusions offline: the query,
 /// its relevant documents (id → grade), and each leg's hits as `[document id, raw score]`,
 /// best first, `depth` long (the lists `searchDocs` fuses).
@@ -833,6 +832,7 @@ pub fn write_legs(
     out.flush().map_err(io_err(path))
 }
 
+/// Writes the per-query results as JSON lines.
 pub fn write_per_query(path: &PathBuf, results: &[QueryResult]) -> Result<(), EvalError> {
     use std::io::Write;
     let file = std::fs::File::create(path).map_err(io_err(path))?;
