@@ -12,7 +12,7 @@
 #                                              then print the settings to use, one
 #                                              RAGTRAIL_...=value line each (ready for eval):
 #                                              the endpoint, model and marking, and the
-#                                              agent's fusion for a multilingual model
+#                                              fusion for a multilingual model
 #   scripts/embed-server.sh stop DIR           stop the server started in DIR and delete DIR
 #   scripts/embed-server.sh ensure             the development server (kept running between
 #                                              runs, in ${TMPDIR:-/tmp}/ragtrail-embed-dev-UID):
@@ -71,10 +71,9 @@ settings() {
   echo "RAGTRAIL_EMBED_BASE_URL=http://127.0.0.1:$1/v1"
   echo "RAGTRAIL_EMBED_MODEL=$model"
   echo "RAGTRAIL_EMBED_MARKING=input-type"
-  # The model knows Chinese and English: let its meaning lead the agent's searches where the
-  # question's words are not the documents' (BENCHMARKS.md, "The agent's searches led by the
-  # lexical leg's coverage").
-  echo "RAGTRAIL_AGENT_FUSION=coverage:1"
+  # The model knows Chinese and English: let its meaning lead every search where BM25's best
+  # hit holds little of the question (BENCHMARKS.md, "Standout discounted by coverage").
+  echo "RAGTRAIL_SEARCH_FUSION=standout-coverage"
 }
 
 start_server() {
