@@ -63,7 +63,8 @@ struct Status {
     embedder_url: Option<String>,
     /// Whether searching now would work (`None`: nothing to compare).
     embedder_matches: Option<bool>,
-    /// How a `searchDocs` call that names no fusion fuses the legs with the configured embedder.
+    /// How a `searchDocs` call that names no fusion fuses the legs with the configured embedder
+    /// (`--search-fusion`, else the embedder's default).
     fusion: Option<String>,
     /// How the agent's own searches fuse them (`--agent-fusion`, else the same).
     agent_fusion: Option<String>,
