@@ -550,6 +550,16 @@ fn standout_weight(bm25: f64, vector: f64) -> f64 {
 }
 
 impl Fusion {
+    /// The signal of BM25's confidence this mode reads, if any ([`Fusion::Confidence`]'s own,
+    /// [`Fusion::StandoutCoverage`]'s coverage): a search works out and records it.
+    pub fn lexical_signal(self) -> Option<LexicalSignal> {
+        match self {
+            Fusion::Confidence { signal, .. } => Some(signal),
+            Fusion::StandoutCoverage => Some(LexicalSignal::Coverage),
+            _ => None,
+        }
+    }
+
     /// This fusion for one query's legs: a mode that earns its BM25 weight per query
     /// ([`Fusion::Agreement`], [`Fusion::Confidence`], [`Fusion::Standout`],
     /// [`Fusion::StandoutCoverage`]) as plain min-max at that weight, which fuses exactly the
@@ -1270,6 +1280,38 @@ mod tests {
         hits.iter().position(|h| h.id == id).unwrap_or(usize::MAX)
     }
 
+    /// A measured coverage of `n`/64 (at most 1).
+    fn coverage_at(n: u32) -> QuerySignals {
+        QuerySignals {
+            lexical_coverage: Some(f64::from(n.min(64)) / 64.0),
+        }
+    }
+
+    /// Fuses the legs whole and cut at `limit`, checks the contract every min-max mode keeps
+    /// (every id of a leg once, with its legs' ranks; min(limit, |union|) hits; a cut is the
+    /// whole's prefix; scores sorted in [0, 1]) and returns the whole.
+    fn min_max_contract(
+        fusion: Fusion,
+        bm25: &[LegHit],
+        vector: &[LegHit],
+        limit: usize,
+        signals: QuerySignals,
+    ) -> Result<Vec<FusedHit>, TestCaseError> {
+        let whole = fuse_with(fusion, bm25, vector, usize::MAX, signals);
+        let cut = fuse_with(fusion, bm25, vector, limit, signals);
+        prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
+        prop_assert_eq!(whole.len(), distinct(&[bm25, vector]).len());
+        let mut seen = HashSet::new();
+        for h in &whole {
+            prop_assert!(seen.insert(h.id.clone()));
+            prop_assert_eq!(h.bm25.is_some(), bm25.iter().any(|x| x.id == h.id));
+            prop_assert_eq!(h.vector.is_some(), vector.iter().any(|x| x.id == h.id));
+        }
+        prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
+        prop_assert!(whole.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+        Ok(whole)
+    }
+
     fn distinct(legs: &[&[LegHit]]) -> HashSet<String> {
         legs.iter()
             .flat_map(|l| l.iter().map(|h| h.id.clone()))
@@ -1478,18 +1520,7 @@ mod tests {
             signals in coverage(),
             limit in 0usize..=20,
         ) {
-            let whole = fuse_with(fusion, &bm25, &vector, usize::MAX, signals);
-            let cut = fuse_with(fusion, &bm25, &vector, limit, signals);
-            prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
-            prop_assert_eq!(whole.len(), distinct(&[&bm25, &vector]).len());
-            let mut seen = HashSet::new();
-            for h in &whole {
-                prop_assert!(seen.insert(h.id.clone()));
-                prop_assert_eq!(h.bm25.is_some(), bm25.iter().any(|x| x.id == h.id));
-                prop_assert_eq!(h.vector.is_some(), vector.iter().any(|x| x.id == h.id));
-            }
-            prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
-            prop_assert!(whole.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+            min_max_contract(fusion, &bm25, &vector, limit, signals)?;
             let Fusion::Confidence { max_vector_weight: v, signal } = fusion else {
                 unreachable!()
             };
@@ -1536,12 +1567,7 @@ mod tests {
             limit in 0usize..=20,
         ) {
             let none = QuerySignals::default();
-            let whole = fuse(Fusion::Standout, &bm25, &vector, usize::MAX);
-            let cut = fuse(Fusion::Standout, &bm25, &vector, limit);
-            prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
-            prop_assert_eq!(whole.len(), distinct(&[&bm25, &vector]).len());
-            prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
-            prop_assert!(whole.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+            let whole = min_max_contract(Fusion::Standout, &bm25, &vector, limit, none)?;
             let w = bm25_weight(Fusion::Standout, &bm25, &vector, none).expect("weighted");
             prop_assert!((0.0..=1.0).contains(&w));
             let swapped = bm25_weight(Fusion::Standout, &vector, &bm25, none).expect("weighted");
@@ -1568,14 +1594,9 @@ mod tests {
             rise in 0u32..=64,
             limit in 0usize..=20,
         ) {
-            let at = |n: u32| QuerySignals { lexical_coverage: Some(f64::from(n.min(64)) / 64.0) };
-            let whole = fuse_with(Fusion::StandoutCoverage, &bm25, &vector, usize::MAX, at(low));
-            let cut = fuse_with(Fusion::StandoutCoverage, &bm25, &vector, limit, at(low));
-            prop_assert_eq!(&cut[..], &whole[..limit.min(whole.len())]);
-            prop_assert_eq!(whole.len(), distinct(&[&bm25, &vector]).len());
-            prop_assert!(whole.windows(2).all(|w| w[0].score >= w[1].score));
+            min_max_contract(Fusion::StandoutCoverage, &bm25, &vector, limit, coverage_at(low))?;
             let weight = |fusion: Fusion, n: u32| {
-                bm25_weight(fusion, &bm25, &vector, at(n)).expect("weighted")
+                bm25_weight(fusion, &bm25, &vector, coverage_at(n)).expect("weighted")
             };
             let standout = weight(Fusion::Standout, low);
             let covered = weight(Fusion::StandoutCoverage, low);
@@ -1633,9 +1654,8 @@ mod tests {
                 max_vector_weight: f64::from(v) / 64.0,
                 signal: LexicalSignal::CoverageAndMargin,
             };
-            let at = |n: u32| QuerySignals { lexical_coverage: Some(f64::from(n.min(64)) / 64.0) };
-            let before = fuse_with(fusion, &bm25, &vector, usize::MAX, at(low));
-            let after = fuse_with(fusion, &bm25, &vector, usize::MAX, at(low + rise));
+            let before = fuse_with(fusion, &bm25, &vector, usize::MAX, coverage_at(low));
+            let after = fuse_with(fusion, &bm25, &vector, usize::MAX, coverage_at(low + rise));
             let best = bm25[0].id.as_str();
             prop_assert!(beaten_by(&after, best) <= beaten_by(&before, best));
         }

@@ -420,17 +420,9 @@ pub fn search_docs_with(
         weights: fusion::bm25_weight(resolved, &bm25_hits, &vector_hits, signals).map(|bm25| {
             fusion::FusionWeights {
                 bm25,
-                lexical_confidence: match fusion {
-                    Fusion::Confidence { signal, .. } => {
-                        Some(fusion::lexical_confidence(signal, &bm25_hits, signals))
-                    }
-                    Fusion::StandoutCoverage => Some(fusion::lexical_confidence(
-                        fusion::LexicalSignal::Coverage,
-                        &bm25_hits,
-                        signals,
-                    )),
-                    _ => None,
-                },
+                lexical_confidence: fusion
+                    .lexical_signal()
+                    .map(|signal| fusion::lexical_confidence(signal, &bm25_hits, signals)),
             }
         }),
         sufficiency,
@@ -459,8 +451,8 @@ pub fn lexical_coverage(store: &ChunkStore, keys: &[KeyTerm], bm25: &[LegHit]) -
     Some((found / total).clamp(0.0, 1.0))
 }
 
-/// The signals `fusion` reads (only [`Fusion::Confidence`] with a coverage signal and
-/// [`Fusion::StandoutCoverage`] read any: the others get none, at no cost).
+/// The signals `fusion` reads (only a mode whose [`Fusion::lexical_signal`] reads the
+/// coverage reads any: the others get none, at no cost).
 fn query_signals(
     store: &ChunkStore,
     fusion: Fusion,
@@ -469,11 +461,8 @@ fn query_signals(
 ) -> QuerySignals {
     QuerySignals {
         lexical_coverage: matches!(
-            fusion,
-            Fusion::Confidence {
-                signal: fusion::LexicalSignal::Coverage | fusion::LexicalSignal::CoverageAndMargin,
-                ..
-            } | Fusion::StandoutCoverage
+            fusion.lexical_signal(),
+            Some(fusion::LexicalSignal::Coverage | fusion::LexicalSignal::CoverageAndMargin)
         )
         .then(|| lexical_coverage(store, keys, bm25))
         .flatten(),
@@ -648,10 +637,7 @@ pub fn search_ranked(
         Fusion::Bm25Only if legs.vector.0.is_empty() => (legs.bm25.0, true),
         Fusion::VectorOnly if legs.bm25.0.is_empty() => (legs.vector.0, false),
         _ => {
-            let signals = if matches!(
-                req.fusion,
-                Fusion::Confidence { .. } | Fusion::StandoutCoverage
-            ) {
+            let signals = if req.fusion.lexical_signal().is_some() {
                 let counts = index.scoped_counts(req.access, false)?;
                 let keys = key_terms(
                     &keywords,
