@@ -8,8 +8,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
-use axum::http::request::Parts;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,13 +17,13 @@ use ragtrail::review::runs::{RunFilter, STATUS_NAMES};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::body::{self, MAX_BODY_BYTES, bounded};
+use crate::auth::Caller;
+use crate::body::{self, bounded};
 use crate::error::{ApiError, code};
 use crate::service::{App, AskParams, blocking};
-use crate::tokens::Grant;
 
-/// The router of the whole API over `app`.
-pub fn router(app: Arc<App>) -> Router {
+/// The routes of the API proper (health, `/v1/…`); [`crate::routes::router`] adds the rest.
+pub(crate) fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -34,41 +33,6 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/traces/{runId}", get(trace))
         .route("/v1/traces/{runId}/audit", get(audit))
         .route("/v1/traces/{runId}/replay", post(replay))
-        .route("/openapi.json", get(crate::openapi::openapi_json))
-        .merge(crate::ui::routes())
-        .merge(crate::mcp::routes(app.clone()))
-        .fallback(|| async { ApiError::not_found("such endpoint") })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(app)
-}
-
-/// The caller, from a valid `Authorization: Bearer` token.
-pub struct Caller(pub Grant);
-
-impl FromRequestParts<Arc<App>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| {
-                ApiError::unauthorized(
-                    "send `Authorization: Bearer <token>` (make one with `ragtrail tokens add`)",
-                )
-            })?
-            .to_str()
-            .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
-        let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .ok_or_else(|| ApiError::unauthorized("the Authorization header is not `Bearer …`"))?;
-        match app.config.tokens.verify(token) {
-            Ok(Some(grant)) => Ok(Caller(grant)),
-            Ok(None) => Err(ApiError::unauthorized("the token is unknown or revoked")),
-            Err(e) => Err(ApiError::internal(e)),
-        }
-    }
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "health", security(()),

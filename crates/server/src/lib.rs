@@ -7,20 +7,23 @@
 //! The engine is synchronous: every engine call runs on tokio's blocking pool.
 
 pub mod api;
+mod auth;
 mod body;
 mod direct;
 pub mod error;
 pub mod mcp;
 pub mod openapi;
+mod routes;
 pub mod service;
+mod spec;
 mod stream;
 pub mod tokens;
 mod ui;
 
 use std::sync::Arc;
 
-pub use api::router;
 pub use direct::SEARCH_ONLY_REASON;
+pub use routes::router;
 pub use service::{App, Limits, PlannerFactory, ServerConfig};
 pub use tokens::{Grant, TokenStore};
 

@@ -383,8 +383,8 @@ async fn guard(
         )
         .into_response();
     }
-    let grant = match crate::api::Caller::from_request_parts(&mut parts, &app).await {
-        Ok(crate::api::Caller(grant)) => grant,
+    let grant = match crate::auth::Caller::from_request_parts(&mut parts, &app).await {
+        Ok(crate::auth::Caller(grant)) => grant,
         Err(e) => return e.into_response(),
     };
     let bytes = match crate::body::read(body, app.config.limits.body_timeout).await {
