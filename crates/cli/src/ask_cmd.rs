@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use super::output::{self, Lang};
-use super::{GlobalArgs, open_current_engine};
 use crate::config;
+use crate::global::GlobalArgs;
+use crate::open::open_current_engine;
 use ragtrail::agent::llm::LlmPlanner;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{
@@ -236,7 +237,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         RunStatus::Answered => 0,
         RunStatus::InsufficientEvidence => 1,
         RunStatus::Evidence => EXIT_EVIDENCE,
-        _ => super::EXIT_ERROR,
+        _ => crate::output::EXIT_ERROR,
     }))
 }
 

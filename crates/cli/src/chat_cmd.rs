@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::ask_cmd;
 use super::output::{Lang, terminal_safe};
-use super::{GlobalArgs, ask_cmd, open_current_engine};
+use crate::global::GlobalArgs;
+use crate::open::open_current_engine;
 use ragtrail::agent::{AgentEvent, AgentOutcome};
 use ragtrail::session::{self, SessionStore};
 use ragtrail::trace::RunStatus;

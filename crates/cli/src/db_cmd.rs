@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{GlobalArgs, open_engine};
+use crate::global::GlobalArgs;
+use crate::open::open_engine;
 use ragtrail::store::postgres::{MIGRATOR, PgSettings, PgStore, redact_database_url};
 
 /// Applies pending migrations to the database of `DATABASE_URL`.

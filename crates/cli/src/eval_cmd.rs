@@ -10,8 +10,10 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use super::ask_cmd::{LlmArgs, PlannerChoice, choose_planner};
-use super::{GlobalArgs, open_ready_engine, output};
+use super::output;
 use crate::config;
+use crate::global::GlobalArgs;
+use crate::open::open_ready_engine;
 use ragtrail::agent::offline::OfflinePlanner;
 use ragtrail::agent::{AgentRagOptions, Planner, RunSettings, TraceSettings};
 use ragtrail::engine::Engine;

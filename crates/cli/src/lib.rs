@@ -1,11 +1,15 @@
-//! Command-line interface: clap definitions, output formatting and progress. No business logic:
-//! every command calls the library.
+//! Command-line interface: the command line and its dispatch to one module per command. No
+//! business logic: every command calls the library. The global flags are `global`, opening
+//! the engine (and ingesting on first use) is `open`.
 
 mod ask_cmd;
 mod chat_cmd;
 mod config;
 mod db_cmd;
 mod eval_cmd;
+mod global;
+mod ingest_cmd;
+mod open;
 mod output;
 mod search_cmd;
 mod serve_cmd;
@@ -13,19 +17,13 @@ mod sign_cmds;
 mod status_cmd;
 pub mod trace_cmds;
 
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
-use crate::config::{DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
-use ragtrail::embed::{self, EmbedConfig, EmbedderChoice};
-use ragtrail::engine::{Engine, IngestOptions, IngestProgress, IngestSummary};
-
-/// Exit status for errors (2 is clap's usage error and is not reused).
-pub const EXIT_ERROR: u8 = 3;
+pub use global::{DefaultAccessArg, EmbedArgs, GlobalArgs};
+pub use ingest_cmd::IngestArgs;
+pub use output::{EXIT_CLOSED_PIPE, EXIT_ERROR};
 
 /// Agentic retrieval over policy documents, with a replayable, auditable trace.
 ///
@@ -38,222 +36,6 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Args)]
-pub struct GlobalArgs {
-    /// Where the index and the embedded store live.
-    #[arg(long, global = true, env = "RAGTRAIL_DATA_DIR", default_value = DEFAULT_DATA_DIR, value_name = "DIR")]
-    pub data_dir: PathBuf,
-    /// Knowledge folder ingested on first use when the index is empty.
-    #[arg(long, global = true, env = "RAGTRAIL_KNOWLEDGE_DIR", default_value = DEFAULT_KNOWLEDGE_DIR, value_name = "DIR")]
-    pub knowledge: PathBuf,
-    /// Where traces and the trace ledger are written.
-    #[arg(long, global = true, env = "RAGTRAIL_TRACE_DIR", default_value = DEFAULT_TRACE_DIR, value_name = "DIR")]
-    pub trace_dir: PathBuf,
-    /// Tenant whose documents may be searched (set by the operator, never by the model).
-    #[arg(long, global = true, env = "RAGTRAIL_TENANT", value_name = "NAME")]
-    pub tenant: Option<String>,
-    /// Role granted to the asker; repeat or separate with commas (e.g. `--role hr`).
-    #[arg(
-        long = "role",
-        global = true,
-        env = "RAGTRAIL_ROLES",
-        value_name = "ROLE",
-        value_delimiter = ','
-    )]
-    pub roles: Vec<String>,
-    /// PostgreSQL + pgvector as the system of record (unset: the embedded store in --data-dir).
-    #[arg(
-        long,
-        global = true,
-        env = "DATABASE_URL",
-        hide_env_values = true,
-        value_name = "URL"
-    )]
-    pub database_url: Option<String>,
-    /// Re-ingest the knowledge folder first when its files changed since the last ingest
-    /// (`ask`, `search`, `chat`); without it they only say so.
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_AUTO_INGEST",
-        action = clap::ArgAction::SetTrue,
-        // The variable is on unless it says 0, false, no or off.
-        value_parser = clap::builder::FalseyValueParser::new()
-    )]
-    pub auto_ingest: bool,
-    /// Where a document without `tenant:` in its front matter goes when ingested: `default`
-    /// (the default tenant) or `deny` (an error naming the file), for a multi-tenant folder.
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_DEFAULT_ACCESS",
-        value_enum,
-        default_value_t = DefaultAccessArg::Default,
-        value_name = "RULE"
-    )]
-    pub default_access: DefaultAccessArg,
-    /// How a search that names no fusion fuses the two legs (`search`, HTTP and MCP
-    /// `searchDocs`, and the agent's searches unless `--agent-fusion` says otherwise), in
-    /// `search --fusion`'s terms; default: `agree:0.5` with the hashing embedder, `standout`
-    /// with a model. With a model that knows the askers' languages, `standout-coverage` lets
-    /// its meaning lead where BM25's best hit holds little of the question
-    /// (`scripts/embed-server.sh` prints it for multilingual-e5-small).
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_SEARCH_FUSION",
-        value_name = "FUSION"
-    )]
-    pub search_fusion: Option<ragtrail::search::fusion::Fusion>,
-    /// How the agent's own searches fuse the two legs (`ask`, `chat`, `serve`, `mcp`, `eval`),
-    /// in `search --fusion`'s terms; default: as `searchDocs` does (`--search-fusion`). To try
-    /// a fusion on the agent alone, e.g. `coverage:1` (BM25 weighed by its best hit's share
-    /// of the question's key terms).
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_AGENT_FUSION",
-        value_name = "FUSION"
-    )]
-    pub agent_fusion: Option<ragtrail::search::fusion::Fusion>,
-    #[command(flatten)]
-    pub embed: EmbedArgs,
-}
-
-/// `--default-access`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DefaultAccessArg {
-    Default,
-    Deny,
-}
-
-impl GlobalArgs {
-    /// The search settings the operator chose on the command line (`--search-fusion`,
-    /// `--agent-fusion`).
-    pub(crate) fn apply_search_settings(&self, settings: &mut ragtrail::search::SearchSettings) {
-        if let Some(fusion) = self.search_fusion {
-            settings.fusion = fusion;
-            settings.agent_fusion = fusion;
-        }
-        if let Some(fusion) = self.agent_fusion {
-            settings.agent_fusion = fusion;
-        }
-    }
-
-    /// Ingest options from the global flags.
-    pub fn ingest_options(&self) -> IngestOptions {
-        let mut options = IngestOptions::default();
-        options.scan.default_access = match self.default_access {
-            DefaultAccessArg::Default => ragtrail::knowledge::DefaultAccess::DefaultTenant,
-            DefaultAccessArg::Deny => ragtrail::knowledge::DefaultAccess::Deny,
-        };
-        options
-    }
-
-    /// The database URL, if one is set and not blank.
-    pub fn database_url(&self) -> Option<&str> {
-        self.database_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-    }
-}
-
-/// Which embedder computes the vectors (see docs/embeddings.md).
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Embeddings")]
-pub struct EmbedArgs {
-    /// `hashing` (offline, lexical), `local` (a model folder) or `http` (an OpenAI-compatible
-    /// endpoint) [default: local if a model folder is set, else http if an endpoint is set,
-    /// else hashing].
-    #[arg(long, global = true, env = "RAGTRAIL_EMBEDDER", value_name = "KIND")]
-    pub embedder: Option<EmbedderChoice>,
-    /// Local sentence-transformers model folder (config.json, tokenizer.json, model.safetensors).
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_MODEL_DIR",
-        value_name = "DIR"
-    )]
-    pub embed_model_dir: Option<PathBuf>,
-    /// OpenAI-compatible embeddings endpoint, usually ending in /v1.
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_BASE_URL",
-        value_name = "URL"
-    )]
-    pub embed_base_url: Option<String>,
-    /// API key of the embeddings endpoint (sent as a bearer token, never logged).
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_API_KEY",
-        hide_env_values = true,
-        value_name = "KEY"
-    )]
-    pub embed_api_key: Option<String>,
-    /// Model name sent to the embeddings endpoint.
-    #[arg(long, global = true, env = "RAGTRAIL_EMBED_MODEL", value_name = "NAME")]
-    pub embed_model: Option<String>,
-    /// Expected vector length of the endpoint [default: learnt from its first answer].
-    #[arg(long, global = true, env = "RAGTRAIL_EMBED_DIMS", value_name = "N")]
-    pub embed_dims: Option<u32>,
-    /// Inputs per request (http, default 64) or per forward pass (local, default 32).
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_BATCH_SIZE",
-        value_name = "N"
-    )]
-    pub embed_batch_size: Option<usize>,
-    /// Embedding requests in flight at once (http) [default: 2].
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_CONCURRENCY",
-        value_name = "N"
-    )]
-    pub embed_concurrency: Option<usize>,
-    /// Longest text sent to the endpoint, in characters; longer ones are cut and counted
-    /// [default: 6000].
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_MAX_CHARS",
-        value_name = "N"
-    )]
-    pub embed_max_chars: Option<usize>,
-    /// How queries and passages are marked for the endpoint: none, input-type (an input_type
-    /// field "query"/"passage", as scripts/embed-server.sh's server wants), e5 (text prefixes
-    /// "query: "/"passage: "), bge, nomic, input-type:QUERY,PASSAGE or prefix:QUERY|PASSAGE.
-    /// Part of the index: changing it needs `ingest --rebuild` [default: none].
-    #[arg(
-        long,
-        global = true,
-        env = "RAGTRAIL_EMBED_MARKING",
-        value_name = "MARKING"
-    )]
-    pub embed_marking: Option<embed::Marking>,
-}
-
-impl EmbedArgs {
-    pub fn config(&self) -> EmbedConfig {
-        EmbedConfig {
-            choice: self.embedder.unwrap_or_default(),
-            base_url: self.embed_base_url.clone(),
-            api_key: self.embed_api_key.clone(),
-            model: self.embed_model.clone(),
-            model_dir: self.embed_model_dir.clone(),
-            dims: self.embed_dims,
-            batch_size: self.embed_batch_size,
-            concurrency: self.embed_concurrency,
-            max_input_chars: self.embed_max_chars,
-            marking: self.embed_marking.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -278,7 +60,7 @@ pub enum Command {
     /// encrypted or broken PDF, no text layer, corrupt .docx…) and keeps its previous version in
     /// the index; the summary counts files per format. Malformed front matter stops the ingest
     /// (the index is left as it was).
-    Ingest(IngestArgs),
+    Ingest(ingest_cmd::IngestArgs),
     /// Re-run a recorded run's searches against the current index and show what changed.
     ///
     /// The recorded keywords, topK, fusion and date are reused; no model is called. It runs under
@@ -341,34 +123,6 @@ pub enum Command {
     Tokens(serve_cmd::TokensArgs),
 }
 
-#[derive(Debug, Args)]
-pub struct IngestArgs {
-    /// Folder to ingest [default: the --knowledge folder].
-    pub dir: Option<PathBuf>,
-    /// Re-read and re-index every document, even unchanged ones.
-    #[arg(long)]
-    pub rebuild: bool,
-    /// Skip files larger than this many bytes.
-    #[arg(long, env = "RAGTRAIL_MAX_FILE_BYTES", default_value_t = 5 * 1024 * 1024, value_name = "BYTES")]
-    pub max_file_bytes: u64,
-    /// How many past texts of each chunk to keep: N (0 keeps only today's text) or `forever`.
-    /// Every chunk text ever indexed is kept by its content hash, so `audit` can show what a
-    /// run was shown after its document changed; with N, older ones are pruned at the end of
-    /// this ingest, and audits of runs that saw them say "pruned" (see docs/evidence-versions.md).
-    #[arg(
-        long,
-        env = "RAGTRAIL_KEEP_VERSIONS",
-        default_value = "forever",
-        value_name = "N"
-    )]
-    pub keep_versions: ragtrail::store::KeepVersions,
-    /// Print the summary as JSON: added, changed, removed (source paths), unchanged, chunks,
-    /// generation, versionsPruned, formats ({"pdf": {"read": 2, "skipped": 1}, …}) and skipped ([{"path",
-    /// "reason"}]).
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     quiet_on_closed_stdout();
@@ -384,10 +138,6 @@ pub fn main() -> ExitCode {
         }
     }
 }
-
-/// Exit status when the reader of stdout went away (`ragtrail audit … | head`): 128 + SIGPIPE,
-/// what a shell reports for a command a closed pipe stopped.
-pub const EXIT_CLOSED_PIPE: u8 = 141;
 
 /// `println!` panics when stdout is a pipe whose reader has gone. That is the reader's choice,
 /// not a fault: end quietly instead of printing a panic and a backtrace. Any other panic goes to
@@ -433,7 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Ask(args) => ask_cmd::run(&cli.global, &args),
         Command::Chat(args) => chat_cmd::run(&cli.global, &args),
-        Command::Ingest(args) => ingest_cmd(&cli.global, &args),
+        Command::Ingest(args) => ingest_cmd::run(&cli.global, &args),
         Command::Search(args) => search_cmd::run(&cli.global, &args),
         Command::Show(args) => search_cmd::show(&cli.global, &args),
         Command::Replay(args) => trace_cmds::replay_cmd(&cli.global, &args),
@@ -450,161 +200,4 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
         Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
     }
-}
-
-fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    open_engine_as(global, false)
-}
-
-/// `for_rebuild`: an index written in an older format opens empty, to be rebuilt.
-fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::Result<Engine> {
-    let embedder = embed::from_config(&global.embed.config()).context("setting up the embedder")?;
-    let mut engine = if let Some(url) = global.database_url() {
-        Engine::open_postgres(&global.data_dir, url, embedder)
-            .context("opening the knowledge base in PostgreSQL")?
-    } else if for_rebuild {
-        Engine::open_for_rebuild(&global.data_dir, embedder)
-            .with_context(|| format!("opening the data directory {}", global.data_dir.display()))?
-    } else {
-        Engine::open_with(&global.data_dir, embedder)
-            .with_context(|| format!("opening the data directory {}", global.data_dir.display()))?
-    };
-    global.apply_search_settings(&mut engine.settings);
-    Ok(engine)
-}
-
-/// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.
-pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    let mut engine = open_engine(global)?;
-    if engine.is_empty() {
-        eprintln!(
-            "The index is empty: ingesting {} first.",
-            global.knowledge.display()
-        );
-        let summary = run_ingest(&mut engine, &global.knowledge, &global.ingest_options())?;
-        eprintln!("{}", output::ingest_summary_line(&summary));
-    }
-    Ok(engine)
-}
-
-/// [`open_ready_engine`] for a command that answers from the index (`ask`, `search`, `chat`):
-/// knowledge files edited, added or removed since the last ingest are re-ingested first with
-/// `--auto-ingest`, and otherwise named on stderr with the command that brings the index up
-/// to date, so nobody is answered from an old text without knowing it.
-pub(crate) fn open_current_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    let mut engine = open_ready_engine(global)?;
-    let Some(changes) = engine.knowledge_changes().filter(|c| !c.is_empty()) else {
-        return Ok(engine);
-    };
-    if global.auto_ingest && !changes.root_missing {
-        eprintln!(
-            "{}; re-ingesting first (--auto-ingest).",
-            output::knowledge_changes_line(&changes)
-        );
-        let summary = run_ingest(&mut engine, &changes.root, &global.ingest_options())?;
-        eprintln!("{}", output::ingest_summary_line(&summary));
-    } else {
-        eprintln!(
-            "note: {}; answers come from the text as it was then. {}",
-            output::knowledge_changes_line(&changes),
-            output::knowledge_refresh_hint(&changes, &global.data_dir)
-        );
-    }
-    Ok(engine)
-}
-
-fn run_ingest(
-    engine: &mut Engine,
-    dir: &Path,
-    options: &IngestOptions,
-) -> anyhow::Result<IngestSummary> {
-    let style = |unit: &str| {
-        indicatif::ProgressStyle::with_template(&format!(
-            "{{spinner}} {{msg}} {{pos}}/{{len}} {unit} [{{elapsed}}, {{per_sec}}, eta {{eta}}]"
-        ))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(style("chunks"));
-        bar
-    });
-    let resumed = |kept: usize| {
-        format!("resuming: {kept} vectors kept from an ingest that stopped before it finished")
-    };
-    let mut progress = |p: IngestProgress| {
-        if let (IngestProgress::Resumed { kept }, None) = (&p, &bar) {
-            eprintln!("{}", resumed(*kept));
-        }
-        if let Some(bar) = &bar {
-            match p {
-                // A long file's pages (a PDF of a hundred pages and more), so a big file does
-                // not look stuck.
-                IngestProgress::Reading { file, done, pages } if pages >= 100 => {
-                    if done == 1 {
-                        bar.reset();
-                        bar.set_style(style("pages"));
-                        bar.set_length(pages as u64);
-                        bar.set_message(format!("reading {file}"));
-                    }
-                    bar.set_position(done as u64);
-                    if done == pages {
-                        bar.set_style(style("chunks"));
-                    }
-                }
-                IngestProgress::Reading { .. } => {}
-                IngestProgress::Indexing { total } => {
-                    bar.reset();
-                    bar.set_message("indexing");
-                    bar.set_length(total as u64);
-                }
-                IngestProgress::Indexed { done } => bar.set_position(done as u64),
-                IngestProgress::Embedding { total } => {
-                    // A fresh start, so chunks/s and the ETA measure embedding alone.
-                    bar.reset();
-                    bar.set_message("embedding");
-                    bar.set_length(total as u64);
-                }
-                IngestProgress::Embedded { done } => bar.set_position(done as u64),
-                IngestProgress::Resumed { kept } => bar.println(resumed(kept)),
-            }
-        }
-    };
-    let summary = engine
-        .ingest(dir, options, &mut progress)
-        .with_context(|| format!("ingesting {}", dir.display()))?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    for skipped in &summary.skipped {
-        eprintln!("warning: skipped {}: {}", skipped.path, skipped.reason);
-    }
-    let truncated = engine.embedder().truncated_inputs();
-    if truncated > 0 {
-        eprintln!(
-            "note: {truncated} chunk texts were longer than the embedder accepts and were embedded from their beginning only"
-        );
-    }
-    Ok(summary)
-}
-
-fn ingest_cmd(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode> {
-    let dir = args.dir.clone().unwrap_or_else(|| global.knowledge.clone());
-    let mut engine = open_engine_as(global, args.rebuild)?;
-    let mut options = IngestOptions {
-        rebuild: args.rebuild,
-        ..global.ingest_options()
-    };
-    options.scan.max_file_bytes = args.max_file_bytes;
-    options.keep_versions = args.keep_versions;
-    let summary = run_ingest(&mut engine, &dir, &options)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&output::ingest_summary_json(&summary))?
-        );
-    } else {
-        println!("{}", output::ingest_summary_line(&summary));
-    }
-    Ok(ExitCode::SUCCESS)
 }

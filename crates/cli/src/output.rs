@@ -7,10 +7,17 @@ use ragtrail::search::SearchHit;
 /// Replaces control characters (ANSI escapes, carriage returns) so document text cannot drive
 /// the terminal.
 pub fn terminal_safe(s: &str) -> String {
-    ragtrail::review::markdown::plain(s)
+    ragtrail::review::report::plain(s)
 }
 
 pub use ragtrail::text::Lang;
+
+/// Exit status for errors (2 is clap's usage error and is not reused).
+pub const EXIT_ERROR: u8 = 3;
+
+/// Exit status when the reader of stdout went away (`ragtrail audit … | head`): 128 + SIGPIPE,
+/// what a shell reports for a command a closed pipe stopped.
+pub const EXIT_CLOSED_PIPE: u8 = 141;
 
 /// Where a cited chunk was first returned in a run: (round, 1-based position in that round).
 pub fn first_seen(rounds: &[ragtrail::agent::RoundRecord], chunk_id: &str) -> Option<(u32, usize)> {
@@ -140,7 +147,7 @@ pub fn knowledge_refresh_hint(c: &KnowledgeChanges, data_dir: &std::path::Path) 
 /// context, as they must be repeated for `replay`/`audit` to read the same knowledge base under
 /// the same access: ` --data-dir X --trace-dir Y`, each only when it is not the default.
 /// (`DATABASE_URL` is not repeated: it holds a password, and comes from the environment.)
-pub fn review_flags(global: &crate::GlobalArgs) -> String {
+pub fn review_flags(global: &crate::global::GlobalArgs) -> String {
     use crate::config::{DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
     let mut out = String::new();
     for (flag, value, default) in [
@@ -183,7 +190,7 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
 }
 
 /// The `next:` lines after a traced run: replay and audit commands that read the same data.
-pub fn review_hint(global: &crate::GlobalArgs, trace: &std::path::Path) -> String {
+pub fn review_hint(global: &crate::global::GlobalArgs, trace: &std::path::Path) -> String {
     let flags = review_flags(global);
     let path = shell_word(&trace.display().to_string());
     format!("next:  ragtrail{flags} replay {path}\n       ragtrail{flags} audit {path}\n")

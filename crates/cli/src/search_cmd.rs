@@ -5,8 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use super::{GlobalArgs, open_current_engine, output};
+use super::output;
 use crate::config;
+use crate::global::GlobalArgs;
+use crate::open::open_current_engine;
 use ragtrail::search::SearchRequest;
 use ragtrail::search::fusion::Fusion;
 
@@ -137,7 +139,7 @@ struct ShownVersion<'a> {
 /// Exit status: 0 shown, 1 no such chunk or version, 3 bad input.
 pub fn show(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let (id, hash) = parse_chunk_ref(&args.chunk)?;
-    let engine = super::open_engine(global)?;
+    let engine = crate::open::open_engine(global)?;
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
     let versions = engine
         .chunk_versions(id, &access)

@@ -8,8 +8,9 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use super::ask_cmd::{LlmArgs, PlannerChoice, choose_planner};
-use super::{GlobalArgs, open_current_engine};
 use crate::config;
+use crate::global::GlobalArgs;
+use crate::open::open_current_engine;
 use ragtrail_server::{App, Grant, Limits, PlannerFactory, ServerConfig, TokenStore};
 
 #[derive(Debug, Args)]

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use super::GlobalArgs;
 use crate::config;
+use crate::global::GlobalArgs;
 use ragtrail::trace::{LedgerHead, PublicKey, SigningKey, ledger_head, verify_signed};
 
 #[derive(Debug, Subcommand)]
@@ -151,6 +151,6 @@ pub fn verify_cmd(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(if report.ok() {
         0
     } else {
-        super::EXIT_ERROR
+        crate::output::EXIT_ERROR
     }))
 }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
 
-use super::GlobalArgs;
+use crate::global::GlobalArgs;
 use crate::output::{knowledge_changes_line, knowledge_refresh_hint};
 use ragtrail::embed::{self, EmbedderInfo};
 use ragtrail::knowledge::KnowledgeChanges;
@@ -114,7 +114,7 @@ impl Source {
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let source = if global.database_url().is_some() {
-        Source::Postgres(Box::new(super::open_engine(global)?))
+        Source::Postgres(Box::new(crate::open::open_engine(global)?))
     } else {
         let store_dir = global.data_dir.join("store");
         Source::Embedded(if store_dir.is_dir() {

@@ -1,6 +1,5 @@
 //! `ragtrail replay`, `ragtrail audit` and `ragtrail traces`.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -8,16 +7,16 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::output::{self, terminal_safe};
-use super::{GlobalArgs, open_ready_engine};
 use crate::config;
-use ragtrail::access::AccessContext;
-use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
-use ragtrail::review::audit::{AuditReport, audit};
-pub use ragtrail::review::markdown::audit_markdown;
-use ragtrail::review::markdown::{decision_text, header, one_line, quote_state};
-use ragtrail::review::replay::{ReplayOptions, ReplayReport, RoundVerdict, replay_with};
+use crate::global::GlobalArgs;
+use crate::open::open_ready_engine;
+use ragtrail::agent::TraceSettings;
+use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::review::audit::audit;
+use ragtrail::review::replay::{ReplayOptions, replay_with};
 use ragtrail::review::runs::{ListedRun, RunFilter, RunSummary, list_runs, may_see, trace_files};
-use ragtrail::trace::{EventBody, Integrity, LedgerPolicy, Verdict, check_integrity_with};
+use ragtrail::review::{audit_markdown, audit_text, live_json, live_text, replay_text, rerun_text};
+use ragtrail::trace::{Integrity, LedgerPolicy, Verdict, check_integrity_with};
 use ragtrail::trace::{read_trace, run_started};
 
 #[derive(Debug, Args)]
@@ -232,7 +231,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     if let Err(mismatch) = ragtrail::review::check_knowledge_base(&file, &engine) {
         if !args.force {
             eprintln!("error: {mismatch}");
-            return Ok(ExitCode::from(super::EXIT_ERROR));
+            return Ok(ExitCode::from(crate::output::EXIT_ERROR));
         }
         eprintln!("warning (--force): {mismatch}");
     }
@@ -241,24 +240,40 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
         top_k: args.top_k.map(|k| k as usize),
     };
     let report = replay_with(&engine, &file, &caller, &options)?;
+    // The run's trace settings, for a re-plan that writes one.
+    let trace_settings = || -> anyhow::Result<TraceSettings> {
+        Ok(TraceSettings {
+            dir: global.trace_dir.clone(),
+            key: config::trace_key(),
+            signer: config::signing_key(&global.data_dir)?,
+            caller: None,
+        })
+    };
+    // `--live`: the configured planner, and a new trace; `--rerun`: the offline planner.
     let live = if args.live {
-        Some(live_replan(global, &engine, &file, &caller, &report)?)
+        let mut planner = super::ask_cmd::choose_planner(None, &Default::default())?;
+        Some(ragtrail::review::rerun(
+            &engine,
+            &file,
+            &caller,
+            &mut *planner,
+            Some(trace_settings()?),
+        )?)
     } else {
         None
     };
     let rerun = if args.rerun {
         let trace = if args.rerun_trace {
-            Some(TraceSettings {
-                dir: global.trace_dir.clone(),
-                key: config::trace_key(),
-                signer: config::signing_key(&global.data_dir)?,
-                caller: None,
-            })
+            Some(trace_settings()?)
         } else {
             None
         };
-        Some(ragtrail::review::rerun::rerun(
-            &engine, &file, &caller, trace,
+        Some(ragtrail::review::rerun(
+            &engine,
+            &file,
+            &caller,
+            &mut OfflinePlanner::new(),
+            trace,
         )?)
     } else {
         None
@@ -267,7 +282,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
         // One JSON document on stdout: the replay report, with the re-plan under `live`.
         let mut value = serde_json::to_value(&report)?;
         if let (Some(live), Some(obj)) = (&live, value.as_object_mut()) {
-            obj.insert("live".into(), serde_json::to_value(live)?);
+            obj.insert("live".into(), live_json(live));
         }
         if let (Some(rerun), Some(obj)) = (&rerun, value.as_object_mut()) {
             obj.insert("rerun".into(), serde_json::to_value(rerun)?);
@@ -284,367 +299,6 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     }
     let same = report.reproduced && rerun.as_ref().is_none_or(|r| r.same);
     Ok(ExitCode::from(if same { 0 } else { 1 }))
-}
-
-/// `replay --live`: the recorded question planned again, now, beside the recorded run.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct LiveReplan {
-    planner: String,
-    /// The new run's trace.
-    trace: Option<String>,
-    rounds: Vec<LiveRound>,
-    recorded_status: Option<ragtrail::trace::RunStatus>,
-    live_status: ragtrail::trace::RunStatus,
-    /// The recorded run's last answer text (or refusal message), and the new run's.
-    recorded_answer: Option<String>,
-    live_answer: Option<String>,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct LiveRound {
-    round: usize,
-    recorded: Option<Vec<String>>,
-    live: Option<Vec<String>>,
-}
-
-fn live_replan(
-    global: &GlobalArgs,
-    engine: &ragtrail::engine::Engine,
-    file: &ragtrail::trace::TraceFile,
-    caller: &AccessContext,
-    report: &ReplayReport,
-) -> anyhow::Result<LiveReplan> {
-    let started = run_started(file).context("the trace has no run_started line")?;
-    let options: AgentRagOptions =
-        serde_json::from_value(started.options.clone()).unwrap_or_default();
-    let settings = RunSettings {
-        options,
-        access: caller.clone(),
-        today: started.today.clone(),
-        trace: Some(TraceSettings {
-            dir: global.trace_dir.clone(),
-            key: config::trace_key(),
-            signer: config::signing_key(&global.data_dir)?,
-            caller: None,
-        }),
-        session: None,
-        conversation: None,
-    };
-    let mut planner = super::ask_cmd::choose_planner(None, &Default::default())?;
-    let live = agent::run(
-        engine,
-        &mut *planner,
-        &started.question,
-        &settings,
-        &mut |_| {},
-    )?;
-    let recorded: Vec<Vec<String>> = report.rounds.iter().map(|r| r.keywords.clone()).collect();
-    let rounds = (0..recorded.len().max(live.rounds.len()))
-        .map(|i| LiveRound {
-            round: i + 1,
-            recorded: recorded.get(i).cloned(),
-            live: live.rounds.get(i).map(|r| r.keywords.clone()),
-        })
-        .collect();
-    let recorded_status = file.events().find_map(|e| match &e.body {
-        EventBody::RunFinished(f) => Some(f.status),
-        _ => None,
-    });
-    let recorded_answer = file
-        .events()
-        .filter_map(|e| match &e.body {
-            EventBody::Answer(a) => Some(a.text.clone()),
-            _ => None,
-        })
-        .last();
-    let live_answer = live
-        .answer
-        .as_ref()
-        .map(|a| a.text.clone())
-        .or_else(|| live.message.clone());
-    Ok(LiveReplan {
-        planner: planner.kind().to_string(),
-        trace: live.trace.as_ref().map(|t| t.path.display().to_string()),
-        rounds,
-        recorded_status,
-        live_status: live.status,
-        recorded_answer,
-        live_answer,
-    })
-}
-
-fn live_text(live: &LiveReplan) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nlive re-plan ({}):",
-        planner_name(&live.planner, &live.trace)
-    );
-    for r in &live.rounds {
-        let _ = writeln!(
-            out,
-            "  round {}: recorded [{}] | live [{}]",
-            r.round,
-            r.recorded
-                .as_ref()
-                .map(|k| k.join(", "))
-                .unwrap_or_default(),
-            r.live.as_ref().map(|k| k.join(", ")).unwrap_or_default()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  status: recorded {} | live {}",
-        live.recorded_status
-            .map(|s| s.label())
-            .unwrap_or("incomplete"),
-        live.live_status.label()
-    );
-    for (side, answer) in [
-        ("recorded", &live.recorded_answer),
-        ("live", &live.live_answer),
-    ] {
-        let _ = writeln!(
-            out,
-            "  {side} answer:\n    {}",
-            terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
-        );
-    }
-    out
-}
-
-/// `replay --rerun` for people: each round's keywords and hits, recorded beside re-run.
-fn rerun_text(r: &ragtrail::review::rerun::RerunReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nre-run of the planner ({}) on today's index:",
-        planner_name(&r.planner, &r.trace)
-    );
-    for n in &r.notes {
-        let _ = writeln!(out, "  note: {n}");
-    }
-    let keywords = |k: &Option<Vec<String>>| match k {
-        Some(k) => format!("[{}]", terminal_safe(&k.join(", "))),
-        None => "(no such round)".to_string(),
-    };
-    for round in &r.rounds {
-        if round.keywords_same {
-            let _ = write!(
-                out,
-                "  round {}: keywords same {}",
-                round.round,
-                keywords(&round.recorded_keywords)
-            );
-        } else {
-            let _ = write!(
-                out,
-                "  round {}: keywords recorded {} | re-run {}",
-                round.round,
-                keywords(&round.recorded_keywords),
-                keywords(&round.rerun_keywords)
-            );
-        }
-        if round.hits_same {
-            let _ = writeln!(out, "; hits same ({})", round.rerun_hits.len());
-        } else {
-            let _ = writeln!(
-                out,
-                "; hits differ ({} then, {} now)",
-                round.recorded_hits.len(),
-                round.rerun_hits.len()
-            );
-        }
-        for (hits, what) in [(&round.lost, "lost"), (&round.gained, "gained")] {
-            for h in hits {
-                let _ = writeln!(
-                    out,
-                    "    {what:<7} #{} {}  ({})",
-                    h.rank,
-                    terminal_safe(&h.title_path),
-                    h.chunk_id
-                );
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "  status: recorded {} | re-run {}",
-        r.recorded_status, r.rerun_status
-    );
-    if r.answer_same {
-        let _ = writeln!(
-            out,
-            "  answer: same, citing [{}]",
-            r.rerun_citations.join(", ")
-        );
-    } else {
-        for (side, answer, cited) in [
-            ("recorded", &r.recorded_answer, &r.recorded_citations),
-            ("re-run", &r.rerun_answer, &r.rerun_citations),
-        ] {
-            let _ = writeln!(
-                out,
-                "  {side} answer (citing [{}]):\n    {}",
-                cited.join(", "),
-                terminal_safe(answer.as_deref().unwrap_or("(none)")).replace('\n', "\n    ")
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "  re-run: {}",
-        if r.same {
-            "the planner planned and answered the same"
-        } else {
-            "differs from the recorded run"
-        }
-    );
-    out
-}
-
-fn planner_name(kind: &str, trace: &Option<String>) -> String {
-    match trace {
-        Some(path) => format!("{kind} planner, trace {path}"),
-        None => format!("{kind} planner"),
-    }
-}
-
-fn replay_text(r: &ReplayReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "replay of run {}: {}",
-        r.run_id,
-        terminal_safe(&r.question)
-    );
-    let _ = writeln!(
-        out,
-        "recorded on {} for tenant {} roles [{}]",
-        r.today,
-        r.access.tenant,
-        r.access.roles.join(", ")
-    );
-    if r.recorded_knowledge_base != r.current_knowledge_base
-        && !r.recorded_knowledge_base.is_empty()
-    {
-        let _ = writeln!(
-            out,
-            "compared against another knowledge base: recorded {}, now {}",
-            r.recorded_knowledge_base, r.current_knowledge_base
-        );
-    }
-    if let Some(cf) = &r.counterfactual {
-        let mut what = Vec::new();
-        if let Some(f) = &cf.fusion {
-            what.push(format!("fusion {f}"));
-        }
-        if let Some(k) = cf.top_k {
-            what.push(format!("topK {k}"));
-        }
-        let _ = writeln!(
-            out,
-            "what if: the recorded keywords searched again with {} (instead of what the run used)",
-            what.join(", ")
-        );
-    }
-    for round in &r.rounds {
-        let verdict = match round.verdict {
-            RoundVerdict::Identical => "identical",
-            RoundVerdict::Reordered => "reordered",
-            RoundVerdict::Differs => "differs",
-        };
-        let _ = writeln!(
-            out,
-            "round {} [{}]: {verdict} ({} then, {} now)",
-            round.round,
-            terminal_safe(&round.keywords.join(", ")),
-            output::count(round.recorded.len(), "hit", "hits"),
-            round.current.len()
-        );
-        if let Some(e) = &round.error {
-            let _ = writeln!(out, "    error: {e}");
-        }
-        for d in &round.drift {
-            let _ = writeln!(
-                out,
-                "    {:<8} {}  ({})",
-                d.state,
-                terminal_safe(&d.title_path),
-                d.chunk_id
-            );
-            let _ = writeln!(out, "        was: {}", one_line(&d.recorded_text));
-            match &d.current_text {
-                Some(now) => {
-                    let _ = writeln!(out, "        now: {}", one_line(now));
-                }
-                None => {
-                    let _ = writeln!(out, "        now: (no longer in the knowledge base)");
-                }
-            }
-        }
-        // A lost hit shows the text the run saw, a gained one the text there is now.
-        for (hits, what, when) in [
-            (&round.missing, "missing", "was"),
-            (&round.new, "new", "now"),
-        ] {
-            for h in hits {
-                let _ = writeln!(
-                    out,
-                    "    {what:<8} #{} {}  ({})\n        {when}: {}",
-                    h.rank,
-                    terminal_safe(&h.title_path),
-                    h.chunk_id,
-                    one_line(&h.text)
-                );
-            }
-        }
-        for m in &round.moved {
-            let _ = writeln!(
-                out,
-                "    moved    #{} → #{} {}  ({})",
-                m.from,
-                m.to,
-                terminal_safe(&m.title_path),
-                m.chunk_id
-            );
-        }
-    }
-    let found = |f: &Option<ragtrail::review::replay::Found>| match f {
-        Some(f) => format!("round {} #{}", f.round, f.rank),
-        None => "not found".to_string(),
-    };
-    for (i, c) in r.citations.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "citation [{}] {}  ({}): recorded {}, now {}",
-            i + 1,
-            terminal_safe(&c.title_path),
-            c.chunk_id,
-            found(&c.recorded),
-            found(&c.now)
-        );
-    }
-    for d in &r.cited_drift {
-        let _ = writeln!(
-            out,
-            "cited chunk {}: {}  ({})",
-            d.state,
-            terminal_safe(&d.title_path),
-            d.chunk_id
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{}",
-        if r.reproduced {
-            "result: reproduced"
-        } else {
-            "result: differs from the recorded run"
-        }
-    );
-    out
 }
 
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
@@ -700,164 +354,6 @@ fn audit_keys(
     Ok(config::signing_key(&global.data_dir)?
         .map(|k| vec![k.public_key()])
         .unwrap_or_default())
-}
-
-/// The audit for people.
-pub fn audit_text(r: &AuditReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "audit of run {}", r.run_id);
-    for (name, value) in header(r) {
-        let _ = writeln!(out, "{name}: {}", terminal_safe(&value));
-    }
-    for t in &r.earlier_turns {
-        let _ = writeln!(
-            out,
-            "  turn {}: {}\n    answered: {}",
-            t.turn,
-            one_line(&t.question),
-            one_line(&t.answer)
-        );
-    }
-    let _ = writeln!(out, "integrity: {}", r.integrity.status);
-    for p in &r.integrity.problems {
-        let _ = writeln!(out, "  {p}");
-    }
-    if let Some(a) = &r.answer {
-        let _ = writeln!(out, "answer:\n  {}", terminal_safe(a).replace('\n', "\n  "));
-    }
-    for (i, c) in r.citations.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "[{}] {}  {}",
-            i + 1,
-            c.chunk_id,
-            terminal_safe(&c.title_path)
-        );
-        let _ = writeln!(out, "    source: {}", terminal_safe(&c.source_uri));
-        let _ = writeln!(
-            out,
-            "    quote: “{}” ({})",
-            terminal_safe(&c.quote),
-            quote_state(c.quote_verified)
-        );
-        for s in &c.surfaced {
-            let _ = writeln!(
-                out,
-                "    surfaced in round {} [{}] at rank {}, score {:.4} (bm25 rank {}, vector rank {})",
-                s.round,
-                terminal_safe(&s.keywords.join(", ")),
-                s.rank,
-                s.score,
-                s.bm25_rank.as_deref().unwrap_or("-"),
-                s.vector_rank.as_deref().unwrap_or("-")
-            );
-        }
-        seen_text_lines(&mut out, c);
-    }
-    // Without a grounded answer the hits are the evidence there is: list them.
-    let list_hits = !r.decision.sufficient;
-    for round in &r.rounds {
-        let _ = writeln!(
-            out,
-            "round {} [{}]: {}, keywords covered {:.0}%{}",
-            round.round,
-            terminal_safe(&round.keywords.join(", ")),
-            output::count(round.hits, "hit", "hits"),
-            round.keyword_coverage * 100.0,
-            if round.cited { ", cited" } else { "" }
-        );
-        if list_hits {
-            for h in &round.hit_list {
-                let _ = writeln!(
-                    out,
-                    "    #{:<2} {:.4}  {}  ({})\n        {}",
-                    h.rank,
-                    h.score,
-                    terminal_safe(&h.title_path),
-                    h.chunk_id,
-                    one_line(&h.snippet)
-                );
-            }
-        }
-    }
-    let _ = writeln!(out, "decision: {}", decision_text(r));
-    for f in &r.findings {
-        let _ = writeln!(out, "finding: {f}");
-    }
-    for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    let _ = writeln!(
-        out,
-        "result: {}",
-        match r.exit_code() {
-            0 => "clean",
-            1 => "findings",
-            _ if r.signature.as_ref().is_some_and(|s| s.state == "invalid") => {
-                "integrity failure (invalid signature)"
-            }
-            _ => "integrity failure",
-        }
-    );
-    out
-}
-
-/// The text a citation's chunk held when the run saw it, and today's against it.
-fn seen_text_lines(out: &mut String, c: &ragtrail::review::audit::CitationAudit) {
-    let (seen, store_state) = (&c.seen, c.store_state);
-    let indent = |t: &str| terminal_safe(t).replace('\n', "\n        ");
-    match (seen.version, &seen.text) {
-        ("not checked", _) => {
-            let _ = writeln!(out, "    in the store now: {store_state}");
-            return;
-        }
-        ("kept", Some(text)) => {
-            let _ = writeln!(
-                out,
-                "    text the run was shown ({}@{}, indexed {}):\n        {}",
-                c.chunk_id,
-                ragtrail::text::truncate_chars(c.recorded_hash.as_deref().unwrap_or("-"), 16),
-                seen.first_indexed.as_deref().unwrap_or("-"),
-                indent(text)
-            );
-        }
-        ("pruned", _) => {
-            let _ = writeln!(
-                out,
-                "    text the run was shown: pruned on {} (ingest --keep-versions); only the quote and the recorded snippet remain",
-                seen.pruned_at.as_deref().unwrap_or("-")
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "    text the run was shown: not kept (indexed before this knowledge base kept versions)"
-            );
-        }
-    }
-    match seen.today {
-        "changed" => {
-            let _ = writeln!(out, "    in the store now: changed");
-            match (&seen.diff, &seen.current_text) {
-                (Some(diff), _) => {
-                    let _ = writeln!(out, "    word diff, then → now:\n        {}", indent(diff));
-                }
-                (None, Some(now)) => {
-                    let _ = writeln!(out, "    now:\n        {}", indent(now));
-                }
-                _ => {}
-            }
-        }
-        "deleted" => {
-            let _ = writeln!(
-                out,
-                "    in the store now: deleted (no longer in the knowledge base)"
-            );
-        }
-        other => {
-            let _ = writeln!(out, "    in the store now: {other}");
-        }
-    }
 }
 
 /// One run as `traces` lists it.

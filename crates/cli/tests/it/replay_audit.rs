@@ -375,8 +375,8 @@ fn the_committed_fixture_trace_still_reads_verifies_and_renders_the_same() {
         None,
         &AccessContext::default(),
     );
-    let text = ragtrail_cli::trace_cmds::audit_text(&report);
-    let markdown = ragtrail_cli::trace_cmds::audit_markdown(&report);
+    let text = ragtrail::review::audit_text(&report);
+    let markdown = ragtrail::review::audit_markdown(&report);
     for (name, actual) in [("audit.txt", text), ("audit.md", markdown)] {
         let expected_path = tests_dir().join("snapshots").join(name);
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
@@ -446,4 +446,69 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
         !other.contains("病假") && other.contains("withheld"),
         "{other}"
     );
+}
+
+/// Issue 40, item 10: the Markdown audit is pasted into tickets, so a question, a title or a
+/// quote holding HTML or a table pipe must come out as text, not markup or an extra column.
+#[test]
+fn the_markdown_audit_escapes_html_and_table_pipes() {
+    let ws = Workspace::new();
+    ws.write(
+        "travel.txt",
+        "Hotel receipts must show the nightly rate <script>alert(2)</script> | and the city tax.\n",
+    );
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let settings = RunSettings {
+        options: AgentRagOptions::default(),
+        access: AccessContext::default(),
+        today: "2026-11-30".into(),
+        trace: Some(TraceSettings {
+            dir: ws.dir.path().join("traces"),
+            key: None,
+            signer: None,
+            caller: None,
+        }),
+        session: None,
+        conversation: None,
+    };
+    let outcome = agent::run(
+        &engine,
+        &mut OfflinePlanner::new(),
+        "hotel receipts nightly rate <img src=x onerror=alert(1)> | city tax",
+        &settings,
+        &mut |_| {},
+    )
+    .expect("run");
+    let path = outcome.trace.expect("trace").path;
+    let (integrity, file) = check_integrity(&path, None).expect("check");
+    let report = audit(
+        &file.expect("file"),
+        integrity,
+        Some(&engine),
+        &AccessContext::default(),
+    );
+    let markdown = ragtrail::review::audit_markdown(&report);
+    for raw in ["<img", "<script", "</script>"] {
+        assert!(!markdown.contains(raw), "{raw} copied raw:\n{markdown}");
+    }
+    assert!(
+        markdown.contains("&lt;img src=x onerror=alert(1)&gt; \\| city tax"),
+        "the question, escaped:\n{markdown}"
+    );
+    assert!(
+        markdown.contains("&lt;script&gt;alert(2)&lt;/script&gt; \\| and the city tax"),
+        "the chunk's text, escaped:\n{markdown}"
+    );
+    // Every row of a table has its header's columns: no pipe from the text splits a cell.
+    let cells = |line: &str| line.replace("\\|", "").matches('|').count();
+    let mut columns = None;
+    for line in markdown.lines() {
+        if !line.starts_with('|') {
+            columns = None;
+            continue;
+        }
+        let n = cells(line);
+        assert_eq!(*columns.get_or_insert(n), n, "{line}\n{markdown}");
+    }
 }

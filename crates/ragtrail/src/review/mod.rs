@@ -8,14 +8,15 @@
 
 pub mod audit;
 pub mod diff;
-pub mod markdown;
 pub mod replay;
+pub mod report;
 pub mod rerun;
 pub mod runs;
 
 pub use audit::{AuditReport, audit};
-pub use markdown::audit_markdown;
 pub use replay::{ReplayOptions, ReplayReport, RoundVerdict, replay, replay_with};
+pub use report::{audit_markdown, audit_text, live_json, live_text, replay_text, rerun_text};
+pub use rerun::{RerunReport, rerun};
 
 use crate::engine::Engine;
 

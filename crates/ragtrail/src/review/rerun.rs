@@ -1,9 +1,11 @@
-//! `replay --rerun`: the recorded question planned again, by the offline planner, on today's
-//! index, under the caller's access and the run's recorded date, options and earlier turns;
-//! then keywords, hits and answer compared round by round with the recorded run.
+//! `replay --rerun` and `replay --live`: the recorded question planned again, by the planner the
+//! caller hands (the offline planner for `--rerun`, the configured one for `--live`), on
+//! today's index, under the caller's access and the run's recorded date, options and earlier
+//! turns; then keywords, hits and answer compared round by round with the recorded run.
 //!
-//! Deterministic: the offline planner and the search are, and nothing random (the new run's
-//! id, times) enters the report. No trace is written unless the caller hands trace settings.
+//! With the offline planner it is deterministic: the planner and the search are, and nothing
+//! random (the new run's id, times) enters the report. No trace is written unless the caller
+//! hands trace settings.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -12,10 +14,9 @@ use serde::Serialize;
 
 use crate::access::AccessContext;
 use crate::agent::conversation::{Conversation, PriorTurn};
-use crate::agent::offline::OfflinePlanner;
-use crate::agent::{self, AgentError, AgentRagOptions, RunSettings, TraceSettings};
+use crate::agent::{self, AgentError, AgentRagOptions, Planner, RunSettings, TraceSettings};
 use crate::engine::Engine;
-use crate::trace::{EventBody, TraceFile, run_started};
+use crate::trace::{EventBody, RunStatus, TraceFile, run_started};
 
 use super::{AccessMismatch, check_access};
 
@@ -60,7 +61,7 @@ pub struct RerunRound {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RerunReport {
-    /// The planner that re-ran (`offline`).
+    /// The planner that re-ran (`offline` for `--rerun`).
     pub planner: String,
     /// The planner that made the run.
     pub recorded_planner: String,
@@ -71,6 +72,11 @@ pub struct RerunReport {
     /// `incomplete` when the trace has no `run_finished` line.
     pub recorded_status: String,
     pub rerun_status: String,
+    /// The same two statuses, typed (`None`: incomplete), for renderers that label them.
+    #[serde(skip)]
+    pub recorded_run_status: Option<RunStatus>,
+    #[serde(skip)]
+    pub rerun_run_status: RunStatus,
     /// The answer text, or the message without one.
     pub recorded_answer: Option<String>,
     pub rerun_answer: Option<String>,
@@ -83,12 +89,13 @@ pub struct RerunReport {
     pub trace: Option<String>,
 }
 
-/// Re-runs `file`'s question with the offline planner on `engine` for `caller` (who must be
-/// the run's access context), writing a trace only with `trace`.
+/// Re-runs `file`'s question with `planner` on `engine` for `caller` (who must be the run's
+/// access context), writing a trace only with `trace`.
 pub fn rerun(
     engine: &Engine,
     file: &TraceFile,
     caller: &AccessContext,
+    planner: &mut dyn Planner,
     trace: Option<TraceSettings>,
 ) -> Result<RerunReport, RerunError> {
     check_access(file, caller)?;
@@ -96,15 +103,25 @@ pub fn rerun(
     let options: AgentRagOptions =
         serde_json::from_value(started.options.clone()).unwrap_or_default();
     let mut notes = Vec::new();
-    if started.planner != "offline" {
+    let kind = planner.kind().to_string();
+    if started.planner != kind {
         notes.push(format!(
-            "the run was planned by the {} planner{}; a model's plan cannot be reproduced, so the offline planner plans the re-run",
-            if started.planner.is_empty() { "unrecorded" } else { &started.planner },
+            "the run was planned by the {} planner{}; {}, so the {kind} planner plans the re-run",
+            if started.planner.is_empty() {
+                "unrecorded"
+            } else {
+                &started.planner
+            },
             started
                 .model
                 .as_deref()
                 .map(|m| format!(" (model {m})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if started.planner == "offline" {
+                "it is re-run with another planner"
+            } else {
+                "a model's plan cannot be reproduced"
+            }
         ));
     }
     // Earlier turns as the planner was given them (their keywords were not recorded).
@@ -134,14 +151,7 @@ pub fn rerun(
         session: started.session_id.clone().zip(started.turn),
         conversation,
     };
-    let mut planner = OfflinePlanner::new();
-    let outcome = agent::run(
-        engine,
-        &mut planner,
-        &started.question,
-        &settings,
-        &mut |_| {},
-    )?;
+    let outcome = agent::run(engine, planner, &started.question, &settings, &mut |_| {})?;
 
     let recorded: Vec<Side> = file
         .events()
@@ -177,7 +187,8 @@ pub fn rerun(
         EventBody::RunFinished(f) => Some(f),
         _ => None,
     });
-    let recorded_status = finished.map_or("incomplete", |f| f.status.name());
+    let recorded_run_status = finished.map(|f| f.status);
+    let recorded_status = recorded_run_status.map_or("incomplete", |s| s.name());
     let last_answer = file
         .events()
         .filter_map(|e| match &e.body {
@@ -207,12 +218,14 @@ pub fn rerun(
         && recorded_status == rerun_status
         && rounds.iter().all(|r| r.keywords_same && r.hits_same);
     Ok(RerunReport {
-        planner: "offline".to_string(),
+        planner: kind,
         recorded_planner: started.planner.clone(),
         notes,
         rounds,
         recorded_status: recorded_status.to_string(),
         rerun_status: rerun_status.to_string(),
+        recorded_run_status,
+        rerun_run_status: outcome.status,
         recorded_answer,
         rerun_answer,
         recorded_citations,
