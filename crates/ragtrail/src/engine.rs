@@ -4,6 +4,7 @@
 
 #[cfg(feature = "postgres")]
 mod postgres;
+pub mod status;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
