@@ -2,7 +2,39 @@
 //!
 //! The flow is `knowledge` (read and chunk documents) → `store` (system of record for chunks and
 //! vectors) + `index` (tantivy BM25, derived from the store) → `search` (`searchDocs`: both legs,
-//! fused) → `agent` (rounds of keywords) → `trace` (hash-chained JSONL of every step).
+//! fused) → `agent` (rounds of keywords) → `trace` (hash-chained JSONL of every step) → `review`
+//! (replay and audit of a finished run).
+//!
+//! A program embedding the engine needs only the names re-exported here: open an [`Engine`] on
+//! a data directory, [`Engine::ingest`] a knowledge folder, then search it with
+//! [`Engine::search_docs`] under an [`AccessContext`], or answer a question with
+//! [`run_agent`] and a [`Planner`]; every run writes a trace that [`check_integrity`],
+//! [`replay()`] and [`audit()`] read back.
+//!
+//! ```
+//! use ragtrail::{AccessContext, Engine, IngestOptions, SearchRequest};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let knowledge = dir.path().join("knowledge");
+//! std::fs::create_dir_all(&knowledge)?;
+//! std::fs::write(
+//!     knowledge.join("travel.md"),
+//!     "# Travel policy\n\n## Hotels\n\nHotel receipts must show the nightly rate.\n",
+//! )?;
+//!
+//! let mut engine = Engine::open(&dir.path().join("data"))?;
+//! let summary = engine.ingest(&knowledge, &IngestOptions::default(), &mut |_| {})?;
+//! assert_eq!(summary.added, ["travel.md"]);
+//!
+//! let request = SearchRequest::new(
+//!     vec!["hotel".into(), "receipts".into()],
+//!     5,
+//!     AccessContext::default(),
+//! );
+//! let response = engine.search_docs(&request)?;
+//! assert_eq!(response.hits[0].title_path, "Travel policy / Hotels");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod access;
 pub mod agent;
@@ -20,3 +52,117 @@ pub mod session;
 pub mod store;
 pub mod text;
 pub mod trace;
+
+// The front door: the nouns a program embedding the engine uses, by job.
+
+/// Who is asking: one tenant and the roles the operator granted; every search and run is
+/// limited to what it may see.
+pub use access::AccessContext;
+
+/// One knowledge base (a data directory, or PostgreSQL): open, ingest, search.
+pub use engine::Engine;
+/// Why opening, ingesting or searching a knowledge base failed.
+pub use engine::EngineError;
+/// How [`Engine::ingest`] reads a knowledge folder (scan rules, rebuild, kept versions).
+pub use engine::IngestOptions;
+/// Progress of a long [`Engine::ingest`], for a progress bar.
+pub use engine::IngestProgress;
+/// What an [`Engine::ingest`] changed: documents added, changed, removed, skipped.
+pub use engine::IngestSummary;
+/// What a knowledge base holds ([`Engine::status`]), and why it could not be read.
+pub use engine::status::{Status, StatusError};
+
+/// Which embedder to make, and its settings; [`embedder_from_config`] makes it.
+pub use embed::EmbedConfig;
+/// Computes the vectors of the second search leg (hashing, HTTP endpoint, local model).
+pub use embed::Embedder;
+/// Makes the embedder an [`EmbedConfig`] describes.
+pub use embed::from_config as embedder_from_config;
+
+/// Why a `searchDocs` call was refused or failed.
+pub use search::SearchError;
+/// One result of `searchDocs`: chunk id, titlePath, snippet, source, score.
+pub use search::SearchHit;
+/// One `searchDocs` call: keywords, topK, access context, fusion.
+pub use search::SearchRequest;
+/// What `searchDocs` returned: the hits and what the legs and fusion did.
+pub use search::SearchResponse;
+/// The engine's tuning of `searchDocs` (fusion, candidates, boosts, thresholds).
+pub use search::SearchSettings;
+/// How the BM25 and vector legs are combined (`agree:0.5`, `standout`, `rrf`…).
+pub use search::fusion::Fusion;
+
+/// Why a run failed.
+pub use agent::AgentError;
+/// What a run ended with: status, answer and citations, rounds, trace.
+pub use agent::AgentOutcome;
+/// The options a caller may set per run (rounds, topK per round…).
+pub use agent::AgentRagOptions;
+/// Plans the agent's rounds: keywords to search, then an answer with citations or a refusal.
+pub use agent::Planner;
+/// One run's options, access context, date, trace and conversation.
+pub use agent::RunSettings;
+/// Where and how a run's trace is written (directory, keys).
+pub use agent::TraceSettings;
+/// The planner that asks an OpenAI-compatible chat model.
+pub use agent::llm::LlmPlanner;
+/// The planner that needs no model: deterministic keywords and extractive answers.
+pub use agent::offline::OfflinePlanner;
+/// Runs the agent loop for one question: rounds of searches, then a checked answer.
+pub use agent::run as run_agent;
+/// The chat model an [`LlmPlanner`] calls.
+pub use llm::ChatConfig;
+
+/// The conversations on disk (one JSON file each).
+pub use session::SessionStore;
+/// One turn of a conversation kept on disk: the question answered with its earlier turns.
+pub use session::ask as ask_in_session;
+
+/// What [`check_integrity`] found: the verdict and every problem.
+pub use trace::Integrity;
+/// Whether a ledger entry is required for a finished trace.
+pub use trace::LedgerPolicy;
+/// What [`verify_signed`] checked, one check at a time.
+pub use trace::SignedReport;
+/// Why a trace could not be read.
+pub use trace::TraceError;
+/// A trace read from disk, line by line.
+pub use trace::TraceFile;
+/// A trace's verdict: clean, or an integrity failure.
+pub use trace::Verdict;
+/// Checks a trace's hash chain and its ledger entry.
+pub use trace::check_integrity;
+/// [`check_integrity`] with the operator's trace key and a ledger policy.
+pub use trace::check_integrity_with;
+/// Reads a trace file.
+pub use trace::read_trace;
+/// Verifies a trace as a third party: chain, ledger entry and the operator's signature.
+pub use trace::verify_signed;
+/// The operator's Ed25519 signing key, and its public half.
+pub use trace::{PublicKey, SigningKey};
+
+/// What an [`audit`] found.
+pub use review::AuditReport;
+/// The what-if of a [`replay_with`].
+pub use review::ReplayOptions;
+/// What a replay found: per round, hits missing, new, moved and drifted.
+pub use review::ReplayReport;
+/// What a [`rerun`] found, round by round.
+pub use review::RerunReport;
+/// Which evidence produced a run's answer, and whether it still stands.
+pub use review::audit::audit;
+/// Re-runs a trace's recorded searches against today's index.
+pub use review::replay::replay;
+/// [`replay`] with a what-if fusion or topK.
+pub use review::replay::replay_with;
+/// Plans a recorded question again with any planner and compares the runs.
+pub use review::rerun::rerun;
+/// The reports rendered for people: audit as text and Markdown, replay, re-run, live re-plan.
+pub use review::{audit_markdown, audit_text, replay_text, rerun_text};
+
+/// Evaluates the agent on a golden question set.
+pub use eval::agent::evaluate as evaluate_agent;
+/// Evaluates multi-hop questions.
+pub use eval::multihop::evaluate as evaluate_multihop;
+/// Evaluates retrieval on a BEIR-format set.
+pub use eval::retrieval::evaluate as evaluate_retrieval;

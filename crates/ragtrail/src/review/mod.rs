@@ -1,5 +1,5 @@
-//! Reviewing a finished run: [`replay`] re-runs its recorded searches against today's index,
-//! [`audit`] shows which evidence produced its answer and whether that evidence still stands.
+//! Reviewing a finished run: [`replay()`] re-runs its recorded searches against today's index,
+//! [`audit()`] shows which evidence produced its answer and whether that evidence still stands.
 //! Both read a trace (the `trace` module, below) and the engine; neither calls a model.
 //!
 //! Both run under the *caller's* access context, never the one written in the trace: traces

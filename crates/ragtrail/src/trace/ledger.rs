@@ -39,7 +39,7 @@ pub struct LedgerEntry {
     pub lines: u64,
     /// `hash` of the trace's `run_finished` line.
     pub final_hash: String,
-    /// Id of the operator key that signed this entry ([`super::sign`]); absent when unsigned.
+    /// Id of the operator key that signed this entry (`trace::sign`); absent when unsigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
     /// That key's signature of the run's final hash ([`super::sign::run_message`]).

@@ -100,7 +100,7 @@ impl PgSettings {
 
     /// [`PgSettings::from_env`] for a store searched with vectors of `embedder_kind`: unless
     /// `RAGTRAIL_PG_HNSW_EF_SEARCH` is set, the hashing embedder gets
-    /// [`HASHING_HNSW_EF_SEARCH`].
+    /// `HASHING_HNSW_EF_SEARCH`.
     pub fn from_env_for(embedder_kind: &str) -> Result<Self, PgError> {
         Self::from_lookup_for(|name| std::env::var(name).ok(), embedder_kind)
     }
