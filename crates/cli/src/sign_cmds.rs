@@ -105,7 +105,8 @@ pub fn keys_cmd(global: &GlobalArgs, args: &KeysArgs) -> anyhow::Result<ExitCode
         }
         KeysCommand::Trust { file } => {
             let key = PublicKey::read(file)?;
-            let added = add_to_keyring(&keyring, &key, &format!("trusted from {}", file.display()))?;
+            let added =
+                add_to_keyring(&keyring, &key, &format!("trusted from {}", file.display()))?;
             eprintln!(
                 "key {} {} the keyring {}",
                 key.key_id(),

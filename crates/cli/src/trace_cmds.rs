@@ -221,7 +221,11 @@ fn integrity_or_exit(checked: &CheckedTrace) -> Option<ExitCode> {
 pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let trace = resolve_trace(global, &args.trace)?;
     // An invalid signature refuses the replay like any other tampering.
-    let checked = read_checked(&trace, args.no_ledger, &config::trusted_keys(&global.data_dir)?)?;
+    let checked = read_checked(
+        &trace,
+        args.no_ledger,
+        &config::trusted_keys(&global.data_dir)?,
+    )?;
     if let Some(code) = integrity_or_exit(&checked) {
         return Ok(code);
     }

@@ -380,7 +380,10 @@ fn the_http_audit_and_replay_judge_the_signature_as_the_cli_does() {
     use crate::common::server::{Serve, add_token, command, error_code};
     let ws = setup();
     let root = ws.dir.path();
-    let out = command(root).args(["keys", "generate"]).output().expect("keys");
+    let out = command(root)
+        .args(["keys", "generate"])
+        .output()
+        .expect("keys");
     assert!(out.status.success(), "{}", text(&out).1);
     let alice = add_token(root, "alice", "default", &[]);
     let serve = Serve::start(root);
@@ -405,14 +408,23 @@ fn the_http_audit_and_replay_judge_the_signature_as_the_cli_does() {
         .expect("audit");
     assert_eq!(out.status.code(), Some(3), "{}", text(&out).0);
     let cli: Value = serde_json::from_slice(&out.stdout).expect("audit json");
-    assert_eq!(cli["result"], "integrity failure (invalid signature)", "{cli}");
+    assert_eq!(
+        cli["result"], "integrity failure (invalid signature)",
+        "{cli}"
+    );
     // ...is the server's, in JSON and in Markdown.
     let (status, audit) = serve.get(&format!("/v1/traces/{run_id}/audit"), &alice);
     assert_eq!(status, 200, "{audit}");
-    assert_eq!(audit["integrity"]["status"], "clean", "the chain was re-made: {audit}");
+    assert_eq!(
+        audit["integrity"]["status"], "clean",
+        "the chain was re-made: {audit}"
+    );
     assert_eq!(audit["signature"]["state"], "invalid", "{audit}");
     assert_eq!(audit["signature"], cli["signature"]);
-    assert_eq!(audit["result"], "integrity failure (invalid signature)", "{audit}");
+    assert_eq!(
+        audit["result"], "integrity failure (invalid signature)",
+        "{audit}"
+    );
     assert_eq!(audit["exitCode"], 3, "{audit}");
     let (_, markdown) = serve.get(
         &format!("/v1/traces/{run_id}/audit?format=markdown"),
@@ -426,11 +438,14 @@ fn the_http_audit_and_replay_judge_the_signature_as_the_cli_does() {
         &alice,
         serde_json::json!({}),
     );
-    assert_eq!((status, error_code(&err)), (422, "integrity_failure"), "{err}");
+    assert_eq!(
+        (status, error_code(&err)),
+        (422, "integrity_failure"),
+        "{err}"
+    );
     assert!(
-        err["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("invalid signature: the signature of the run's final hash does not verify")),
+        err["error"]["message"].as_str().is_some_and(|m| m
+            .contains("invalid signature: the signature of the run's final hash does not verify")),
         "{err}"
     );
 }
@@ -492,7 +507,11 @@ fn after_a_rotation_older_runs_verify_with_the_retired_key_in_the_keyring() {
     let first_arg = first.display().to_string();
     let old_id = {
         let (_, listed, _) = run(&ws, &["keys", "list"]);
-        listed.split_whitespace().next().expect("a key id").to_string()
+        listed
+            .split_whitespace()
+            .next()
+            .expect("a key id")
+            .to_string()
     };
     // The documented rotation: the old key moved away, a new one generated.
     std::fs::rename(ws.data_dir_key(), ws.dir.path().join("retired-signing-key")).expect("mv");
@@ -507,11 +526,23 @@ fn after_a_rotation_older_runs_verify_with_the_retired_key_in_the_keyring() {
         )),
         "{stdout}"
     );
-    assert_eq!(run(&ws, &["audit", &second.display().to_string()]).0, Some(0));
+    assert_eq!(
+        run(&ws, &["audit", &second.display().to_string()]).0,
+        Some(0)
+    );
     let (_, listed, _) = run(&ws, &["keys", "list"]);
     assert_eq!(listed.lines().count(), 2, "{listed}");
-    assert!(listed.starts_with(&format!("{old_id}  ragtrail-ed25519 ")), "{listed}");
-    assert!(listed.lines().nth(1).is_some_and(|l| l.ends_with("(signing now)")), "{listed}");
+    assert!(
+        listed.starts_with(&format!("{old_id}  ragtrail-ed25519 ")),
+        "{listed}"
+    );
+    assert!(
+        listed
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.ends_with("(signing now)")),
+        "{listed}"
+    );
 
     // The operator withdraws trust in the old key: its runs are "signed by a key not at hand",
     // a finding, not tampering.
@@ -519,11 +550,15 @@ fn after_a_rotation_older_runs_verify_with_the_retired_key_in_the_keyring() {
     let (code, stdout, _) = run(&ws, &["audit", &first_arg]);
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
-        stdout.contains(&format!("signature: key not at hand (the run was signed by key {old_id}")),
+        stdout.contains(&format!(
+            "signature: key not at hand (the run was signed by key {old_id}"
+        )),
         "{stdout}"
     );
     assert!(
-        stdout.contains(&format!("finding: the run was signed by a key not at hand ({old_id})")),
+        stdout.contains(&format!(
+            "finding: the run was signed by a key not at hand ({old_id})"
+        )),
         "{stdout}"
     );
     assert!(stdout.contains("result: findings"), "{stdout}");
@@ -531,15 +566,24 @@ fn after_a_rotation_older_runs_verify_with_the_retired_key_in_the_keyring() {
     let (code, json, _) = run(&ws, &["audit", &first_arg, "--json"]);
     assert_eq!(code, Some(1));
     let report: Value = serde_json::from_str(&json).expect("json");
-    assert_eq!(report["signature"]["state"], "key not at hand", "{report:#}");
+    assert_eq!(
+        report["signature"]["state"], "key not at hand",
+        "{report:#}"
+    );
     // Replay warns and replays: nothing says the run was altered.
     let (code, _, stderr) = run(&ws, &["replay", &first_arg]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("warning: signature key not at hand"), "{stderr}");
+    assert!(
+        stderr.contains("warning: signature key not at hand"),
+        "{stderr}"
+    );
     // Trusted again from its public key file.
     let (code, _, stderr) = run(&ws, &["keys", "trust", &first_public.display().to_string()]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains(&format!("key {old_id} added to the keyring")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("key {old_id} added to the keyring")),
+        "{stderr}"
+    );
     assert_eq!(run(&ws, &["audit", &first_arg]).0, Some(0));
 }
 
@@ -559,7 +603,10 @@ fn a_trace_left_empty_by_a_failed_write_is_incomplete_unless_the_ledger_recorded
         std::fs::write(&path, bytes).expect("write");
         path.display().to_string()
     };
-    for (name, bytes) in [("0000", &genuine[..0]), ("0001", &genuine[..first_line / 2])] {
+    for (name, bytes) in [
+        ("0000", &genuine[..0]),
+        ("0001", &genuine[..first_line / 2]),
+    ] {
         let path = unrecorded(name, bytes);
         let (code, stdout, stderr) = run(&ws, &["audit", &path]);
         assert_eq!(code, Some(1), "{} bytes: {stdout}{stderr}", bytes.len());

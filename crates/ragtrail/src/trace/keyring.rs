@@ -72,15 +72,14 @@ pub fn add_to_keyring(path: &Path, key: &PublicKey, note: &str) -> Result<bool, 
             error,
         })?;
     }
-    let mut file = open_private(path, OpenOptions::new().append(true).create(true)).map_err(
-        |e| match e {
+    let mut file =
+        open_private(path, OpenOptions::new().append(true).create(true)).map_err(|e| match e {
             TraceError::Io { path, error } => KeyError::Io { path, error },
             other => KeyError::Io {
                 path: path.to_path_buf(),
                 error: std::io::Error::other(other.to_string()),
             },
-        },
-    )?;
+        })?;
     // One write, so two adds at once never interleave within a line.
     let note = note.replace('\n', " ");
     let text = format!("# {} {note}\n{}\n", key.key_id(), key.to_text());
@@ -99,7 +98,10 @@ mod tests {
     fn keys_are_added_once_and_read_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = keyring_path(dir.path());
-        assert!(read_keyring(&path).unwrap().is_empty(), "no keyring: no keys");
+        assert!(
+            read_keyring(&path).unwrap().is_empty(),
+            "no keyring: no keys"
+        );
         let (a, b) = (
             SigningKey::generate().unwrap().public_key(),
             SigningKey::generate().unwrap().public_key(),
