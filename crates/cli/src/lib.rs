@@ -291,10 +291,10 @@ pub enum Command {
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///
     /// Verifies the hash chain and the ledger first (and the run's signature, with
-    /// --public-key or the data directory's signing key and keyring), then for each citation: where it
-    /// surfaced, whether its quote is in the chunk, the exact text the run was shown (kept even
-    /// after its document was edited or removed) and whether today's chunk is the same, changed
-    /// (with a word diff) or deleted, as your --tenant and --role see it. A run of another
+    /// --public-key or the data directory's signing key and keyring), then for each citation:
+    /// where it surfaced, whether its quote is in the chunk, the exact text the run was shown
+    /// (kept even after its document was edited or removed) and whether today's chunk is the
+    /// same, changed (with a word diff) or deleted, as your --tenant and --role see it. A run of another
     /// access context shows its integrity only. Never calls a model. Exit status: 0 clean, 1
     /// findings (a run unsigned or signed by a key not at hand included), 3 integrity failure
     /// (an invalid signature included).
