@@ -78,7 +78,29 @@ pub fn signing_key(
             }
         )
     })?;
+    // Every key that signs is kept in the keyring, so its runs still verify after a rotation
+    // moves it away (keys made before the keyring existed join it on first use).
+    let keyring = ragtrail::trace::keyring_path(data_dir);
+    if let Err(e) = ragtrail::trace::add_to_keyring(
+        &keyring,
+        &key.public_key(),
+        &format!("signing key {}", path.display()),
+    ) {
+        eprintln!("warning: the signing key could not be kept in the keyring: {e}");
+    }
     Ok(Some(std::sync::Arc::new(key)))
+}
+
+/// The public keys an audit or a replay trusts: the signing key's and every key in the data
+/// directory's keyring (retired keys included).
+pub fn trusted_keys(data_dir: &std::path::Path) -> anyhow::Result<Vec<ragtrail::trace::PublicKey>> {
+    let mut keys = ragtrail::trace::read_keyring(&ragtrail::trace::keyring_path(data_dir))?;
+    if let Some(current) = signing_key(data_dir)?.map(|k| k.public_key())
+        && !keys.iter().any(|k| k.key_id() == current.key_id())
+    {
+        keys.push(current);
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]

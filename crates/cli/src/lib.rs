@@ -67,17 +67,19 @@ pub enum Command {
     /// your access context (--tenant, --role), which must be the run's: a trace recorded for
     /// another tenant or other roles is refused. `--rerun` also re-plans the question with the
     /// offline planner on today's index. Exit status: 0 reproduced, 1 differs, 3 invalid or
-    /// tampered trace, or refused.
+    /// tampered trace (an invalid signature included, checked with the data directory's
+    /// signing key and keyring), or refused.
     Replay(trace_cmds::ReplayArgs),
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///
     /// Verifies the hash chain and the ledger first (and the run's signature, with
-    /// --public-key or the data directory's signing key), then for each citation: where it
-    /// surfaced, whether its quote is in the chunk, the exact text the run was shown (kept even
-    /// after its document was edited or removed) and whether today's chunk is the same, changed
-    /// (with a word diff) or deleted, as your --tenant and --role see it. A run of another
+    /// --public-key or the data directory's signing key and keyring), then for each citation:
+    /// where it surfaced, whether its quote is in the chunk, the exact text the run was shown
+    /// (kept even after its document was edited or removed) and whether today's chunk is the
+    /// same, changed (with a word diff) or deleted, as your --tenant and --role see it. A run of another
     /// access context shows its integrity only. Never calls a model. Exit status: 0 clean, 1
-    /// findings, 3 integrity failure (an invalid signature included).
+    /// findings (a run unsigned or signed by a key not at hand included), 3 integrity failure
+    /// (an invalid signature included).
     Audit(trace_cmds::AuditArgs),
     /// List recent runs, newest first (yours only: your --tenant, and roles you hold).
     Traces(trace_cmds::TracesArgs),
@@ -88,7 +90,8 @@ pub enum Command {
     /// still holds that head, which shows runs removed from its end. Exit status: 0 verified,
     /// 3 failed.
     Verify(sign_cmds::VerifyArgs),
-    /// The operator's Ed25519 signing key: `keys generate`, `keys public`.
+    /// The operator's Ed25519 signing key and the keyring of keys trusted to have signed runs:
+    /// `keys generate`, `keys public`, `keys list`, `keys trust FILE`.
     Keys(sign_cmds::KeysArgs),
     /// The trace ledger: `ledger head` prints its last entry, to pin elsewhere.
     Ledger(sign_cmds::LedgerArgs),

@@ -126,6 +126,7 @@ fn app(
             trace_dir: global.trace_dir.clone(),
             trace_key: config::trace_key(),
             signer: config::signing_key(&global.data_dir)?,
+            trusted_keys: config::trusted_keys(&global.data_dir)?,
             tokens: TokenStore::in_data_dir(&global.data_dir),
             planner,
             today: run.today.map(|d| d.format("%Y-%m-%d").to_string()),

@@ -9,7 +9,10 @@ use clap::{Args, Subcommand};
 
 use crate::config;
 use crate::global::GlobalArgs;
-use ragtrail::trace::{LedgerHead, PublicKey, SigningKey, ledger_head, verify_signed};
+use ragtrail::trace::{
+    LedgerHead, PublicKey, SigningKey, add_to_keyring, keyring_path, ledger_head, read_keyring,
+    verify_signed,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
@@ -19,6 +22,15 @@ pub enum KeysCommand {
     /// Print the public key (one line) to hand to whoever verifies traces:
     /// `ragtrail keys public > ragtrail.pub`.
     Public,
+    /// Add a public key file to the data directory's keyring: runs signed with it verify in
+    /// `audit` and `replay` (a retired key made before the keyring existed, say).
+    Trust {
+        /// A public key file, as `ragtrail keys public` prints it.
+        file: PathBuf,
+    },
+    /// List the keyring: every key whose runs `audit` and `replay` verify (delete a key's line
+    /// from `keyring` in the data directory to stop trusting it).
+    List,
 }
 
 #[derive(Debug, Args)]
@@ -62,9 +74,19 @@ pub struct VerifyArgs {
 
 pub fn keys_cmd(global: &GlobalArgs, args: &KeysArgs) -> anyhow::Result<ExitCode> {
     let path = config::signing_key_path(&global.data_dir);
-    match args.command {
+    let keyring = keyring_path(&global.data_dir);
+    match &args.command {
         KeysCommand::Generate => {
+            // The keys signing until now join the keyring first (if they were not there): a
+            // rotation must not lose the public key their runs verify with.
+            for old in [path.clone(), global.data_dir.join(config::SIGNING_KEY_FILE)] {
+                if let Ok(old) = SigningKey::read(&old) {
+                    add_to_keyring(&keyring, &old.public_key(), "retired by keys generate")?;
+                }
+            }
             let key = SigningKey::generate_into(&path)?;
+            let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ");
+            add_to_keyring(&keyring, &key.public_key(), &format!("generated {now}"))?;
             eprintln!(
                 "signing key {} written to {} (owner-only). Every run is signed from now on; give verifiers the public key:",
                 key.key_id(),
@@ -80,6 +102,28 @@ pub fn keys_cmd(global: &GlobalArgs, args: &KeysArgs) -> anyhow::Result<ExitCode
                 )
             })?;
             println!("{}", key.public_key().to_text());
+        }
+        KeysCommand::Trust { file } => {
+            let key = PublicKey::read(file)?;
+            let added =
+                add_to_keyring(&keyring, &key, &format!("trusted from {}", file.display()))?;
+            eprintln!(
+                "key {} {} the keyring {}",
+                key.key_id(),
+                if added { "added to" } else { "is already in" },
+                keyring.display()
+            );
+        }
+        KeysCommand::List => {
+            let current = config::signing_key(&global.data_dir)?.map(|k| k.key_id().to_string());
+            for key in read_keyring(&keyring)? {
+                let mark = if current.as_deref() == Some(key.key_id()) {
+                    "  (signing now)"
+                } else {
+                    ""
+                };
+                println!("{}  {}{mark}", key.key_id(), key.to_text());
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -16,7 +16,7 @@ use ragtrail::review::audit::audit;
 use ragtrail::review::replay::{ReplayOptions, replay_with};
 use ragtrail::review::runs::{ListedRun, RunFilter, RunSummary, list_runs, may_see, trace_files};
 use ragtrail::review::{audit_markdown, audit_text, live_json, live_text, replay_text, rerun_text};
-use ragtrail::trace::{Integrity, LedgerPolicy, Verdict, check_integrity_with};
+use ragtrail::trace::{CheckedTrace, LedgerPolicy, Verdict, check_trace};
 use ragtrail::trace::{read_trace, run_started};
 
 #[derive(Debug, Args)]
@@ -85,8 +85,9 @@ pub struct AuditArgs {
     #[arg(long)]
     pub no_ledger: bool,
     /// Check the run's signature with this public key (`ragtrail keys public`); repeat for
-    /// rotated keys. Without it, the data directory's signing key is used when there is one.
-    /// The verdict says signature valid, invalid (exit 3) or unsigned (a finding).
+    /// rotated keys. Without it, the data directory's signing key and its keyring (retired
+    /// keys) are used. The verdict says signature valid, invalid (exit 3), unsigned or signed
+    /// by a key not at hand (findings).
     #[arg(long = "public-key", value_name = "FILE")]
     pub public_keys: Vec<PathBuf>,
 }
@@ -180,18 +181,20 @@ pub fn resolve_trace(global: &GlobalArgs, arg: &str) -> anyhow::Result<PathBuf> 
     }
 }
 
-/// Reads a trace and checks its chain and ledger entry with the operator's trace key (replay and
-/// audit both start here).
+/// Reads a trace and checks its chain and ledger entry with the operator's trace key, and its
+/// signature with `keys` (replay and audit both start here).
 fn read_checked(
     trace: &Path,
     no_ledger: bool,
-) -> anyhow::Result<(Integrity, Option<ragtrail::trace::TraceFile>)> {
+    keys: &[ragtrail::trace::PublicKey],
+) -> anyhow::Result<CheckedTrace> {
     let key = config::trace_key();
     // The trace error names the file already.
-    Ok(check_integrity_with(
+    Ok(check_trace(
         trace,
         key.as_deref(),
         ledger_policy(no_ledger),
+        keys,
     )?)
 }
 
@@ -203,10 +206,10 @@ fn ledger_policy(no_ledger: bool) -> LedgerPolicy {
     }
 }
 
-fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
-    if integrity.verdict == Verdict::IntegrityFailure {
+fn integrity_or_exit(checked: &CheckedTrace) -> Option<ExitCode> {
+    if checked.verdict() == Verdict::IntegrityFailure {
         eprintln!("integrity failure: the trace cannot be trusted");
-        for p in &integrity.problems {
+        for p in checked.problems() {
             eprintln!("  {p}");
         }
         return Some(ExitCode::from(3));
@@ -216,14 +219,29 @@ fn integrity_or_exit(integrity: &Integrity) -> Option<ExitCode> {
 
 pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let trace = resolve_trace(global, &args.trace)?;
-    let (integrity, file) = read_checked(&trace, args.no_ledger)?;
-    if let Some(code) = integrity_or_exit(&integrity) {
+    // An invalid signature refuses the replay like any other tampering.
+    let checked = read_checked(
+        &trace,
+        args.no_ledger,
+        &config::trusted_keys(&global.data_dir)?,
+    )?;
+    if let Some(code) = integrity_or_exit(&checked) {
         return Ok(code);
     }
-    let file = file.context("the trace could not be read")?;
-    for p in &integrity.problems {
+    for p in &checked.integrity.problems {
         eprintln!("warning: {p}");
     }
+    if let Some(s) = checked
+        .signature
+        .as_ref()
+        .filter(|s| s.state.verdict() == Verdict::Findings)
+    {
+        eprintln!("warning: signature {}: {}", s.state.name(), s.detail);
+    }
+    let file = checked
+        .file
+        .filter(|f| !f.lines.is_empty())
+        .context("the trace holds no run to replay")?;
     // Under the caller's access, checked before the index is even opened.
     let caller = config::access_context(global.tenant.as_deref(), &global.roles);
     ragtrail::review::check_access(&file, &caller)?;
@@ -303,36 +321,35 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
 
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let trace = resolve_trace(global, &args.trace)?;
-    let (integrity, file) = read_checked(&trace, args.no_ledger)?;
+    // The signature is checked as `verify --public-key` checks it (the same code).
+    let keys = audit_keys(global, &args.public_keys)?;
+    let checked = read_checked(&trace, args.no_ledger, &keys)?;
     let format = if args.json {
         AuditFormat::Json
     } else {
         args.format
     };
-    let Some(file) = file else {
-        integrity_or_exit(&integrity);
+    let Some(file) = &checked.file else {
+        integrity_or_exit(&checked);
         return Ok(ExitCode::from(3));
     };
     let auditor = config::access_context(global.tenant.as_deref(), &global.roles);
-    // Another context's run is shown without its evidence: no need for the store then.
-    let engine = if integrity.verdict == Verdict::IntegrityFailure
-        || ragtrail::review::check_access(&file, &auditor).is_err()
+    // Another context's run is shown without its evidence, and a trace that cannot be trusted
+    // is not compared with the store: no need for the store then.
+    let engine = if checked.verdict() == Verdict::IntegrityFailure
+        || ragtrail::review::check_access(file, &auditor).is_err()
     {
         None
     } else {
         Some(open_ready_engine(global)?)
     };
-    let mut report = audit(&file, integrity, engine.as_ref(), &auditor);
+    let mut report = audit(file, checked.integrity.clone(), engine.as_ref(), &auditor);
     report.trace = trace.display().to_string();
-    // The signature, checked as `verify --public-key` checks it.
-    let keys = audit_keys(global, &args.public_keys)?;
-    if !keys.is_empty() {
-        let signed =
-            ragtrail::trace::verify_signed(&trace, &keys, None, config::trace_key().as_deref())?;
-        report.add_signature(&signed);
+    if let Some(signed) = &checked.signature {
+        report.add_signature(signed);
     }
     match format {
-        AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        AuditFormat::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
         AuditFormat::Text => print!("{}", audit_text(&report)),
         AuditFormat::Markdown => print!("{}", audit_markdown(&report)),
     }
@@ -340,7 +357,7 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
 }
 
 /// The public keys an audit checks the signature with: those given, else the data
-/// directory's signing key's (none: the signature is not checked).
+/// directory's signing key's and its keyring's (none: the signature is not checked).
 fn audit_keys(
     global: &GlobalArgs,
     given: &[PathBuf],
@@ -351,9 +368,7 @@ fn audit_keys(
             .map(|p| ragtrail::trace::PublicKey::read(p))
             .collect::<Result<_, _>>()?);
     }
-    Ok(config::signing_key(&global.data_dir)?
-        .map(|k| vec![k.public_key()])
-        .unwrap_or_default())
+    config::trusted_keys(&global.data_dir)
 }
 
 /// One run as `traces` lists it.

@@ -351,7 +351,7 @@ async fn audit(
         )
             .into_response()
     } else {
-        Json(report).into_response()
+        Json(report.to_json()).into_response()
     })
 }
 

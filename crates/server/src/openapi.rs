@@ -194,6 +194,12 @@ pub struct AuditReport {
     notes: Vec<String>,
     #[schema(value_type = Object)]
     decision: Value,
+    /// The verdict `ragtrail audit` ends with: clean, findings, integrity failure, integrity
+    /// failure (invalid signature). When the server holds public keys, the report also has
+    /// `signature: {state, detail}` (valid, invalid, unsigned, key not at hand, not checked).
+    result: String,
+    /// `ragtrail audit`'s exit status for this verdict: 0, 1 or 3.
+    exit_code: i32,
 }
 
 /// `POST /v1/traces/{runId}/replay`: the recorded searches against today's index, as

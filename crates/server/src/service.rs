@@ -15,7 +15,7 @@ use ragtrail::engine::{Engine, EngineError};
 use ragtrail::review::runs::{self, ListedRun, RunFilter, RunSummary};
 use ragtrail::review::{self, AuditReport, ReplayReport};
 use ragtrail::search::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
-use ragtrail::trace::{Integrity, LedgerPolicy, TraceFile, Verdict, check_integrity_with};
+use ragtrail::trace::{CheckedTrace, Integrity, LedgerPolicy, TraceFile, Verdict, check_trace};
 use uuid::Uuid;
 
 use crate::direct::DirectSearch;
@@ -33,6 +33,9 @@ pub struct ServerConfig {
     /// The operator's signing key (`ragtrail keys generate`): every run's ledger entry is
     /// signed with it when set.
     pub signer: Option<std::sync::Arc<ragtrail::trace::SigningKey>>,
+    /// The public keys audits and replays check signatures with: the signing key's and the
+    /// keyring's (none: signatures are not checked).
+    pub trusted_keys: Vec<ragtrail::trace::PublicKey>,
     pub tokens: TokenStore,
     pub planner: PlannerFactory,
     /// Every run's date (YYYY-MM-DD); `None`: the local date when the run starts.
@@ -274,13 +277,18 @@ impl App {
         let path = runs::find_run(&self.config.trace_dir, run_id)
             .map_err(ApiError::internal)?
             .ok_or_else(|| ApiError::not_found("such run"))?;
-        let (integrity, file) = check_integrity_with(
+        let mut checked = check_trace(
             &path,
             self.config.trace_key.as_deref(),
             LedgerPolicy::Required,
+            &self.config.trusted_keys,
         )
         .map_err(ApiError::internal)?;
-        let file = file.ok_or_else(|| ApiError::not_found("such run"))?;
+        // The file is kept once, in the run; the check keeps its verdicts.
+        let file = checked
+            .file
+            .take()
+            .ok_or_else(|| ApiError::not_found("such run"))?;
         let summary =
             runs::summarize(&path, &file).ok_or_else(|| ApiError::not_found("such run"))?;
         if !runs::may_see(&summary.access, &grant.access) {
@@ -288,7 +296,8 @@ impl App {
         }
         Ok(CheckedRun {
             summary,
-            integrity,
+            integrity: checked.integrity.clone(),
+            checked,
             file,
         })
     }
@@ -296,27 +305,27 @@ impl App {
     /// The audit of a run the caller may see, under the caller's own access.
     pub fn audit(&self, grant: &Grant, run: &CheckedRun) -> Result<AuditReport, ApiError> {
         let engine = self.engine()?;
-        let engine = (run.integrity.verdict != Verdict::IntegrityFailure
+        // The same verdict as `ragtrail audit`: the signature is part of it.
+        let engine = (run.checked.verdict() != Verdict::IntegrityFailure
             && review::check_access(&run.file, &grant.access).is_ok())
         .then_some(&*engine);
-        Ok(review::audit(
-            &run.file,
-            run.integrity.clone(),
-            engine,
-            &grant.access,
-        ))
+        let mut report = review::audit(&run.file, run.integrity.clone(), engine, &grant.access);
+        if let Some(signed) = &run.checked.signature {
+            report.add_signature(signed);
+        }
+        Ok(report)
     }
 
     /// The replay of a run the caller may see: refused when its integrity fails or it was
     /// recorded with other roles than the caller's.
     pub fn replay(&self, grant: &Grant, run: &CheckedRun) -> Result<ReplayReport, ApiError> {
-        if run.integrity.verdict == Verdict::IntegrityFailure {
+        if run.checked.verdict() == Verdict::IntegrityFailure {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 code::INTEGRITY_FAILURE,
                 format!(
                     "the trace cannot be trusted: {}",
-                    run.integrity.problems.join("; ")
+                    run.checked.problems().join("; ")
                 ),
             ));
         }
@@ -331,5 +340,7 @@ impl App {
 pub struct CheckedRun {
     pub summary: RunSummary,
     pub integrity: Integrity,
+    /// The integrity with the run's signature (when keys are at hand).
+    pub checked: CheckedTrace,
     pub file: TraceFile,
 }

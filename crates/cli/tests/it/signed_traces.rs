@@ -341,3 +341,291 @@ impl Workspace {
         self.dir.path().join(".ragtrail/signing-key")
     }
 }
+
+/// Forges the run's ledger entry: `edit` changes it, then the ledger is re-chained (the
+/// entry's `signature` kept as it was unless `edit` replaced it).
+fn forge_ledger(trace: &Path, edit: impl FnMut(usize, &mut Value)) {
+    let ledger = trace.with_file_name("ledger.jsonl");
+    let mut l = trace_lines(&ledger);
+    rechain(&mut l, edit);
+    write_trace_lines(&ledger, &l);
+}
+
+/// The answer changed and the trace and its ledger entry re-chained, the entry's signatures
+/// kept: what someone who can write the trace folder, but holds no key, can do.
+fn forge_answer(trace: &Path) {
+    let mut t = trace_lines(trace);
+    let at = t
+        .iter()
+        .position(|l| l.contains("\"type\":\"answer\""))
+        .or_else(|| t.iter().position(|l| l.contains("\"type\":\"search\"")))
+        .expect("an answer or search line");
+    t[at] = t[at].replacen("\"text\":\"", "\"text\":\"截图亦可报销。", 1);
+    t[at] = t[at].replacen("\"snippet\":\"", "\"snippet\":\"截图亦可报销。", 1);
+    let final_hash = rechain(&mut t, |_, _| {});
+    write_trace_lines(trace, &t);
+    forge_ledger(trace, |_, v| {
+        v["finalHash"] = Value::String(final_hash.clone())
+    });
+}
+
+/// Another well-formed Ed25519 signature (of something else), as a forger would put in.
+fn other_signature() -> String {
+    let key = ragtrail::trace::SigningKey::generate().expect("key");
+    key.sign(b"not this run")
+}
+
+#[test]
+fn the_http_audit_and_replay_judge_the_signature_as_the_cli_does() {
+    use crate::common::server::{Serve, add_token, command, error_code};
+    let ws = setup();
+    let root = ws.dir.path();
+    let out = command(root)
+        .args(["keys", "generate"])
+        .output()
+        .expect("keys");
+    assert!(out.status.success(), "{}", text(&out).1);
+    let alice = add_token(root, "alice", "default", &[]);
+    let serve = Serve::start(root);
+    let (status, asked) = serve.post(
+        "/v1/ask",
+        &alice,
+        serde_json::json!({ "question": QUESTION }),
+    );
+    assert_eq!(status, 200, "{asked}");
+    let run_id = asked["runId"].as_str().expect("runId").to_string();
+    let trace = root.join(asked["trace"].as_str().expect("trace"));
+    let (status, audit) = serve.get(&format!("/v1/traces/{run_id}/audit"), &alice);
+    assert_eq!(status, 200, "{audit}");
+    assert_eq!(audit["signature"]["state"], "valid", "{audit}");
+    assert_eq!(audit["result"], "clean", "{audit}");
+
+    forge_answer(&trace);
+    // The command line's verdict...
+    let out = command(root)
+        .args(["audit", &trace.display().to_string(), "--json"])
+        .output()
+        .expect("audit");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out).0);
+    let cli: Value = serde_json::from_slice(&out.stdout).expect("audit json");
+    assert_eq!(
+        cli["result"], "integrity failure (invalid signature)",
+        "{cli}"
+    );
+    // ...is the server's, in JSON and in Markdown.
+    let (status, audit) = serve.get(&format!("/v1/traces/{run_id}/audit"), &alice);
+    assert_eq!(status, 200, "{audit}");
+    assert_eq!(
+        audit["integrity"]["status"], "clean",
+        "the chain was re-made: {audit}"
+    );
+    assert_eq!(audit["signature"]["state"], "invalid", "{audit}");
+    assert_eq!(audit["signature"], cli["signature"]);
+    assert_eq!(
+        audit["result"], "integrity failure (invalid signature)",
+        "{audit}"
+    );
+    assert_eq!(audit["exitCode"], 3, "{audit}");
+    let (_, markdown) = serve.get(
+        &format!("/v1/traces/{run_id}/audit?format=markdown"),
+        &alice,
+    );
+    let markdown = markdown.as_str().expect("markdown").to_string();
+    assert!(markdown.contains("invalid"), "{markdown}");
+    // The replay refuses it, as any tampered trace.
+    let (status, err) = serve.post(
+        &format!("/v1/traces/{run_id}/replay"),
+        &alice,
+        serde_json::json!({}),
+    );
+    assert_eq!(
+        (status, error_code(&err)),
+        (422, "integrity_failure"),
+        "{err}"
+    );
+    assert!(
+        err["error"]["message"].as_str().is_some_and(|m| m
+            .contains("invalid signature: the signature of the run's final hash does not verify")),
+        "{err}"
+    );
+}
+
+#[test]
+fn replay_refuses_a_trace_whose_signature_does_not_verify() {
+    let ws = setup();
+    generate(&ws, "operator.pub");
+    let trace = ask(&ws, QUESTION);
+    let trace_arg = trace.display().to_string();
+    let ledger = trace.with_file_name("ledger.jsonl");
+    let genuine_ledger = trace_lines(&ledger);
+    let genuine_trace = trace_lines(&trace);
+    let (code, _, stderr) = run(&ws, &["replay", &trace_arg]);
+    assert_eq!(code, Some(0), "the genuine run reproduces: {stderr}");
+
+    // A forged signature on the ledger entry (not covered by its hash: no re-chaining needed).
+    let mut l = genuine_ledger.clone();
+    let mut entry: Value = serde_json::from_str(l.last().expect("entry")).expect("json");
+    entry["signature"] = Value::String(other_signature());
+    *l.last_mut().expect("entry") = canonical_json(&entry);
+    write_trace_lines(&ledger, &l);
+    let (code, stdout, stderr) = run(&ws, &["replay", &trace_arg]);
+    assert_eq!(code, Some(3), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("invalid signature: the signature of ledger entry seq 0 does not verify"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("reproduced"), "{stdout}");
+
+    // A forged run signature, the ledger re-chained over it.
+    write_trace_lines(&ledger, &genuine_ledger);
+    forge_ledger(&trace, |_, v| {
+        v["runSignature"] = Value::String(other_signature())
+    });
+    let (code, _, stderr) = run(&ws, &["replay", &trace_arg]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("invalid signature"), "{stderr}");
+
+    // The trace re-chained with its ledger entry.
+    write_trace_lines(&ledger, &genuine_ledger);
+    forge_answer(&trace);
+    let (code, _, stderr) = run(&ws, &["replay", &trace_arg, "--json"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("invalid signature: the signature of the run's final hash does not verify"),
+        "{stderr}"
+    );
+    write_trace_lines(&trace, &genuine_trace);
+    write_trace_lines(&ledger, &genuine_ledger);
+    assert_eq!(run(&ws, &["replay", &trace_arg]).0, Some(0));
+}
+
+#[test]
+fn after_a_rotation_older_runs_verify_with_the_retired_key_in_the_keyring() {
+    let ws = setup();
+    let first_public = generate(&ws, "first.pub");
+    let first = ask(&ws, QUESTION);
+    let first_arg = first.display().to_string();
+    let old_id = {
+        let (_, listed, _) = run(&ws, &["keys", "list"]);
+        listed
+            .split_whitespace()
+            .next()
+            .expect("a key id")
+            .to_string()
+    };
+    // The documented rotation: the old key moved away, a new one generated.
+    std::fs::rename(ws.data_dir_key(), ws.dir.path().join("retired-signing-key")).expect("mv");
+    generate(&ws, "second.pub");
+    let second = ask(&ws, "机票报销要什么凭证？");
+
+    let (code, stdout, _) = run(&ws, &["audit", &first_arg]);
+    assert_eq!(code, Some(0), "a genuine older run is clean: {stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "signature: valid (the final hash and ledger entry seq 0 are signed by key {old_id})"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        run(&ws, &["audit", &second.display().to_string()]).0,
+        Some(0)
+    );
+    let (_, listed, _) = run(&ws, &["keys", "list"]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(
+        listed.starts_with(&format!("{old_id}  ragtrail-ed25519 ")),
+        "{listed}"
+    );
+    assert!(
+        listed
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.ends_with("(signing now)")),
+        "{listed}"
+    );
+
+    // The operator withdraws trust in the old key: its runs are "signed by a key not at hand",
+    // a finding, not tampering.
+    std::fs::remove_file(ws.dir.path().join(".ragtrail/keyring")).expect("rm keyring");
+    let (code, stdout, _) = run(&ws, &["audit", &first_arg]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "signature: key not at hand (the run was signed by key {old_id}"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "finding: the run was signed by a key not at hand ({old_id})"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("result: findings"), "{stdout}");
+    assert!(!stdout.contains("invalid"), "{stdout}");
+    let (code, json, _) = run(&ws, &["audit", &first_arg, "--json"]);
+    assert_eq!(code, Some(1));
+    let report: Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        report["signature"]["state"], "key not at hand",
+        "{report:#}"
+    );
+    // Replay warns and replays: nothing says the run was altered.
+    let (code, _, stderr) = run(&ws, &["replay", &first_arg]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: signature key not at hand"),
+        "{stderr}"
+    );
+    // Trusted again from its public key file.
+    let (code, _, stderr) = run(&ws, &["keys", "trust", &first_public.display().to_string()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("key {old_id} added to the keyring")),
+        "{stderr}"
+    );
+    assert_eq!(run(&ws, &["audit", &first_arg]).0, Some(0));
+}
+
+#[test]
+fn a_trace_left_empty_by_a_failed_write_is_incomplete_unless_the_ledger_recorded_it() {
+    let ws = setup();
+    let trace = ask(&ws, QUESTION);
+    let dir = trace.parent().expect("traces").to_path_buf();
+    let genuine = std::fs::read(&trace).expect("read");
+    let first_line = genuine.iter().position(|b| *b == b'\n').expect("a line");
+    // What the writer leaves when its first write fails (a full disk): the file it created,
+    // empty or holding the start of its first line, and no ledger entry.
+    let unrecorded = |name: &str, bytes: &[u8]| {
+        let path = dir.join(format!(
+            "20261204T000000Z-019aeb1e-{name}-7000-8000-000000000000.jsonl"
+        ));
+        std::fs::write(&path, bytes).expect("write");
+        path.display().to_string()
+    };
+    for (name, bytes) in [
+        ("0000", &genuine[..0]),
+        ("0001", &genuine[..first_line / 2]),
+    ] {
+        let path = unrecorded(name, bytes);
+        let (code, stdout, stderr) = run(&ws, &["audit", &path]);
+        assert_eq!(code, Some(1), "{} bytes: {stdout}{stderr}", bytes.len());
+        assert!(stdout.contains("integrity: incomplete"), "{stdout}");
+        assert!(stdout.contains("incomplete: the write failed"), "{stdout}");
+        assert!(stdout.contains("result: findings"), "{stdout}");
+        let (code, _, stderr) = run(&ws, &["replay", &path]);
+        assert_eq!(code, Some(3), "nothing to replay: {stderr}");
+        assert!(stderr.contains("holds no run to replay"), "{stderr}");
+    }
+    // The same bytes where the ledger recorded a finished run: emptied after the fact.
+    let trace_arg = trace.display().to_string();
+    for bytes in [&genuine[..0], &genuine[..first_line / 2]] {
+        std::fs::write(&trace, bytes).expect("truncate");
+        let (code, stdout, stderr) = run(&ws, &["audit", &trace_arg]);
+        assert_eq!(code, Some(3), "{stdout}{stderr}");
+        assert!(
+            format!("{stdout}{stderr}").contains("lines were removed after the run finished"),
+            "{stdout}{stderr}"
+        );
+    }
+}

@@ -212,38 +212,38 @@ pub struct AuditReport {
     pub signature: Option<SignatureAudit>,
 }
 
-/// What the run's signature says, from [`crate::trace::verify_signed`].
+/// What the run's signature says, from [`crate::trace::check_signature`].
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SignatureAudit {
-    /// `valid`, `invalid` (the trace or its ledger entry was rewritten after signing, or
-    /// signed by none of the keys: exit 3) or `unsigned` (a finding).
+    /// `valid`, `invalid` (the trace or its ledger entry was rewritten after signing: exit 3),
+    /// `unsigned` or `key not at hand` (findings), `not checked` (the run has no ledger entry).
     pub state: &'static str,
     pub detail: String,
 }
 
 impl AuditReport {
-    /// Adds the run's signature as [`crate::trace::verify_signed`] checked it (with the
-    /// operator's public keys): valid, invalid (an integrity failure: exit 3), or unsigned (a
-    /// finding: a hash chain alone can be rewritten by whoever can write the trace folder).
-    pub fn add_signature(&mut self, signed: &crate::trace::SignedReport) {
-        let Some(check) = signed.checks.iter().find(|c| c.name == "signature") else {
-            return;
-        };
-        let state = if check.ok {
-            "valid"
-        } else if signed.unsigned {
-            self.findings.push(format!(
+    /// Adds the run's signature as [`crate::trace::check_signature`] checked it with the
+    /// operator's public keys: valid, invalid (an integrity failure: exit 3), unsigned (a
+    /// finding: a hash chain alone can be rewritten by whoever can write the trace folder), or
+    /// signed by a key not at hand (a finding: a retired key that is no longer trusted, or a
+    /// key the auditor was not given — nothing says the run was altered).
+    pub fn add_signature(&mut self, signed: &crate::trace::RunSignature) {
+        use crate::trace::SignatureState;
+        match signed.state {
+            SignatureState::Unsigned => self.findings.push(format!(
                 "the run is not signed, though a signing key was given: {}",
-                check.detail
-            ));
-            "unsigned"
-        } else {
-            "invalid"
-        };
+                signed.detail
+            )),
+            SignatureState::KeyNotAtHand => self.findings.push(format!(
+                "the run was signed by a key not at hand ({}): neither the data directory's signing key, nor in its keyring, nor given with --public-key; its signature cannot be checked",
+                signed.key_id.as_deref().unwrap_or("-")
+            )),
+            _ => {}
+        }
         self.signature = Some(SignatureAudit {
-            state,
-            detail: check.detail.clone(),
+            state: signed.state.name(),
+            detail: signed.detail.clone(),
         });
     }
 
@@ -262,6 +262,34 @@ impl AuditReport {
             _ if !self.findings.is_empty() => 1,
             _ => 0,
         }
+    }
+
+    /// The verdict in words, as `audit` ends with it: `clean`, `findings`, `integrity
+    /// failure` or `integrity failure (invalid signature)`.
+    pub fn result(&self) -> &'static str {
+        match self.exit_code() {
+            0 => "clean",
+            1 => "findings",
+            _ if self
+                .signature
+                .as_ref()
+                .is_some_and(|s| s.state == "invalid") =>
+            {
+                "integrity failure (invalid signature)"
+            }
+            _ => "integrity failure",
+        }
+    }
+
+    /// The report as JSON, with its `result` and `exitCode`: what `audit --json` prints and
+    /// the server's audit answers, so both say the same verdict.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("result".into(), self.result().into());
+            map.insert("exitCode".into(), self.exit_code().into());
+        }
+        value
     }
 }
 

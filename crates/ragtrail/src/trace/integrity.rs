@@ -7,6 +7,8 @@ use serde::Serialize;
 
 use super::error::TraceError;
 use super::reader::{TraceFile, read_trace};
+use super::sign::PublicKey;
+use super::signed::{RunSignature, SignatureState, check_signature};
 use super::verify::{
     ChainReport, LedgerCheck, LedgerPolicy, Verdict, assess_with, check_ledger, verify_chain,
 };
@@ -42,6 +44,65 @@ impl Integrity {
     }
 }
 
+/// What an audit of a trace with no whole line and no ledger entry says.
+pub const WRITE_FAILED: &str = "incomplete: the write failed — the trace holds no whole line \
+     (the disk was full, or the writer stopped, before its first line was on disk) and the \
+     ledger has no entry for it, so nothing of the run was recorded";
+
+/// A trace checked as replay and audit trust it: its chain and ledger entry, and its signature
+/// when public keys are at hand.
+#[derive(Debug, Clone)]
+pub struct CheckedTrace {
+    pub integrity: Integrity,
+    /// The run's signature; `None` when no key was at hand or the trace could not be read.
+    pub signature: Option<RunSignature>,
+    pub file: Option<TraceFile>,
+}
+
+impl CheckedTrace {
+    /// The worse of the integrity verdict and the signature's: an invalid signature is an
+    /// integrity failure even when the chain and the ledger agree (a re-chained forgery).
+    pub fn verdict(&self) -> Verdict {
+        let signed = self
+            .signature
+            .as_ref()
+            .map_or(Verdict::Clean, |s| s.state.verdict());
+        self.integrity.verdict.max(signed)
+    }
+
+    /// Why the trace cannot be trusted: the integrity problems, then an invalid signature.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = self.integrity.problems.clone();
+        if let Some(s) = self
+            .signature
+            .as_ref()
+            .filter(|s| s.state == SignatureState::Invalid)
+        {
+            problems.push(format!("invalid signature: {}", s.detail));
+        }
+        problems
+    }
+}
+
+/// [`check_integrity_with`], then the run's signature with `keys` (none: not checked).
+pub fn check_trace(
+    path: &Path,
+    key: Option<&[u8]>,
+    policy: LedgerPolicy,
+    keys: &[PublicKey],
+) -> Result<CheckedTrace, TraceError> {
+    let (integrity, file) = check_integrity_with(path, key, policy)?;
+    let signature = match &file {
+        Some(f) if !keys.is_empty() => Some(check_signature(path, f, keys)?),
+        _ => None,
+    };
+    Ok(CheckedTrace {
+        integrity,
+        signature,
+        file,
+    })
+}
+
 /// Reads `path` and checks it, a ledger required ([`LedgerPolicy::Required`]). The trace is
 /// returned when it could be read, even if tampered (callers decide what they still show); I/O
 /// errors are errors.
@@ -60,6 +121,12 @@ pub fn check_integrity_with(
 ) -> Result<(Integrity, Option<TraceFile>), TraceError> {
     let file = match read_trace(path) {
         Ok(f) => f,
+        // What a failed first write leaves (a full disk): judged below like a trace with no
+        // whole line, by whether the ledger recorded the file.
+        Err(TraceError::Empty { .. }) => TraceFile {
+            lines: Vec::new(),
+            torn_tail: None,
+        },
         Err(e) => match Verdict::for_read_error(&e) {
             Some(verdict) => {
                 let line = match &e {
@@ -82,7 +149,12 @@ pub fn check_integrity_with(
         .unwrap_or_default();
     let ledger = check_ledger(dir, &file, &name, key)?;
     let verdict = assess_with(&chain, &ledger, policy);
-    let (line, problems) = describe(&chain, &ledger, &name, policy);
+    let (line, mut problems) = describe(&chain, &ledger, &name, policy);
+    if file.lines.is_empty() && verdict == Verdict::Findings {
+        // Not one whole line and no ledger entry: the writer's first write failed, which a
+        // tamperer cannot pass off as anything (there is no run to show).
+        problems = vec![WRITE_FAILED.to_string()];
+    }
     Ok((Integrity::from(verdict, line, problems), Some(file)))
 }
 

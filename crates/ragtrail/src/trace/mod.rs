@@ -14,6 +14,7 @@ mod canonical;
 mod error;
 mod events;
 mod integrity;
+mod keyring;
 mod ledger;
 mod reader;
 mod seal;
@@ -32,11 +33,15 @@ pub use events::{
     RefusedCitation, RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, Sufficiency,
     TRACE_VERSION, TokenUsage, TraceEvent, TracedHit,
 };
-pub use integrity::{Integrity, check_integrity, check_integrity_with};
+pub use integrity::{CheckedTrace, Integrity, check_integrity, check_integrity_with, check_trace};
+pub use keyring::{KEYRING_FILE, add_to_keyring, keyring_path, read_keyring};
 pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
 pub use reader::{RawLine, TraceFile, read_trace, run_started};
 pub use sign::{KeyError, PublicKey, SigningKey, entry_message, run_message};
-pub use signed::{LedgerHead, SignedCheck, SignedReport, ledger_head, verify_signed};
+pub use signed::{
+    LedgerHead, RunSignature, SignatureState, SignedCheck, SignedReport, check_signature,
+    ledger_head, verify_signed,
+};
 pub use verify::{
     ChainProblem, ChainReport, ChainStatus, LedgerCheck, LedgerPolicy, NOT_IN_LEDGER_NOTE,
     ProblemKind, Verdict, assess, assess_with, check_ledger, verify_chain, verify_ledger,

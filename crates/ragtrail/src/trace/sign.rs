@@ -40,8 +40,8 @@ pub enum KeyError {
     #[error("the operating system gave no random bytes for a new key: {0}")]
     Random(String),
     #[error(
-        "{}: a signing key is already there; remove it first to replace it (traces signed \
-         with it then verify only with its public key, which `ragtrail keys public` prints)",
+        "{}: a signing key is already there; move it away first to replace it (its public \
+         key stays in the data directory's keyring, so the runs it signed still verify)",
         path.display()
     )]
     Exists { path: std::path::PathBuf },

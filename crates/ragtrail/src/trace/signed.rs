@@ -13,6 +13,7 @@ use super::canonical::is_hash;
 use super::error::TraceError;
 use super::integrity::check_integrity;
 use super::ledger::{Ledger, ledger_path, read_ledger};
+use super::reader::TraceFile;
 use super::sign::{PublicKey, entry_message, run_message};
 use super::verify::Verdict;
 
@@ -72,10 +73,6 @@ pub struct SignedCheck {
 pub struct SignedReport {
     pub run_id: Option<String>,
     pub checks: Vec<SignedCheck>,
-    /// The run's ledger entry carries no signature at all (checked only when keys are given):
-    /// made before a signing key existed, or rewritten by someone without it.
-    #[serde(skip)]
-    pub unsigned: bool,
 }
 
 impl SignedReport {
@@ -110,27 +107,9 @@ pub fn verify_signed(
         },
     });
     let run_id = file.as_ref().and_then(|f| f.run_id());
-    let dir = trace
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let ledger = match read_ledger(&ledger_path(dir)) {
-        Ok(l) => Some(l),
-        // Reported by the first check already.
-        Err(TraceError::Io { .. } | TraceError::Malformed { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    let mut unsigned = false;
+    let ledger = ledger_beside(trace)?;
     if !keys.is_empty() {
-        let name = trace
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        unsigned = ledger
-            .as_ref()
-            .zip(run_id)
-            .and_then(|(l, id)| l.find(id, &name))
-            .is_some_and(|line| line.entry.key_id.is_none());
+        let name = file_name(trace);
         let final_hash = file.as_ref().and_then(|f| f.final_hash());
         checks.push(run_signature(
             ledger.as_ref(),
@@ -149,8 +128,28 @@ pub fn verify_signed(
     Ok(SignedReport {
         run_id: run_id.map(|u| u.to_string()),
         checks,
-        unsigned,
     })
+}
+
+/// The ledger in the trace's folder; `None` when it is missing or unreadable, which the chain
+/// and ledger check reports already.
+fn ledger_beside(trace: &Path) -> Result<Option<Ledger>, TraceError> {
+    let dir = trace
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match read_ledger(&ledger_path(dir)) {
+        Ok(l) => Ok(Some(l)),
+        Err(TraceError::Io { .. } | TraceError::Malformed { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn file_name(trace: &Path) -> String {
+    trace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn key_list(keys: &[PublicKey]) -> String {
@@ -160,37 +159,128 @@ fn key_list(keys: &[PublicKey]) -> String {
         .join(", ")
 }
 
-/// The run's own entry: signed, by a given key, over this trace's final hash.
-fn run_signature(
+/// What the run's own ledger entry says about its signature, as `audit` and `replay` judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SignatureState {
+    /// Signed by a key at hand, over this trace's final hash and over the entry.
+    #[serde(rename = "valid")]
+    Valid,
+    /// Names a key at hand, but a signature does not verify: the trace or its ledger entry was
+    /// rewritten after signing (an integrity failure).
+    #[serde(rename = "invalid")]
+    Invalid,
+    /// The entry carries no signature: made before a signing key existed, or rewritten by
+    /// someone without it (a finding).
+    #[serde(rename = "unsigned")]
+    Unsigned,
+    /// Signed by a key that is not at hand (not the signing key, not in the keyring, not
+    /// given): nothing can be said either way, so a finding, never tampering.
+    #[serde(rename = "key not at hand")]
+    KeyNotAtHand,
+    /// The run has no ledger entry to carry a signature (it did not finish, or there is no
+    /// ledger); the chain and ledger check already judges that.
+    #[serde(rename = "not checked")]
+    NotChecked,
+}
+
+impl SignatureState {
+    /// The state as `audit` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SignatureState::Valid => "valid",
+            SignatureState::Invalid => "invalid",
+            SignatureState::Unsigned => "unsigned",
+            SignatureState::KeyNotAtHand => "key not at hand",
+            SignatureState::NotChecked => "not checked",
+        }
+    }
+
+    /// What the state alone makes of the trace: only an invalid signature is a failure.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            SignatureState::Valid | SignatureState::NotChecked => Verdict::Clean,
+            SignatureState::Unsigned | SignatureState::KeyNotAtHand => Verdict::Findings,
+            SignatureState::Invalid => Verdict::IntegrityFailure,
+        }
+    }
+}
+
+/// The run's signature as checked against the keys at hand ([`check_signature`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSignature {
+    pub state: SignatureState,
+    /// The key the entry names, if any.
+    pub key_id: Option<String>,
+    /// What was found, for people.
+    pub detail: String,
+}
+
+/// The signature on the ledger entry of `trace` (read as `file`), checked with `keys`. The
+/// ledger beside the trace is read; a missing or unreadable one leaves nothing to check
+/// ([`SignatureState::NotChecked`]: the chain and ledger check reports it).
+pub fn check_signature(
+    trace: &Path,
+    file: &TraceFile,
+    keys: &[PublicKey],
+) -> Result<RunSignature, TraceError> {
+    let ledger = ledger_beside(trace)?;
+    Ok(signature_of(
+        ledger.as_ref(),
+        file.run_id(),
+        &file_name(trace),
+        file.final_hash(),
+        keys,
+    ))
+}
+
+/// The run's own entry: signed, by a key at hand, over this trace's final hash.
+fn signature_of(
     ledger: Option<&Ledger>,
     run_id: Option<uuid::Uuid>,
     file_name: &str,
     final_hash: Option<&str>,
     keys: &[PublicKey],
-) -> SignedCheck {
-    let fail = |detail: String| SignedCheck {
-        name: "signature",
-        ok: false,
+) -> RunSignature {
+    let found = |state, key_id: Option<&String>, detail| RunSignature {
+        state,
+        key_id: key_id.cloned(),
         detail,
     };
     let (Some(ledger), Some(run_id), Some(final_hash)) = (ledger, run_id, final_hash) else {
-        return fail("no ledger entry of this run to check a signature on".to_string());
+        return found(
+            SignatureState::NotChecked,
+            None,
+            "no ledger entry of this run to check a signature on".to_string(),
+        );
     };
     let Some(line) = ledger.find(run_id, file_name) else {
-        return fail("the ledger has no entry of this run".to_string());
+        return found(
+            SignatureState::NotChecked,
+            None,
+            "the ledger has no entry of this run".to_string(),
+        );
     };
     let entry = &line.entry;
     let Some(key_id) = &entry.key_id else {
-        return fail(format!(
-            "the run's ledger entry (seq {}) is not signed: it was written without a signing key, or rewritten by someone without it",
-            entry.seq
-        ));
+        return found(
+            SignatureState::Unsigned,
+            None,
+            format!(
+                "the run's ledger entry (seq {}) is not signed: it was written without a signing key, or rewritten by someone without it",
+                entry.seq
+            ),
+        );
     };
     let Some(key) = keys.iter().find(|k| k.key_id() == key_id) else {
-        return fail(format!(
-            "the run was signed by key {key_id}, not by the given key ({})",
-            key_list(keys)
-        ));
+        return found(
+            SignatureState::KeyNotAtHand,
+            Some(key_id),
+            format!(
+                "the run was signed by key {key_id}, not by the given key ({})",
+                key_list(keys)
+            ),
+        );
     };
     let run_ok = entry
         .run_signature
@@ -201,21 +291,45 @@ fn run_signature(
         .as_deref()
         .is_some_and(|s| key.verifies(&entry_message(&entry.hash), s));
     match (run_ok, entry_ok) {
-        (true, true) => SignedCheck {
-            name: "signature",
-            ok: true,
-            detail: format!(
+        (true, true) => found(
+            SignatureState::Valid,
+            Some(key_id),
+            format!(
                 "the final hash and ledger entry seq {} are signed by key {key_id}",
                 entry.seq
             ),
-        },
-        (false, _) => fail(format!(
-            "the signature of the run's final hash does not verify with key {key_id}: the trace or its ledger entry was rewritten after signing"
-        )),
-        (true, false) => fail(format!(
-            "the signature of ledger entry seq {} does not verify with key {key_id}: the entry was rewritten after signing",
-            entry.seq
-        )),
+        ),
+        (false, _) => found(
+            SignatureState::Invalid,
+            Some(key_id),
+            format!(
+                "the signature of the run's final hash does not verify with key {key_id}: the trace or its ledger entry was rewritten after signing"
+            ),
+        ),
+        (true, false) => found(
+            SignatureState::Invalid,
+            Some(key_id),
+            format!(
+                "the signature of ledger entry seq {} does not verify with key {key_id}: the entry was rewritten after signing",
+                entry.seq
+            ),
+        ),
+    }
+}
+
+/// [`signature_of`] as one of `verify`'s checks: anything but valid fails it.
+fn run_signature(
+    ledger: Option<&Ledger>,
+    run_id: Option<uuid::Uuid>,
+    file_name: &str,
+    final_hash: Option<&str>,
+    keys: &[PublicKey],
+) -> SignedCheck {
+    let signature = signature_of(ledger, run_id, file_name, final_hash, keys);
+    SignedCheck {
+        name: "signature",
+        ok: signature.state == SignatureState::Valid,
+        detail: signature.detail,
     }
 }
 

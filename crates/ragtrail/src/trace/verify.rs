@@ -322,6 +322,24 @@ pub fn check_ledger(
     let not_in_ledger = LedgerCheck::NotInLedger {
         note: NOT_IN_LEDGER_NOTE,
     };
+    if trace.lines.is_empty() {
+        // No line to take a run id from: the ledger's entry for this file name decides. One
+        // there means the run finished and its trace was emptied or cut inside its first line.
+        return Ok(
+            match ledger
+                .entries
+                .iter()
+                .rev()
+                .find(|l| l.entry.file == trace_file_name)
+            {
+                Some(line) => LedgerCheck::LinesDiffer {
+                    ledger: line.entry.lines,
+                    actual: 0,
+                },
+                None => not_in_ledger,
+            },
+        );
+    }
     let (Some(run_id), Some(actual_hash)) = (trace.run_id(), trace.final_hash()) else {
         return Ok(not_in_ledger);
     };

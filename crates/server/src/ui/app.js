@@ -245,6 +245,12 @@ async function runPage(runId) {
       integrity.firstBadLine ? " (first bad line " + integrity.firstBadLine + ")" : ""),
     (integrity.problems || []).length
       ? el("ul", { class: "problems" }, integrity.problems.map((p) => el("li", { class: "error" }, p))) : null,
+    audit.signature ? el("p", { id: "signature" }, "Signature: ",
+      el("span", { class: "verdict verdict-signature-" + audit.signature.state.replace(/ /g, "-") }, audit.signature.state),
+      " — " + audit.signature.detail) : null,
+    // The verdict `ragtrail audit` ends with: the signature is part of it.
+    el("p", { id: "result" }, "Result: ",
+      el("span", { class: "verdict verdict-exit-" + audit.exitCode }, audit.result || "")),
     el("p", { id: "decision" }, "Decision: ", audit.decision ? audit.decision.label + " — " + audit.decision.reason : audit.status),
     el("h3", {}, "Findings"),
     (audit.findings || []).length
