@@ -30,10 +30,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ragtrail::access::AccessContext;
-use ragtrail::agent::question_search::question_keywords;
-use ragtrail::engine::Engine;
-use ragtrail::search::SearchRequest;
+use ragtrail::AccessContext;
+use ragtrail::Engine;
+use ragtrail::SearchRequest;
+use ragtrail::internals::question_keywords;
 use serde_json::{Value, json};
 
 const TOP_K: usize = 5;

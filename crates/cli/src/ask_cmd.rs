@@ -8,15 +8,15 @@ use super::output::{self, Lang};
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_current_engine;
-use ragtrail::agent::llm::LlmPlanner;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{
-    self, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, ModelCall, ModelUsage, Planner,
+use ragtrail::LlmFlags;
+use ragtrail::LlmPlanner;
+use ragtrail::OfflinePlanner;
+use ragtrail::SessionStore;
+use ragtrail::trace::RunStatus;
+use ragtrail::{
+    AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, ModelCall, ModelUsage, Planner,
     RoundRecord, RunSettings, TraceSettings,
 };
-use ragtrail::llm::{self, LlmFlags};
-use ragtrail::session::{self, SessionStore};
-use ragtrail::trace::RunStatus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PlannerChoice {
@@ -66,12 +66,12 @@ impl LlmArgs {
 
 /// `--max-rounds`: refused outside 1..=MAX_SEARCH_ROUNDS rather than clamped behind the user's back.
 pub(crate) fn max_rounds_arg() -> clap::builder::RangedI64ValueParser<u32> {
-    clap::value_parser!(u32).range(1..=i64::from(ragtrail::agent::MAX_SEARCH_ROUNDS))
+    clap::value_parser!(u32).range(1..=i64::from(ragtrail::MAX_SEARCH_ROUNDS))
 }
 
 /// `-k` / `--top-k` of a planner run: refused outside 1..=MAX_TOP_K_PER_ROUND.
 pub(crate) fn top_k_arg() -> clap::builder::RangedI64ValueParser<u32> {
-    clap::value_parser!(u32).range(1..=i64::from(ragtrail::agent::MAX_TOP_K_PER_ROUND))
+    clap::value_parser!(u32).range(1..=i64::from(ragtrail::MAX_TOP_K_PER_ROUND))
 }
 
 #[derive(Debug, Args)]
@@ -115,7 +115,7 @@ pub(crate) fn choose_planner(
 ) -> anyhow::Result<Box<dyn Planner>> {
     let env = |name: &str| std::env::var(name).ok();
     let flags = llm.flags();
-    let choice = choice.unwrap_or(if llm::chat_endpoint_configured(&flags, &env) {
+    let choice = choice.unwrap_or(if ragtrail::chat_endpoint_configured(&flags, &env) {
         PlannerChoice::Llm
     } else {
         PlannerChoice::Offline
@@ -123,7 +123,7 @@ pub(crate) fn choose_planner(
     Ok(match choice {
         PlannerChoice::Offline => Box::new(OfflinePlanner::new()),
         PlannerChoice::Llm => {
-            let config = llm::resolve_chat_config(&flags, &env)?.ok_or_else(|| {
+            let config = ragtrail::resolve_chat_config(&flags, &env)?.ok_or_else(|| {
                 anyhow::anyhow!(
                     "the llm planner needs a chat endpoint: set RAGTRAIL_LLM_BASE_URL (or OPENAI_BASE_URL, or --llm-base-url) and RAGTRAIL_LLM_MODEL"
                 )
@@ -209,7 +209,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
                 id.clone()
             };
             let sessions = SessionStore::new(&global.data_dir);
-            let (outcome, turn) = session::ask(
+            let (outcome, turn) = ragtrail::ask_in_session(
                 &engine,
                 &mut *planner,
                 &sessions,
@@ -223,7 +223,7 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
             }
             outcome
         }
-        None => agent::run(&engine, &mut *planner, &args.question, &settings, &mut show)?,
+        None => ragtrail::run_agent(&engine, &mut *planner, &args.question, &settings, &mut show)?,
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);

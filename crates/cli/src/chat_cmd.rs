@@ -9,9 +9,9 @@ use super::ask_cmd;
 use super::output::{Lang, terminal_safe};
 use crate::global::GlobalArgs;
 use crate::open::open_current_engine;
-use ragtrail::agent::{AgentEvent, AgentOutcome};
-use ragtrail::session::{self, SessionStore};
+use ragtrail::SessionStore;
 use ragtrail::trace::RunStatus;
+use ragtrail::{AgentEvent, AgentOutcome};
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -110,7 +110,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                         );
                     }
                 };
-                match session::ask(
+                match ragtrail::ask_in_session(
                     &engine,
                     planner.as_mut(),
                     &sessions,

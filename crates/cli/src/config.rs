@@ -2,7 +2,7 @@
 //! (never overriding a variable already set) before flags are parsed; clap reads each flag's
 //! environment variable, so a flag always wins.
 
-use ragtrail::access::{AccessContext, DEFAULT_TENANT};
+use ragtrail::{AccessContext, DEFAULT_TENANT};
 
 /// Default data directory (index, embedded store, sessions).
 pub const DEFAULT_DATA_DIR: &str = ".ragtrail";

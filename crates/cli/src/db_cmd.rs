@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use crate::global::GlobalArgs;
 use crate::open::open_engine;
-use ragtrail::store::postgres::{MIGRATOR, PgSettings, PgStore, redact_database_url};
+use ragtrail::{MIGRATOR, PgSettings, PgStore, redact_database_url};
 
 /// Applies pending migrations to the database of `DATABASE_URL`.
 pub fn migrate(global: &GlobalArgs) -> anyhow::Result<ExitCode> {

@@ -14,12 +14,12 @@ use super::output;
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_ready_engine;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{AgentRagOptions, Planner, RunSettings, TraceSettings};
-use ragtrail::engine::Engine;
+use ragtrail::Engine;
+use ragtrail::Fusion;
+use ragtrail::OfflinePlanner;
 use ragtrail::eval::retrieval::{self, BeirSet, ChunkMap, RetrievalOptions, RetrievalReport};
 use ragtrail::eval::{agent as agent_eval, golden, multihop};
-use ragtrail::search::fusion::Fusion;
+use ragtrail::{AgentRagOptions, Planner, RunSettings, TraceSettings};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -194,8 +194,8 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
             (tmp.path().to_path_buf(), Some(tmp))
         }
     };
-    let embedder =
-        ragtrail::embed::from_config(&global.embed.config()).context("setting up the embedder")?;
+    let embedder = ragtrail::embedder_from_config(&global.embed.config())
+        .context("setting up the embedder")?;
     // Each query is ranked once per mode: embed it once.
     let memo = std::sync::Arc::new(retrieval::QueryMemo::new(embedder));
     if let Some(path) = &args.query_cache {
@@ -204,7 +204,7 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
             .with_context(|| format!("reading the query embeddings in {}", path.display()))?;
         eprintln!("{n} query embeddings read from {}", path.display());
     }
-    let embedder: std::sync::Arc<dyn ragtrail::embed::Embedder> = memo.clone();
+    let embedder: std::sync::Arc<dyn ragtrail::Embedder> = memo.clone();
     let mut engine = Engine::open_with(&dir, embedder)
         .with_context(|| format!("opening the scratch index {}", dir.display()))?;
     global.apply_search_settings(&mut engine.settings);

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::config::{DEFAULT_DATA_DIR, DEFAULT_KNOWLEDGE_DIR, DEFAULT_TRACE_DIR};
-use ragtrail::embed::{self, EmbedConfig, EmbedderChoice};
-use ragtrail::engine::IngestOptions;
+use ragtrail::IngestOptions;
+use ragtrail::{EmbedConfig, EmbedderChoice};
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
@@ -75,7 +75,7 @@ pub struct GlobalArgs {
         env = "RAGTRAIL_SEARCH_FUSION",
         value_name = "FUSION"
     )]
-    pub search_fusion: Option<ragtrail::search::fusion::Fusion>,
+    pub search_fusion: Option<ragtrail::Fusion>,
     /// How the agent's own searches fuse the two legs (`ask`, `chat`, `serve`, `mcp`, `eval`),
     /// in `search --fusion`'s terms; default: as `searchDocs` does (`--search-fusion`). To try
     /// a fusion on the agent alone, e.g. `coverage:1` (BM25 weighed by its best hit's share
@@ -86,7 +86,7 @@ pub struct GlobalArgs {
         env = "RAGTRAIL_AGENT_FUSION",
         value_name = "FUSION"
     )]
-    pub agent_fusion: Option<ragtrail::search::fusion::Fusion>,
+    pub agent_fusion: Option<ragtrail::Fusion>,
     #[command(flatten)]
     pub embed: EmbedArgs,
 }
@@ -101,7 +101,7 @@ pub enum DefaultAccessArg {
 impl GlobalArgs {
     /// The search settings the operator chose on the command line (`--search-fusion`,
     /// `--agent-fusion`).
-    pub(crate) fn apply_search_settings(&self, settings: &mut ragtrail::search::SearchSettings) {
+    pub(crate) fn apply_search_settings(&self, settings: &mut ragtrail::SearchSettings) {
         if let Some(fusion) = self.search_fusion {
             settings.fusion = fusion;
             settings.agent_fusion = fusion;
@@ -115,8 +115,8 @@ impl GlobalArgs {
     pub fn ingest_options(&self) -> IngestOptions {
         let mut options = IngestOptions::default();
         options.scan.default_access = match self.default_access {
-            DefaultAccessArg::Default => ragtrail::knowledge::DefaultAccess::DefaultTenant,
-            DefaultAccessArg::Deny => ragtrail::knowledge::DefaultAccess::Deny,
+            DefaultAccessArg::Default => ragtrail::DefaultAccess::DefaultTenant,
+            DefaultAccessArg::Deny => ragtrail::DefaultAccess::Deny,
         };
         options
     }
@@ -205,7 +205,7 @@ pub struct EmbedArgs {
         env = "RAGTRAIL_EMBED_MARKING",
         value_name = "MARKING"
     )]
-    pub embed_marking: Option<embed::Marking>,
+    pub embed_marking: Option<ragtrail::Marking>,
 }
 
 impl EmbedArgs {

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::global::GlobalArgs;
 use crate::open::{open_engine_as, run_ingest};
 use crate::output;
-use ragtrail::engine::IngestOptions;
+use ragtrail::IngestOptions;
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
@@ -30,7 +30,7 @@ pub struct IngestArgs {
         default_value = "forever",
         value_name = "N"
     )]
-    pub keep_versions: ragtrail::store::KeepVersions,
+    pub keep_versions: ragtrail::KeepVersions,
     /// Print the summary as JSON: added, changed, removed (source paths), unchanged, chunks,
     /// generation, versionsPruned, formats ({"pdf": {"read": 2, "skipped": 1}, …}) and skipped ([{"path",
     /// "reason"}]).

@@ -8,8 +8,7 @@ use anyhow::Context;
 
 use crate::global::GlobalArgs;
 use crate::output;
-use ragtrail::embed;
-use ragtrail::engine::{Engine, IngestOptions, IngestProgress, IngestSummary};
+use ragtrail::{Engine, IngestOptions, IngestProgress, IngestSummary};
 
 pub(crate) fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
     open_engine_as(global, false)
@@ -17,7 +16,8 @@ pub(crate) fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
 
 /// `for_rebuild`: an index written in an older format opens empty, to be rebuilt.
 pub(crate) fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::Result<Engine> {
-    let embedder = embed::from_config(&global.embed.config()).context("setting up the embedder")?;
+    let embedder = ragtrail::embedder_from_config(&global.embed.config())
+        .context("setting up the embedder")?;
     let mut engine = if let Some(url) = global.database_url() {
         Engine::open_postgres(&global.data_dir, url, embedder)
             .context("opening the knowledge base in PostgreSQL")?

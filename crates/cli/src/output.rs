@@ -1,8 +1,8 @@
 //! Formatting for people: tables, summaries, terminal-safe text.
 
-use ragtrail::engine::IngestSummary;
-use ragtrail::knowledge::KnowledgeChanges;
-use ragtrail::search::SearchHit;
+use ragtrail::IngestSummary;
+use ragtrail::KnowledgeChanges;
+use ragtrail::SearchHit;
 
 /// Replaces control characters (ANSI escapes, carriage returns) so document text cannot drive
 /// the terminal.
@@ -10,7 +10,7 @@ pub fn terminal_safe(s: &str) -> String {
     ragtrail::review::report::plain(s)
 }
 
-pub use ragtrail::text::Lang;
+pub use ragtrail::Lang;
 
 /// Exit status for errors (2 is clap's usage error and is not reused).
 pub const EXIT_ERROR: u8 = 3;
@@ -20,7 +20,7 @@ pub const EXIT_ERROR: u8 = 3;
 pub const EXIT_CLOSED_PIPE: u8 = 141;
 
 /// Where a cited chunk was first returned in a run: (round, 1-based position in that round).
-pub fn first_seen(rounds: &[ragtrail::agent::RoundRecord], chunk_id: &str) -> Option<(u32, usize)> {
+pub fn first_seen(rounds: &[ragtrail::RoundRecord], chunk_id: &str) -> Option<(u32, usize)> {
     rounds.iter().find_map(|r| {
         r.hits
             .iter()
@@ -163,7 +163,7 @@ pub fn review_flags(global: &crate::global::GlobalArgs) -> String {
         }
     }
     let access = crate::config::access_context(global.tenant.as_deref(), &global.roles);
-    if access.tenant != ragtrail::access::DEFAULT_TENANT {
+    if access.tenant != ragtrail::DEFAULT_TENANT {
         out.push_str(&format!(" --tenant {}", shell_word(&access.tenant)));
     }
     if !access.roles.is_empty() {

@@ -9,8 +9,8 @@ use super::output;
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_current_engine;
-use ragtrail::search::SearchRequest;
-use ragtrail::search::fusion::Fusion;
+use ragtrail::Fusion;
+use ragtrail::SearchRequest;
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -19,7 +19,7 @@ pub struct SearchArgs {
     pub keywords: Vec<String>,
     /// How many hits to show (1 to 50).
     #[arg(long, short = 'k', default_value_t = 5, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..=ragtrail::search::MAX_TOP_K as u64))]
+          value_parser = clap::value_parser!(u64).range(1..=ragtrail::MAX_TOP_K as u64))]
     pub top_k: u64,
     /// Print a JSON array of SearchHit records instead of a table.
     #[arg(long)]
@@ -119,7 +119,7 @@ struct Shown<'a> {
     source_uri: &'a str,
     tenant: &'a str,
     roles: &'a [String],
-    status: ragtrail::knowledge::DocStatus,
+    status: ragtrail::DocStatus,
     first_indexed: &'a str,
     text: &'a str,
     versions: Vec<ShownVersion<'a>>,
@@ -258,7 +258,7 @@ fn show_text(s: &Shown<'_>) -> String {
             out,
             "  {}@{}  indexed {}{}",
             s.chunk_id,
-            ragtrail::text::truncate_chars(v.content_hash, 16),
+            ragtrail::truncate_chars(v.content_hash, 16),
             v.first_indexed,
             if notes.is_empty() {
                 String::new()

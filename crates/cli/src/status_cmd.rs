@@ -6,8 +6,8 @@ use clap::Args;
 
 use crate::global::GlobalArgs;
 use crate::output::{knowledge_changes_line, knowledge_refresh_hint};
-use ragtrail::embed::{self, EmbedderInfo};
-use ragtrail::engine::status::{self, Scope, Status};
+use ragtrail::EmbedderInfo;
+use ragtrail::{Scope, Status};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -31,7 +31,7 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
             None => engine.status_all_tenants()?,
         }
     } else {
-        status::status_in(&global.data_dir, counted)?
+        ragtrail::status_in(&global.data_dir, counted)?
     };
     let status =
         status.with_configuration(&global.embed.config(), &|s| global.apply_search_settings(s));
@@ -45,10 +45,10 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
 
 fn describe(info: &EmbedderInfo) -> String {
     let nature = match info.kind.as_str() {
-        embed::hashing::KIND => {
+        ragtrail::HASHING_KIND => {
             " — lexical, not semantic: texts are close when they share character n-grams, not when they mean the same"
         }
-        embed::LOCAL_KIND | embed::http::KIND => " — semantic",
+        ragtrail::LOCAL_KIND | ragtrail::HTTP_KIND => " — semantic",
         _ => "",
     };
     format!(
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn the_hashing_embedder_is_called_lexical() {
-        let text = describe(&embed::HashingEmbedder::default().info());
+        let text = describe(&ragtrail::HashingEmbedder::default().info());
         assert!(text.contains("lexical, not semantic"), "{text}");
         assert!(text.contains("384 dims"), "{text}");
     }

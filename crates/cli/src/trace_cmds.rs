@@ -10,8 +10,8 @@ use super::output::{self, terminal_safe};
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_ready_engine;
-use ragtrail::agent::TraceSettings;
-use ragtrail::agent::offline::OfflinePlanner;
+use ragtrail::OfflinePlanner;
+use ragtrail::TraceSettings;
 use ragtrail::review::audit::audit;
 use ragtrail::review::replay::{ReplayOptions, replay_with};
 use ragtrail::review::runs::{ListedRun, RunFilter, RunSummary, list_runs, may_see, trace_files};
@@ -46,7 +46,7 @@ pub struct ReplayArgs {
     /// (rrf, minmax:W, agree:W, confidence:W, standout, standout-coverage, bm25, vector) and
     /// show the hits gained, lost and moved.
     #[arg(long, value_name = "FUSION")]
-    pub fusion: Option<ragtrail::search::fusion::Fusion>,
+    pub fusion: Option<ragtrail::Fusion>,
     /// What if: re-run every recorded keyword set asking for N hits.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub top_k: Option<u32>,
@@ -467,11 +467,8 @@ pub fn traces_cmd(global: &GlobalArgs, args: &TracesArgs) -> anyhow::Result<Exit
             "{time}  {:<22} {:<9} {}\n    {}\n    {}",
             t.label,
             output::count(t.rounds as usize, "round", "rounds"),
-            terminal_safe(ragtrail::text::truncate_chars(&t.question, 60)),
-            terminal_safe(ragtrail::text::truncate_chars(
-                &t.answer.replace('\n', " "),
-                80
-            )),
+            terminal_safe(ragtrail::truncate_chars(&t.question, 60)),
+            terminal_safe(ragtrail::truncate_chars(&t.answer.replace('\n', " "), 80)),
             t.trace
         );
     }

@@ -11,10 +11,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ragtrail::access::AccessContext;
-use ragtrail::engine::{Engine, IngestOptions};
-use ragtrail::search::SearchRequest;
-use ragtrail::search::fusion::Fusion;
+use ragtrail::AccessContext;
+use ragtrail::Fusion;
+use ragtrail::SearchRequest;
+use ragtrail::{Engine, IngestOptions};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -33,7 +33,7 @@ fn queries(engine: &Engine, max: usize) -> Vec<(Vec<String>, String)> {
         .step_by(step)
         .take(max)
         .filter_map(|c| {
-            let terms = ragtrail::text::terms(&c.text);
+            let terms = ragtrail::internals::terms(&c.text);
             if terms.len() < 3 {
                 return None;
             }
@@ -88,7 +88,7 @@ fn bench_folder(
     let modes = [
         ("BM25", Fusion::Bm25Only),
         ("vector", Fusion::VectorOnly),
-        ("fused (minmax)", ragtrail::search::DEFAULT_FUSION),
+        ("fused (minmax)", ragtrail::internals::DEFAULT_FUSION),
         ("fused (rrf)", Fusion::Rrf { k: 60.0 }),
     ];
     // Interleave modes over three passes and keep each mode's best pass: one noisy moment on
@@ -126,7 +126,7 @@ fn bench_folder(
 fn compare_scope_statistics(engine: &Engine, qs: &[(Vec<String>, String)]) {
     let modes = [
         ("BM25", Fusion::Bm25Only),
-        ("fused (minmax)", ragtrail::search::DEFAULT_FUSION),
+        ("fused (minmax)", ragtrail::internals::DEFAULT_FUSION),
     ];
     // [mode][per-scope, index-wide]
     let mut best = [[(f64::MAX, f64::MAX); 2]; 2];

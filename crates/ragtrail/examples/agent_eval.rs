@@ -2,19 +2,16 @@
 //! facts, refusals. `cargo run --release --example agent_eval [-- --verbose]`
 use std::sync::Arc;
 
-use ragtrail::access::AccessContext;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{AgentRagOptions, Planner, RunSettings};
-use ragtrail::engine::{Engine, IngestOptions};
+use ragtrail::AccessContext;
+use ragtrail::OfflinePlanner;
 use ragtrail::eval::{agent, golden};
+use ragtrail::{AgentRagOptions, Planner, RunSettings};
+use ragtrail::{Engine, IngestOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let tmp = tempfile::tempdir()?;
-    let mut engine = Engine::open_with(
-        tmp.path(),
-        Arc::new(ragtrail::embed::HashingEmbedder::default()),
-    )?;
+    let mut engine = Engine::open_with(tmp.path(), Arc::new(ragtrail::HashingEmbedder::default()))?;
     engine.ingest(
         &root.join("knowledge"),
         &IngestOptions::default(),

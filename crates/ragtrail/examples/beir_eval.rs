@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ragtrail::access::AccessContext;
-use ragtrail::embed::{Embedder, HashingEmbedder, LocalEmbedder, LocalOptions};
-use ragtrail::engine::{Engine, IngestOptions, IngestProgress};
-use ragtrail::search::SearchRequest;
-use ragtrail::search::fusion::Fusion;
+use ragtrail::AccessContext;
+use ragtrail::Fusion;
+use ragtrail::SearchRequest;
+use ragtrail::{Embedder, HashingEmbedder, LocalEmbedder, LocalOptions};
+use ragtrail::{Engine, IngestOptions, IngestProgress};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -236,9 +236,7 @@ fn main() -> Result<()> {
             req.fusion = Some(fusion);
             let hits = match engine.search_docs(&req) {
                 Ok(r) => r.hits,
-                Err(ragtrail::engine::EngineError::Search(
-                    ragtrail::search::SearchError::NoKeywords,
-                )) => Vec::new(),
+                Err(ragtrail::EngineError::Search(ragtrail::SearchError::NoKeywords)) => Vec::new(),
                 Err(e) => return Err(e.into()),
             };
             let ranked: Vec<String> = hits

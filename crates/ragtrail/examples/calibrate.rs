@@ -6,11 +6,11 @@
 //! over its own knowledge folder (e.g. `eval/holdout-laws-zh.jsonl ../shared/data/laws-zh`)
 //! measures the same tables on questions the defaults were not tuned on.
 
-use ragtrail::access::AccessContext;
-use ragtrail::engine::{Engine, IngestOptions};
+use ragtrail::AccessContext;
+use ragtrail::Fusion;
+use ragtrail::SearchRequest;
 use ragtrail::eval::golden::{self, GoldenItem};
-use ragtrail::search::SearchRequest;
-use ragtrail::search::fusion::Fusion;
+use ragtrail::{Engine, IngestOptions};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -54,7 +54,7 @@ fn main() -> Result<()> {
     // The embedder of RAGTRAIL_EMBED_BASE_URL / _MODEL / _MARKING or _MODEL_DIR when set, else
     // hashing.
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let config = ragtrail::embed::EmbedConfig {
+    let config = ragtrail::EmbedConfig {
         base_url: var("RAGTRAIL_EMBED_BASE_URL"),
         model: var("RAGTRAIL_EMBED_MODEL"),
         model_dir: var("RAGTRAIL_EMBED_MODEL_DIR").map(std::path::PathBuf::from),
@@ -62,9 +62,9 @@ fn main() -> Result<()> {
             .map(|m| m.parse())
             .transpose()
             .map_err(|e: String| e)?,
-        ..ragtrail::embed::EmbedConfig::default()
+        ..ragtrail::EmbedConfig::default()
     };
-    let embedder = ragtrail::embed::from_config(&config)?;
+    let embedder = ragtrail::embedder_from_config(&config)?;
     println!("embedder: {}\n", embedder.info().describe());
     let mut engine = Engine::open_with(tmp.path(), embedder)?;
     engine.ingest(&knowledge, &IngestOptions::default(), &mut |_| {})?;

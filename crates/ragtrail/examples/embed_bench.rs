@@ -13,14 +13,14 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ragtrail::embed::{Embedder, LocalEmbedder, LocalOptions};
-use ragtrail::knowledge::{self, ScanOptions};
+use ragtrail::internals::ScanOptions;
+use ragtrail::{Embedder, LocalEmbedder, LocalOptions};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn texts_of(input: &Path) -> Result<Vec<String>> {
     if input.is_dir() {
-        let scan = knowledge::scan(input, &ScanOptions::default())?;
+        let scan = ragtrail::internals::scan(input, &ScanOptions::default())?;
         return Ok(scan
             .chunks
             .iter()

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use ragtrail::knowledge::{Format, read_document};
+use ragtrail::{internals::Format, internals::read_document};
 
 fn peak_rss_kb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

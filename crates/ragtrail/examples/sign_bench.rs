@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ragtrail::access::AccessContext;
-use ragtrail::search::SearchHit;
+use ragtrail::AccessContext;
+use ragtrail::SearchHit;
 use ragtrail::trace::{
     AnswerEvent, Citation, EventBody, RunStarted, RunStatus, SearchRound, SigningKey, TraceWriter,
     TracedHit, check_integrity, verify_signed,

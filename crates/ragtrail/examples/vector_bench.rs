@@ -11,8 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use ragtrail::seeded::SplitMix64;
-use ragtrail::store::vectors::{VectorError, VectorIndex};
+use ragtrail::internals::SplitMix64;
+use ragtrail::{internals::VectorError, internals::VectorIndex};
 
 const DIMS: usize = 384;
 

@@ -518,7 +518,7 @@ impl Engine {
 
     /// The fused ranking alone, `depth` long, for evaluations and benchmarks: the same legs and
     /// fusion as [`Engine::search_docs`], without its top-k cap, snippets, weak-hit filter or
-    /// sufficiency decision (see [`search::search_ranked`]).
+    /// sufficiency decision (see `search::search_ranked`).
     pub fn search_ranked(&self, req: &RankedRequest<'_>) -> Result<Vec<FusedHit>, EngineError> {
         let leg = self.vector_leg(req.fusion)?;
         Ok(search::search_ranked(

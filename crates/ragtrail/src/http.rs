@@ -43,7 +43,7 @@ pub struct RetryPolicy {
     pub jitter: bool,
     /// The longest `Retry-After` waited for. A server asking for longer (or for more than a
     /// call's time budget leaves) is not retried: the call fails with
-    /// [`HttpError::RetryAfterTooLong`], since retrying sooner than asked only meets the same
+    /// `HttpError::RetryAfterTooLong`, since retrying sooner than asked only meets the same
     /// refusal.
     pub max_retry_after: Duration,
     /// Time allowed to establish a connection.
@@ -269,7 +269,6 @@ impl HttpError {
 /// A successful answer.
 #[derive(Debug, Clone)]
 pub struct HttpReply {
-    pub status: u16,
     pub body: Vec<u8>,
     /// Attempts it took (1 when the first one succeeded).
     pub attempts: u32,
@@ -364,10 +363,6 @@ impl JsonClient {
 
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
-    }
-
-    pub fn settings(&self) -> &EndpointSettings {
-        &self.settings
     }
 
     /// `{base}/{path}` with exactly one slash between them; checks that the result is an
@@ -491,11 +486,7 @@ impl JsonClient {
                     },
                 ),
                 Ok((status, _, body)) if status.is_success() => {
-                    return Ok(HttpReply {
-                        status: status.as_u16(),
-                        body,
-                        attempts,
-                    });
+                    return Ok(HttpReply { body, attempts });
                 }
                 Ok((status, headers, body)) => {
                     let failure = self.status_error(url, status, &body, attempts);

@@ -36,21 +36,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod access;
-pub mod agent;
-pub mod embed;
-pub mod engine;
+mod access;
+mod agent;
+mod embed;
+mod engine;
 pub mod eval;
-pub mod http;
-pub mod index;
-pub mod knowledge;
-pub mod llm;
+mod http;
+mod index;
+mod knowledge;
+mod llm;
 pub mod review;
-pub mod search;
-pub mod seeded;
-pub mod session;
-pub mod store;
-pub mod text;
+mod search;
+mod seeded;
+mod session;
+mod store;
+mod text;
 pub mod trace;
 
 // The front door: the nouns a program embedding the engine uses, by job.
@@ -89,6 +89,8 @@ pub use search::SearchRequest;
 pub use search::SearchResponse;
 /// The engine's tuning of `searchDocs` (fusion, candidates, boosts, thresholds).
 pub use search::SearchSettings;
+/// Fusion as pure functions: two legs' ranked hits in, one fused ranking out.
+pub use search::fusion;
 /// How the BM25 and vector legs are combined (`agree:0.5`, `standout`, `rrf`…).
 pub use search::fusion::Fusion;
 
@@ -159,6 +161,84 @@ pub use review::replay::replay_with;
 pub use review::rerun::rerun;
 /// The reports rendered for people: audit as text and Markdown, replay, re-run, live re-plan.
 pub use review::{audit_markdown, audit_text, replay_text, rerun_text};
+
+/// The tenant a document or caller belongs to when none is named.
+pub use access::DEFAULT_TENANT;
+
+/// What a knowledge base holds, counted for one scope ([`Engine::status`]).
+pub use engine::status::{Scope, status_in};
+/// Where a document without access front matter goes: the default tenant, or nowhere.
+pub use knowledge::DefaultAccess;
+/// A document's state in the store: current, changed since ingest, removed.
+pub use knowledge::DocStatus;
+/// What changed in a knowledge folder since the last ingest.
+pub use knowledge::KnowledgeChanges;
+/// How many earlier versions of each chunk the store keeps (evidence versions).
+pub use store::KeepVersions;
+/// Which pgvector index, iterative scan and search mode the PostgreSQL store uses.
+#[cfg(feature = "postgres")]
+pub use store::postgres::{
+    DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, IterativeScan, Space,
+    VectorSearchMode,
+};
+/// The PostgreSQL + pgvector store: its settings, its errors and its migrations.
+#[cfg(feature = "postgres")]
+pub use store::postgres::{MIGRATOR, PgError, PgSettings, PgStore, redact_database_url};
+
+/// The largest topK one `searchDocs` call accepts.
+pub use search::MAX_TOP_K;
+
+/// The embedders: hashing (no model), an OpenAI-compatible endpoint, a local model.
+pub use embed::{
+    EmbedError, EmbedderChoice, EmbedderInfo, HashingEmbedder, HttpEmbedder, HttpEmbedderConfig,
+    LOCAL_KIND, Marking,
+};
+/// The in-process model embedder and its options.
+#[cfg(feature = "local-embed")]
+pub use embed::{LocalEmbedder, LocalOptions};
+/// The kind names an [`EmbedderInfo`] carries for the hashing and HTTP embedders.
+pub use embed::{hashing::KIND as HASHING_KIND, http::KIND as HTTP_KIND};
+/// How HTTP calls to a model or embeddings server are retried.
+pub use http::RetryPolicy;
+
+/// What a run reports while it works, round by round.
+pub use agent::AgentEvent;
+/// The answer a planner proposes, and the model calls it made.
+pub use agent::{FinalAnswer, ModelCall, ModelUsage, ProposedCitation, RoundRecord};
+/// The limits a run accepts: question length, rounds, topK per round.
+pub use agent::{MAX_QUESTION_CHARS, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
+/// What a planner sees and decides each round.
+pub use agent::{Observation, PlannerAction, PlannerContext, PlannerError, PlannerStep};
+/// The chat endpoint the LLM planner uses: flags, environment, and whether one is set.
+pub use llm::{LlmFlags, chat_endpoint_configured, resolve_chat_config};
+/// Why a conversation turn failed.
+pub use session::TurnError;
+
+/// The language of a text, for replies in the asker's language.
+pub use text::Lang;
+/// Cuts a text to at most so many characters, on a character boundary.
+pub use text::truncate_chars;
+
+/// Internals the workspace's own tests, examples and benchmarks reach into: hidden from the
+/// documentation, with no promise that they stay.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::agent::llm::{OVERRODE_GIVE_UP, prompt};
+    pub use crate::agent::question_search::question_keywords;
+    pub use crate::agent::{GAVE_UP_BEFORE_SEARCHING, normalized_set, validate_keywords};
+    pub use crate::index::Bm25Index;
+    pub use crate::knowledge::{
+        Chunk, Document, Format, ScanOptions, TEXT_FORMAT, chunk_document, chunk_id, read_document,
+        scan, sha256_hex,
+    };
+    pub use crate::search::snippet::{DEFAULT_SNIPPET_CHARS, keyword_terms, snippet};
+    pub use crate::search::{DEFAULT_FUSION, MAX_QUERY_CHARS, RankedRequest};
+    pub use crate::seeded::SplitMix64;
+    #[cfg(feature = "postgres")]
+    pub use crate::store::postgres::with_database;
+    pub use crate::store::vectors::{VectorError, VectorIndex};
+    pub use crate::text::{is_cjk, quote_in_text, terms};
+}
 
 /// Evaluates the agent on a golden question set.
 pub use eval::agent::evaluate as evaluate_agent;

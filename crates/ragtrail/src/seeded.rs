@@ -3,7 +3,7 @@
 //! dependency. SplitMix64 (Steele, Lea and Flood): fast and well mixed, not for secrets.
 //!
 //! ```
-//! use ragtrail::seeded::SplitMix64;
+//! use ragtrail::internals::SplitMix64;
 //!
 //! let mut a = SplitMix64(7);
 //! let mut b = SplitMix64(7);

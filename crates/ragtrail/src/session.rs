@@ -8,9 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::AccessContext;
 
-pub use crate::agent::conversation::{
-    CachedSearch, Conversation, MAX_CACHED, MAX_TURNS, PriorTurn,
-};
+pub use crate::agent::conversation::{Conversation, PriorTurn};
 
 /// A conversation, as kept on disk: its id and its memory (the file's keys are `id`, `turns`,
 /// `cache`).
@@ -100,7 +98,7 @@ impl SessionStore {
 
     /// The session `id` for a caller with `access`: a new one if it does not exist yet, the
     /// stored one if it was started under the same access context (roles compared as a set),
-    /// and [`SessionError::OtherAccess`] otherwise — another tenant's earlier turns would
+    /// and `SessionError::OtherAccess` otherwise — another tenant's earlier turns would
     /// carry its topic words into this caller's searches.
     pub fn load_for(&self, id: &str, access: &AccessContext) -> Result<Session, SessionError> {
         let mut session = self.load_or_new(id)?;
@@ -140,6 +138,7 @@ impl SessionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::conversation::MAX_TURNS;
 
     #[test]
     fn sessions_round_trip_and_keep_the_last_turns() {

@@ -12,8 +12,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ragtrail::agent::{AgentError, AgentRagOptions, MAX_QUESTION_CHARS, MAX_TOP_K_PER_ROUND};
 use ragtrail::review::runs::{RunFilter, STATUS_NAMES};
+use ragtrail::{AgentError, AgentRagOptions, MAX_QUESTION_CHARS, MAX_TOP_K_PER_ROUND};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

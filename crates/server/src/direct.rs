@@ -4,9 +4,7 @@
 //! and its content hash, run_finished, the ledger entry), so replay and audit read it as any
 //! other run.
 
-use ragtrail::agent::{
-    Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
-};
+use ragtrail::{Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep};
 
 /// How a direct search ends: the caller asked for hits, not for an answer.
 pub const SEARCH_ONLY_REASON: &str = "search_only";

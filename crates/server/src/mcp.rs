@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use ragtrail::agent::{AgentOutcome, AgentRagOptions};
-use ragtrail::search::SearchHit;
+use ragtrail::SearchHit;
+use ragtrail::{AgentOutcome, AgentRagOptions};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};

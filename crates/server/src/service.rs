@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use axum::http::StatusCode;
-use ragtrail::agent::{
-    self, AgentError, AgentEvent, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner,
-    RunSettings, TraceSettings,
-};
-use ragtrail::engine::{Engine, EngineError};
 use ragtrail::review::runs::{self, ListedRun, RunFilter, RunSummary};
 use ragtrail::review::{self, AuditReport, ReplayReport};
-use ragtrail::search::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
 use ragtrail::trace::{CheckedTrace, Integrity, LedgerPolicy, TraceFile, Verdict, check_trace};
+use ragtrail::{
+    AgentError, AgentEvent, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner,
+    RunSettings, TraceSettings,
+};
+use ragtrail::{Engine, EngineError};
+use ragtrail::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
 use uuid::Uuid;
 
 use crate::direct::DirectSearch;
@@ -198,7 +198,7 @@ impl App {
     ) -> Result<AgentOutcome, ApiError> {
         let mut planner = (self.config.planner)().map_err(ApiError::internal)?;
         let settings = self.settings(grant, params.options, self.today(params.today));
-        agent::run(
+        ragtrail::run_agent(
             &*self.engine()?,
             &mut *planner,
             &params.question,
@@ -225,7 +225,7 @@ impl App {
         let mut planner = DirectSearch::new(keywords.clone());
         let settings = self.settings(grant, options, self.today(None));
         let question = DirectSearch::question(&keywords);
-        let outcome = agent::run(
+        let outcome = ragtrail::run_agent(
             &*self.engine()?,
             &mut planner,
             &question,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use ragtrail::agent::AgentEvent;
+use ragtrail::AgentEvent;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

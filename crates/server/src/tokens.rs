@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
-use ragtrail::access::AccessContext;
+use ragtrail::AccessContext;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use crate::common::chat_server::{ScriptedLlm, tool_calls};
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::agent;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::engine::Engine;
-use ragtrail::http::RetryPolicy;
-use ragtrail::llm::ChatConfig;
-use ragtrail::search::SearchRequest;
+use ragtrail::AccessContext;
+use ragtrail::ChatConfig;
+use ragtrail::Engine;
+use ragtrail::OfflinePlanner;
+use ragtrail::RetryPolicy;
+use ragtrail::SearchRequest;
 use ragtrail::trace::{EventBody, Verdict, check_integrity, read_trace};
 use serde_json::json;
 
@@ -127,7 +126,7 @@ fn every_path_respects_the_operator_context() {
     // The same question as hr sees the restricted document, proving the marker is findable.
     let mut hr = ws.run_settings();
     hr.access = AccessContext::new("default", ["hr"]);
-    let outcome = agent::run(
+    let outcome = ragtrail::run_agent(
         &engine,
         &mut OfflinePlanner::new(),
         "HRONLYMARK 内部核查",
@@ -319,13 +318,13 @@ mod postgres_backend {
         let mut engine = Engine::open_postgres(
             &ws.data(),
             &db.url,
-            Arc::new(ragtrail::embed::HashingEmbedder::default()),
+            Arc::new(ragtrail::HashingEmbedder::default()),
         )
         .expect("open");
         engine
             .ingest(
                 &src.knowledge(),
-                &ragtrail::engine::IngestOptions::default(),
+                &ragtrail::IngestOptions::default(),
                 &mut |_| {},
             )
             .expect("ingest");

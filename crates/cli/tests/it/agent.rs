@@ -2,13 +2,13 @@
 //! turn, citation checks, and the trace it leaves.
 
 use crate::common::*;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{
-    self, AgentRagOptions, Observation, Planner, PlannerAction, PlannerContext, PlannerError,
+use ragtrail::Engine;
+use ragtrail::OfflinePlanner;
+use ragtrail::trace::{self, EventBody, RunStatus};
+use ragtrail::{
+    AgentRagOptions, Observation, Planner, PlannerAction, PlannerContext, PlannerError,
     PlannerStep, ProposedCitation,
 };
-use ragtrail::engine::Engine;
-use ragtrail::trace::{self, EventBody, RunStatus};
 
 const CLAIMS: &str = "---\ntitle: 报销流程\n---\n\n## 提交时限\n\n出差结束后30天内在「易报」提交报销单。火车票的凭证要求见《铁路客票规定》。\n";
 const RAIL: &str = "---\ntitle: 铁路客票规定\n---\n\n## 电子发票\n\n高铁车费只认12306开具的电子发票，购票截图无效。\n\n## 开票期限\n\n乘车后180天内申请开具。\n";
@@ -74,7 +74,7 @@ fn first_hit(obs: &[Observation]) -> Option<(String, String)> {
 
 /// Ingests `docs` (path, text) into a fresh workspace and asks `question` with the offline
 /// planner.
-fn offline_run_on(docs: &[(&str, &str)], question: &str) -> agent::AgentOutcome {
+fn offline_run_on(docs: &[(&str, &str)], question: &str) -> ragtrail::AgentOutcome {
     let ws = Workspace::new();
     for (path, text) in docs {
         ws.write(path, text);
@@ -85,7 +85,7 @@ fn offline_run_on(docs: &[(&str, &str)], question: &str) -> agent::AgentOutcome 
 }
 
 /// The titlePaths an answered run cites, in order.
-fn cited_titles(outcome: agent::AgentOutcome) -> Vec<String> {
+fn cited_titles(outcome: ragtrail::AgentOutcome) -> Vec<String> {
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
     outcome
         .answer
@@ -350,7 +350,7 @@ const LAUNDRY_QUESTION: &str = "出差期间酒店洗衣服的费用能报销吗
 
 /// The refusal message of a run that must end in "insufficient evidence" because no chunk it
 /// may see mentions 洗衣服.
-fn refused_for_laundry(outcome: agent::AgentOutcome) -> String {
+fn refused_for_laundry(outcome: ragtrail::AgentOutcome) -> String {
     let message = no_evidence_message(outcome);
     assert!(
         message.contains("no chunk of the knowledge base mentions 洗衣服"),
@@ -505,7 +505,7 @@ fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
     for c in &answer.citations {
         let chunk = engine.store().get(&c.chunk_id).expect("cited chunk exists");
         assert!(
-            ragtrail::text::quote_in_text(&c.quote, &chunk.text),
+            ragtrail::internals::quote_in_text(&c.quote, &chunk.text),
             "quote {:?} not in {}",
             c.quote,
             c.chunk_id
@@ -612,7 +612,8 @@ fn after_the_last_search_the_planner_answers_from_the_last_round() {
         ],
         seen: Vec::new(),
     };
-    let outcome = agent::run(&engine, &mut planner, "开票期限", &s, &mut |_| {}).expect("run");
+    let outcome =
+        ragtrail::run_agent(&engine, &mut planner, "开票期限", &s, &mut |_| {}).expect("run");
     assert_eq!(outcome.rounds.len(), 2);
     assert_eq!(outcome.status, RunStatus::Answered);
     let answer = outcome.answer.expect("answer");
@@ -821,7 +822,9 @@ fn a_give_up_before_any_search_is_overridden_by_the_loop_for_any_planner() {
     assert_eq!(outcome.rounds.len(), 1, "{:?}", outcome.rounds);
     let round = &outcome.rounds[0];
     assert!(
-        round.reason.starts_with(agent::GAVE_UP_BEFORE_SEARCHING)
+        round
+            .reason
+            .starts_with(ragtrail::internals::GAVE_UP_BEFORE_SEARCHING)
             && round.reason.contains("too many options"),
         "{}",
         round.reason

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use crate::common::cli::{ragtrail, text};
 use crate::common::*;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::engine::{Engine, IngestOptions};
-use ragtrail::search::snippet::{DEFAULT_SNIPPET_CHARS, keyword_terms, snippet};
+use ragtrail::OfflinePlanner;
 use ragtrail::trace::RunStatus;
+use ragtrail::{Engine, IngestOptions};
+use ragtrail::{internals::DEFAULT_SNIPPET_CHARS, internals::keyword_terms, internals::snippet};
 
 fn handbook_sample() -> PathBuf {
     tests_dir().join("fixtures/handbook-sample")

@@ -5,12 +5,12 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use crate::common::*;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{AgentOutcome, RunSettings};
-use ragtrail::engine::Engine;
+use ragtrail::Engine;
+use ragtrail::OfflinePlanner;
+use ragtrail::SessionStore;
 use ragtrail::eval::golden;
-use ragtrail::session::{self, SessionStore};
 use ragtrail::trace::{self, EventBody, RunStatus};
+use ragtrail::{AgentOutcome, RunSettings};
 
 /// One turn of session `id` with a fresh offline planner.
 fn offline_turn(
@@ -19,8 +19,8 @@ fn offline_turn(
     id: &str,
     question: &str,
     settings: &RunSettings,
-) -> Result<(AgentOutcome, u32), session::TurnError> {
-    session::ask(
+) -> Result<(AgentOutcome, u32), ragtrail::TurnError> {
+    ragtrail::ask_in_session(
         engine,
         &mut OfflinePlanner::new(),
         sessions,
@@ -37,7 +37,7 @@ fn bundled() -> (Workspace, Engine) {
     engine
         .ingest(
             &repo_root().join("knowledge"),
-            &ragtrail::engine::IngestOptions::default(),
+            &ragtrail::IngestOptions::default(),
             &mut |_| {},
         )
         .expect("ingest");

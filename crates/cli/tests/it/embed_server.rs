@@ -9,15 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ragtrail::access::AccessContext;
-use ragtrail::embed::{
+use ragtrail::AccessContext;
+use ragtrail::Fusion;
+use ragtrail::RetryPolicy;
+use ragtrail::{
     EmbedConfig, EmbedError, Embedder, EmbedderChoice, HttpEmbedder, HttpEmbedderConfig, Marking,
-    from_config,
+    embedder_from_config as from_config,
 };
-use ragtrail::engine::{Engine, EngineError, IngestOptions, IngestProgress};
-use ragtrail::http::RetryPolicy;
-use ragtrail::search::fusion::Fusion;
-use ragtrail::search::{SearchError, SearchHit, SearchRequest};
+use ragtrail::{Engine, EngineError, IngestOptions, IngestProgress};
+use ragtrail::{SearchError, SearchHit, SearchRequest};
 
 fn config(settings: &embed_server::Settings) -> HttpEmbedderConfig {
     let mut c = HttpEmbedderConfig::new(settings.base_url.clone(), settings.model.clone());
@@ -458,14 +458,14 @@ fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ing
 }
 
 /// Runs the offline planner over `engine` without a trace.
-fn ask_offline(engine: &Engine, question: &str) -> ragtrail::agent::AgentOutcome {
-    let mut planner = ragtrail::agent::offline::OfflinePlanner::new();
-    ragtrail::agent::run(
+fn ask_offline(engine: &Engine, question: &str) -> ragtrail::AgentOutcome {
+    let mut planner = ragtrail::OfflinePlanner::new();
+    ragtrail::run_agent(
         engine,
         &mut planner,
         question,
-        &ragtrail::agent::RunSettings::new(
-            ragtrail::agent::AgentRagOptions::default(),
+        &ragtrail::RunSettings::new(
+            ragtrail::AgentRagOptions::default(),
             AccessContext::default(),
             "2026-11-30",
         ),
@@ -531,7 +531,7 @@ fn the_agent_searches_led_by_meaning_find_a_section_in_other_words() {
     let mut engine = knowledge_engine();
     assert_eq!(engine.settings.agent_fusion, engine.settings.fusion);
     let want = chunk_id(&engine, "hr/parental-leave.md", "陪产假");
-    let seen = |outcome: &ragtrail::agent::AgentOutcome| {
+    let seen = |outcome: &ragtrail::AgentOutcome| {
         outcome
             .rounds
             .iter()

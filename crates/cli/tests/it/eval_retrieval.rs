@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use ragtrail::embed::{EmbedError, Embedder, EmbedderInfo};
-use ragtrail::engine::Engine;
+use ragtrail::Engine;
 use ragtrail::eval::metrics::Scores;
 use ragtrail::eval::retrieval::{self, ChunkShape, RetrievalOptions};
+use ragtrail::{EmbedError, Embedder, EmbedderInfo};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/beir-tiny")
@@ -381,10 +381,10 @@ fn eval_multihop_cli_reports_recall_by_round_and_keeps_traces() {
 
 #[test]
 fn search_ranked_goes_past_the_search_docs_cap_in_the_same_order() {
-    use ragtrail::access::AccessContext;
+    use ragtrail::AccessContext;
+    use ragtrail::Fusion;
     use ragtrail::eval::retrieval::BeirDoc;
-    use ragtrail::search::fusion::Fusion;
-    use ragtrail::search::{MAX_TOP_K, RankedRequest, SearchRequest};
+    use ragtrail::{MAX_TOP_K, SearchRequest, internals::RankedRequest};
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut engine = Engine::open(tmp.path()).expect("engine");
@@ -445,9 +445,9 @@ fn search_ranked_goes_past_the_search_docs_cap_in_the_same_order() {
 
 #[test]
 fn default_fusion_follows_the_embedder_and_a_request_overrides_it() {
-    use ragtrail::access::AccessContext;
-    use ragtrail::search::SearchRequest;
-    use ragtrail::search::fusion::Fusion;
+    use ragtrail::AccessContext;
+    use ragtrail::Fusion;
+    use ragtrail::SearchRequest;
 
     let set = retrieval::load(&fixture(), None).expect("fixture");
     let tmp = tempfile::tempdir().expect("tempdir");

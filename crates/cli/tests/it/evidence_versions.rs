@@ -81,7 +81,7 @@ fn asked(kb: &Kb) -> (String, String, String) {
         .to_string();
     assert_eq!(
         hash,
-        ragtrail::knowledge::sha256_hex(OLD_SENTENCE.as_bytes())
+        ragtrail::internals::sha256_hex(OLD_SENTENCE.as_bytes())
     );
     (id, hash, trace)
 }

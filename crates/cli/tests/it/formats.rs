@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use crate::common::cli::{ragtrail, text};
 use crate::common::*;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::engine::Engine;
+use ragtrail::Engine;
+use ragtrail::OfflinePlanner;
 use ragtrail::trace::RunStatus;
 
 fn fixture(name: &str) -> PathBuf {
@@ -557,9 +557,9 @@ fn a_long_pdf_reports_its_pages_as_they_are_read() {
     engine
         .ingest(
             &ws.knowledge(),
-            &ragtrail::engine::IngestOptions::default(),
+            &ragtrail::IngestOptions::default(),
             &mut |p| {
-                if let ragtrail::engine::IngestProgress::Reading {
+                if let ragtrail::IngestProgress::Reading {
                     file,
                     done,
                     pages: n,
@@ -578,7 +578,7 @@ fn a_long_pdf_reports_its_pages_as_they_are_read() {
 }
 
 /// Each skipped file with its reason up to the first `:` (the detail after it varies).
-fn skip_reasons(summary: &ragtrail::engine::IngestSummary) -> Vec<(&str, &str)> {
+fn skip_reasons(summary: &ragtrail::IngestSummary) -> Vec<(&str, &str)> {
     summary
         .skipped
         .iter()

@@ -5,9 +5,9 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::common::*;
-use ragtrail::engine::{Engine, IngestOptions};
+use ragtrail::DocStatus;
 use ragtrail::eval::golden;
-use ragtrail::knowledge::DocStatus;
+use ragtrail::{Engine, IngestOptions};
 
 fn bundled() -> (tempfile::TempDir, Engine) {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -51,7 +51,7 @@ fn bundled_knowledge_has_the_promised_size_and_special_documents() {
     );
     let langs: HashSet<bool> = docs
         .iter()
-        .map(|d| d.title.chars().any(ragtrail::text::is_cjk))
+        .map(|d| d.title.chars().any(ragtrail::internals::is_cjk))
         .collect();
     assert_eq!(langs.len(), 2, "Chinese and English documents");
 }
@@ -150,10 +150,10 @@ fn sufficiency_separates_unanswerable_from_answerable_questions() {
     let items = golden::load(&repo_root().join("eval/golden.jsonl")).expect("golden set");
     let (mut tp, mut p, mut tn, mut n) = (0, 0, 0, 0);
     for item in &items {
-        let req = ragtrail::search::SearchRequest::new(
+        let req = ragtrail::SearchRequest::new(
             vec![item.turns[0].question.clone()],
             5,
-            ragtrail::access::AccessContext::default(),
+            ragtrail::AccessContext::default(),
         );
         let sufficient = engine
             .search_docs(&req)

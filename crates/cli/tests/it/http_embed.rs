@@ -14,11 +14,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use ragtrail::embed::{
-    EmbedConfig, EmbedError, Embedder, HttpEmbedder, HttpEmbedderConfig, from_config,
+use ragtrail::RetryPolicy;
+use ragtrail::{
+    EmbedConfig, EmbedError, Embedder, HttpEmbedder, HttpEmbedderConfig,
+    embedder_from_config as from_config,
 };
-use ragtrail::engine::{Engine, IngestOptions};
-use ragtrail::http::RetryPolicy;
+use ragtrail::{Engine, IngestOptions};
 
 const KEY: &str = "sk-test-4f9a0c2e-do-not-leak";
 

@@ -1,9 +1,9 @@
 //! Ingest and BM25 search on a real on-disk index.
 
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::engine::{Engine, IngestOptions};
-use ragtrail::search::SearchRequest;
+use ragtrail::AccessContext;
+use ragtrail::SearchRequest;
+use ragtrail::{Engine, IngestOptions};
 
 #[test]
 fn chinese_keywords_find_chinese_text_and_hits_carry_the_record_fields() {
@@ -123,7 +123,7 @@ fn a_changed_file_replaces_only_its_chunks_and_edited_text_keeps_its_id() {
     );
     // BM25 alone: a stale copy of the old text would show up as a second hit.
     let mut req = SearchRequest::new(vec!["高铁票".into()], 10, AccessContext::default());
-    req.fusion = Some(ragtrail::search::fusion::Fusion::Bm25Only);
+    req.fusion = Some(ragtrail::Fusion::Bm25Only);
     let rail = engine.search_docs(&req).expect("search").hits;
     assert_eq!(
         rail.len(),
@@ -284,7 +284,7 @@ fn an_interrupted_ingest_is_repaired_on_open() {
     // Simulate a crash after the index committed a new generation but before the store switched:
     // index a second document directly and commit it as generation 2.
     ws.write("hr/leave.md", LEAVE_EN);
-    let scan = ragtrail::knowledge::scan(&ws.knowledge(), &Default::default()).expect("scan");
+    let scan = ragtrail::internals::scan(&ws.knowledge(), &Default::default()).expect("scan");
     {
         let mut update = engine.index().update().expect("update");
         for chunk in scan.chunks.iter().filter(|c| c.source == "hr/leave.md") {
@@ -364,7 +364,7 @@ fn hits_dropped_as_weak_are_replaced_from_further_down_the_fused_list() {
     // Every hit without a key term is weak, whatever its vector score.
     engine.settings.vector_only_floor = 2.0;
     let mut req = SearchRequest::new(vec!["alpha".into()], 1, AccessContext::default());
-    req.fusion = Some(ragtrail::search::fusion::Fusion::VectorOnly);
+    req.fusion = Some(ragtrail::Fusion::VectorOnly);
     let resp = engine.search_docs(&req).expect("search");
     let rank = resp
         .hits
@@ -388,7 +388,7 @@ fn the_hashing_embedder_searches_the_keywords_even_when_a_question_is_given() {
     let mut engine = ws.engine();
     ws.ingest(&mut engine);
     let mut req = SearchRequest::new(vec!["高铁".into()], 5, AccessContext::default());
-    req.fusion = Some(ragtrail::search::fusion::Fusion::VectorOnly);
+    req.fusion = Some(ragtrail::Fusion::VectorOnly);
     let keywords_only = engine.search_docs(&req).expect("search").hits;
     assert!(!keywords_only.is_empty());
     // Character n-grams of a whole sentence match worse than the keywords (BENCHMARKS.md), so
@@ -397,7 +397,7 @@ fn the_hashing_embedder_searches_the_keywords_even_when_a_question_is_given() {
     let with_question = engine.search_docs(&req).expect("search").hits;
     assert_eq!(with_question, keywords_only);
     // A question longer than any question is refused, not embedded.
-    req.query = Some("x".repeat(ragtrail::search::MAX_QUERY_CHARS + 1));
+    req.query = Some("x".repeat(ragtrail::internals::MAX_QUERY_CHARS + 1));
     assert!(engine.search_docs(&req).is_err());
 }
 
@@ -420,7 +420,7 @@ fn a_renamed_heading_over_unchanged_text_gets_a_new_vector() {
         .enumerate()
         .find(|(_, c)| c.title_path.ends_with("Illness"))
         .expect("the renamed section");
-    let want = ragtrail::embed::HashingEmbedder::default().embed_batch(&[format!(
+    let want = ragtrail::HashingEmbedder::default().embed_batch(&[format!(
         "{}\n{}",
         chunk.title_path, chunk.text
     )
@@ -469,6 +469,6 @@ fn every_min_max_search_reports_the_weights_it_gave_the_legs() {
         "at weight 1, BM25's weight is c: {w:?}"
     );
     // The same keywords under RRF: no weights to report.
-    req.fusion = Some(ragtrail::search::fusion::Fusion::Rrf { k: 60.0 });
+    req.fusion = Some(ragtrail::Fusion::Rrf { k: 60.0 });
     assert_eq!(engine.search_docs(&req).expect("search").weights, None);
 }

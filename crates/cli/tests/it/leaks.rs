@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use crate::common::cli::{ragtrail, text};
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
-use ragtrail::engine::Engine;
+use ragtrail::AccessContext;
+use ragtrail::Engine;
+use ragtrail::OfflinePlanner;
 use ragtrail::trace::{canonical_json, event_hash};
+use ragtrail::{AgentRagOptions, RunSettings, TraceSettings};
 use serde_json::Value;
 
 const ACME_WORD: &str = "ACMEWORD";
@@ -53,7 +53,7 @@ fn run_as(ws: &Workspace, engine: &Engine, access: AccessContext, question: &str
         session: None,
         conversation: None,
     };
-    let outcome = agent::run(
+    let outcome = ragtrail::run_agent(
         engine,
         &mut OfflinePlanner::new(),
         question,

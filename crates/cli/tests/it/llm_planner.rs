@@ -8,12 +8,12 @@ use crate::common::chat_server::{
     ChatServer, Recorded, Reply, ScriptedLlm, assert_tool_pairing, completion, error, tool_calls,
 };
 use crate::common::*;
-use ragtrail::agent::AgentOutcome;
-use ragtrail::agent::llm::prompt;
-use ragtrail::engine::{Engine, IngestOptions};
-use ragtrail::http::RetryPolicy;
-use ragtrail::llm::ChatConfig;
+use ragtrail::AgentOutcome;
+use ragtrail::ChatConfig;
+use ragtrail::RetryPolicy;
+use ragtrail::internals::prompt;
 use ragtrail::trace::{self, EventBody, LlmTurn, RunStatus};
+use ragtrail::{Engine, IngestOptions};
 use serde_json::{Value, json};
 
 const MODEL: &str = "scripted-model";
@@ -225,12 +225,9 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
     assert_eq!(started.planner, "llm");
     assert_eq!(started.model.as_deref(), Some(MODEL));
     // Replay needs no model: the recorded searches re-run against the index as they were.
-    let replayed = ragtrail::review::replay(
-        &engine,
-        &trace_file,
-        &ragtrail::access::AccessContext::default(),
-    )
-    .expect("same access");
+    let replayed =
+        ragtrail::review::replay(&engine, &trace_file, &ragtrail::AccessContext::default())
+            .expect("same access");
     assert!(replayed.reproduced, "{replayed:?}");
     assert_eq!(replayed.rounds.len(), 3);
     for req in &reqs {
@@ -987,10 +984,10 @@ fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
             (_, false) => answer_from_latest(last, "a2").0,
         }
     });
-    let sessions = ragtrail::session::SessionStore::new(&ws.data());
+    let sessions = ragtrail::SessionStore::new(&ws.data());
     let s = ws.run_settings();
     let mut p1 = server.planner();
-    let (first, _) = ragtrail::session::ask(
+    let (first, _) = ragtrail::ask_in_session(
         &engine,
         &mut p1,
         &sessions,
@@ -1002,7 +999,7 @@ fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
     .expect("turn 1");
     assert_eq!(first.status, RunStatus::Answered);
     let mut p2 = server.planner();
-    let (second, turn) = ragtrail::session::ask(
+    let (second, turn) = ragtrail::ask_in_session(
         &engine,
         &mut p2,
         &sessions,
@@ -1081,7 +1078,7 @@ fn a_give_up_before_any_search_is_overridden_by_a_search_of_the_questions_words(
     assert!(
         round
             .reason
-            .starts_with(ragtrail::agent::llm::OVERRODE_GIVE_UP)
+            .starts_with(ragtrail::internals::OVERRODE_GIVE_UP)
             && round.reason.contains("too many options")
             && round.reason.contains("overrode"),
         "{}",

@@ -8,11 +8,11 @@ use crate::common;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use ragtrail::access::AccessContext;
-use ragtrail::embed::{Embedder, LocalEmbedder, LocalOptions};
-use ragtrail::engine::{Engine, IngestOptions};
-use ragtrail::search::SearchRequest;
-use ragtrail::search::fusion::Fusion;
+use ragtrail::AccessContext;
+use ragtrail::Fusion;
+use ragtrail::SearchRequest;
+use ragtrail::{Embedder, LocalEmbedder, LocalOptions};
+use ragtrail::{Engine, IngestOptions};
 
 fn model_dir() -> PathBuf {
     let dir = std::env::var_os("RAGTRAIL_TEST_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|| {
@@ -237,10 +237,10 @@ fn reingest_embeds_only_changed_chunks() {
         texts: std::sync::atomic::AtomicUsize,
     }
     impl Embedder for Counting {
-        fn info(&self) -> ragtrail::embed::EmbedderInfo {
+        fn info(&self) -> ragtrail::EmbedderInfo {
             self.inner.info()
         }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ragtrail::embed::EmbedError> {
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ragtrail::EmbedError> {
             self.texts
                 .fetch_add(texts.len(), std::sync::atomic::Ordering::Relaxed);
             self.inner.embed(texts)

@@ -6,17 +6,15 @@ use std::sync::Arc;
 
 use crate::common::pg::{TestDb, exec, server_url, with_database};
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::embed::{EmbedderInfo, HashingEmbedder};
-use ragtrail::engine::{Engine, EngineError, IngestOptions};
-use ragtrail::index::Bm25Index;
-use ragtrail::knowledge::{Chunk, DocStatus, Document};
-use ragtrail::search::fusion::Fusion;
-use ragtrail::search::{SearchError, SearchHit, SearchRequest};
-use ragtrail::seeded::SplitMix64 as Rng;
-use ragtrail::store::postgres::{
-    IterativeScan, MIGRATOR, PgError, PgSettings, PgStore, VectorSearchMode,
-};
+use ragtrail::AccessContext;
+use ragtrail::Fusion;
+use ragtrail::internals::Bm25Index;
+use ragtrail::internals::SplitMix64 as Rng;
+use ragtrail::{DocStatus, internals::Chunk, internals::Document};
+use ragtrail::{EmbedderInfo, HashingEmbedder};
+use ragtrail::{Engine, EngineError, IngestOptions};
+use ragtrail::{IterativeScan, MIGRATOR, PgError, PgSettings, PgStore, VectorSearchMode};
+use ragtrail::{SearchError, SearchHit, SearchRequest};
 use sqlx::AssertSqlSafe;
 
 fn pg_engine(data: &Path, db: &TestDb) -> Engine {
@@ -245,7 +243,7 @@ fn chunks_of_the_markdown_text_format_are_rewritten_by_the_next_ingest() {
     let store = engine.postgres().expect("postgres");
     assert_eq!(
         store.text_format().expect("format"),
-        ragtrail::knowledge::TEXT_FORMAT
+        ragtrail::internals::TEXT_FORMAT
     );
     // What a database written before plain text holds: format 1, chunks in Markdown.
     exec(&db.url, "update kb_state set text_format = 1");

@@ -17,14 +17,16 @@ use std::time::Duration;
 
 use crate::common::cli::{ragtrail_with_env, text};
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::agent::llm::LlmPlanner;
-use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, normalized_set, validate_keywords};
-use ragtrail::engine::Engine;
-use ragtrail::llm::ChatConfig;
+use ragtrail::AccessContext;
+use ragtrail::ChatConfig;
+use ragtrail::Engine;
+use ragtrail::LlmPlanner;
 use ragtrail::review::{audit, replay};
 use ragtrail::trace::{
     ChainStatus, EventBody, RunStatus, SearchRound, check_integrity, verify_chain,
+};
+use ragtrail::{
+    AgentOutcome, AgentRagOptions, internals::normalized_set, internals::validate_keywords,
 };
 use serde_json::Value;
 
@@ -244,7 +246,7 @@ fn run(engine: &Engine, ws: &Workspace, question: &str, access: AccessContext) -
         require_source: true,
     };
     let mut planner = LlmPlanner::new(&config()).expect("planner");
-    agent::run(engine, &mut planner, question, &settings, &mut |_| {}).expect("run")
+    ragtrail::run_agent(engine, &mut planner, question, &settings, &mut |_| {}).expect("run")
 }
 
 #[test]

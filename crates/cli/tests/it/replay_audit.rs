@@ -1,17 +1,17 @@
-//! Replay and audit on real traces written by `agent::run`: tampering of every kind is caught
+//! Replay and audit on real traces written by `ragtrail::run_agent`: tampering of every kind is caught
 //! and named, drift in the knowledge base is reported, and old fixtures keep reading.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
-use ragtrail::access::AccessContext;
-use ragtrail::agent::offline::OfflinePlanner;
-use ragtrail::agent::{self, AgentRagOptions, RunSettings, TraceSettings};
-use ragtrail::engine::Engine;
+use ragtrail::AccessContext;
+use ragtrail::Engine;
+use ragtrail::OfflinePlanner;
 use ragtrail::review::audit::audit;
 use ragtrail::review::replay::replay;
 use ragtrail::trace::{Verdict, check_integrity, event_hash};
+use ragtrail::{AgentRagOptions, RunSettings, TraceSettings};
 use serde_json::Value;
 
 const QUESTION: &str = "坐高铁出差，报销凭证要怎么弄？";
@@ -35,7 +35,7 @@ fn recorded_run(key: Option<&[u8]>) -> (Workspace, Engine, PathBuf) {
         session: None,
         conversation: None,
     };
-    let outcome = agent::run(
+    let outcome = ragtrail::run_agent(
         &engine,
         &mut OfflinePlanner::new(),
         QUESTION,
@@ -412,7 +412,7 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
         session: None,
         conversation: None,
     };
-    let outcome = agent::run(
+    let outcome = ragtrail::run_agent(
         &engine,
         &mut OfflinePlanner::new(),
         "病假超过5天要人事复核什么？",
@@ -472,7 +472,7 @@ fn the_markdown_audit_escapes_html_and_table_pipes() {
         session: None,
         conversation: None,
     };
-    let outcome = agent::run(
+    let outcome = ragtrail::run_agent(
         &engine,
         &mut OfflinePlanner::new(),
         "hotel receipts nightly rate <img src=x onerror=alert(1)> | city tax",

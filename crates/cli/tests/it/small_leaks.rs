@@ -277,7 +277,7 @@ fn an_ingest_while_another_writes_the_index_says_so_once_and_changes_nothing() {
         "globex/travel.md",
         &format!("{GLOBEX_DOC}\n## Taxi\n\nTaxis are reimbursed.\n"),
     );
-    let engine = ragtrail::engine::Engine::open(&ws.data()).expect("open");
+    let engine = ragtrail::Engine::open(&ws.data()).expect("open");
     // What a second ingest meets while the first one writes: the index's writer lock.
     let held = engine.index().update().expect("the writer lock");
     let out = ragtrail(ws.dir.path(), &["--data-dir", "data", "ingest"]);

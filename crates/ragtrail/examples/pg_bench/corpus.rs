@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use ragtrail::knowledge::{Chunk, DocStatus, Document, sha256_hex};
+use ragtrail::{DocStatus, internals::Chunk, internals::Document, internals::sha256_hex};
 
 pub type Docs = Vec<(Document, Vec<Chunk>)>;
 
@@ -13,7 +13,7 @@ const TOPICS: usize = 2000;
 const WORDS_PER_TOPIC: usize = 40;
 const VOCABULARY: usize = 20_000;
 
-pub use ragtrail::seeded::SplitMix64 as Rng;
+pub use ragtrail::internals::SplitMix64 as Rng;
 
 /// Pronounceable pseudo-words, distinct by construction.
 fn word(i: usize) -> String {
@@ -140,7 +140,7 @@ pub fn beir(
             tenant,
             sha256_hex(line.as_bytes()),
         );
-        let chunks = ragtrail::knowledge::chunk_document(&doc, &b.text, false, Default::default());
+        let chunks = ragtrail::internals::chunk_document(&doc, &b.text, false, Default::default());
         docs.push((doc, chunks));
     }
     let mut words = Vec::new();
@@ -311,7 +311,7 @@ fn one_section_chunk(
     tenant: &str,
 ) -> Chunk {
     Chunk {
-        id: ragtrail::knowledge::chunk_id(source, std::slice::from_ref(&heading), 0),
+        id: ragtrail::internals::chunk_id(source, std::slice::from_ref(&heading), 0),
         source: source.to_string(),
         title_path: format!("{title} / {heading}"),
         headings: vec![heading],

@@ -29,15 +29,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ragtrail::access::AccessContext;
-use ragtrail::embed::{EmbedConfig, Embedder, EmbedderChoice};
-use ragtrail::engine::Engine;
-use ragtrail::search::SearchRequest;
-use ragtrail::search::fusion::Fusion;
-use ragtrail::store::postgres::{
+use ragtrail::AccessContext;
+use ragtrail::Engine;
+use ragtrail::Fusion;
+use ragtrail::SearchRequest;
+use ragtrail::{
     DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, PgSettings, PgStore,
-    Space, VectorSearchMode, with_database,
+    Space, VectorSearchMode, internals::with_database,
 };
+use ragtrail::{EmbedConfig, Embedder, EmbedderChoice};
 use sqlx::{AssertSqlSafe, Connection, Executor};
 
 use corpus::Docs;
@@ -190,7 +190,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         generated.as_secs_f64()
     );
 
-    let inner = ragtrail::embed::from_config(&EmbedConfig {
+    let inner = ragtrail::embedder_from_config(&EmbedConfig {
         choice: match args.embedder.as_str() {
             "hashing" => EmbedderChoice::Hashing,
             "local" => EmbedderChoice::Local,

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
-use ragtrail::embed::{EmbedError, Embedder, EmbedderInfo};
+use ragtrail::{EmbedError, Embedder, EmbedderInfo};
 use sha2::{Digest, Sha256};
 
 type Key = [u8; 32];

@@ -19,14 +19,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub use citations::MAX_QUOTE_CHARS;
 pub use keywords::{
-    KeywordError, MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
+    MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
 };
 pub use options::{AgentRagOptions, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
 pub use planner::{
     ChunkTermSet, EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext,
-    PlannerError, PlannerStep, ProposedCitation, RefusalReason, Usage,
+    PlannerError, PlannerStep, ProposedCitation, RefusalReason,
 };
 
 use crate::access::AccessContext;

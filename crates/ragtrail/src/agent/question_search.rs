@@ -11,7 +11,7 @@ use crate::text::{self, char_len};
 
 /// The question's content words as a keyword set: jieba's words (any language), each kept
 /// when the analyser leaves a term of it (stop words and punctuation go), the rarest in the
-/// index first, at most [`MAX_KEYWORDS`]. `None` when nothing is left to search with.
+/// index first, at most `MAX_KEYWORDS`. `None` when nothing is left to search with.
 pub fn question_keywords(question: &str, doc_freq: &dyn Fn(&str) -> u64) -> Option<Vec<String>> {
     let mut seen = HashSet::new();
     let mut words: Vec<(String, u64)> = text::jieba()

@@ -40,8 +40,6 @@ pub struct BertConfig {
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
     #[serde(default)]
-    pub pad_token_id: usize,
-    #[serde(default)]
     pub position_embedding_type: Option<String>,
 }
 

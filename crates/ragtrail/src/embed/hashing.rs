@@ -70,12 +70,12 @@ impl Kind {
 
 /// Offline, deterministic text embedder based on hashed character n-grams.
 ///
-/// Lexical, not semantic: see the [module docs](self) and [`crate::embed`].
+/// Lexical, not semantic: see the module docs of `embed::hashing` and `embed`.
 ///
 /// # Examples
 ///
 /// ```
-/// use ragtrail::embed::hashing::HashingEmbedder;
+/// use ragtrail::HashingEmbedder;
 ///
 /// let embedder = HashingEmbedder::default();
 /// let a = embedder.embed("高铁票报销凭证");

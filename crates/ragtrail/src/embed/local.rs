@@ -120,7 +120,7 @@ impl std::fmt::Debug for LocalEmbedder {
 }
 
 impl LocalEmbedder {
-    /// Loads the model in `dir` (see the [module docs](self) for the files it reads).
+    /// Loads the model in `dir` (see the module docs of `embed::local` for the files it reads).
     pub fn load(dir: &Path, options: LocalOptions) -> Result<Self, EmbedError> {
         let err = |message: String| EmbedError::Model {
             path: dir.display().to_string(),

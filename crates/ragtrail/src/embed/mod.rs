@@ -24,7 +24,7 @@ pub use hashing::HashingEmbedder;
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 #[cfg(feature = "local-embed")]
 pub use local::{LocalEmbedder, LocalOptions};
-pub use marking::{Marking, Side};
+pub use marking::Marking;
 
 /// The kind recorded by the in-process model embedder (`local::LocalEmbedder`), known even to
 /// a build without it, so an index it built is recognised as semantic.

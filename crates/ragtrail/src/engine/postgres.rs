@@ -19,8 +19,9 @@ use crate::index::Bm25Index;
 use crate::knowledge::{self, Chunk, Document};
 use crate::search::fusion::Fusion;
 use crate::search::{self, SearchError, SearchSettings};
+use crate::store::embedded::StoreManifest;
 use crate::store::postgres::{PgSettings, PgStore, PgVectorLeg, RunCounts, Snapshot, Space};
-use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreManifest, VectorLeg};
+use crate::store::{ChunkStore, EmbeddedVectorLeg, VectorLeg};
 
 /// The BM25 index of a Postgres-backed engine, beside (not instead of) the embedded one's.
 const INDEX_DIR: &str = "pg-index";
@@ -478,7 +479,7 @@ impl Engine {
     /// keep theirs, touched ones take the scan's.
     fn apply_to_memory(
         &mut self,
-        scan: &knowledge::ScanReport,
+        scan: &knowledge::scan::ScanReport,
         plan: &IngestPlan,
         version: u64,
         space: &Space,
@@ -590,7 +591,7 @@ struct IngestPlan {
 
 fn plan_ingest(
     old: &[Document],
-    scan: &knowledge::ScanReport,
+    scan: &knowledge::scan::ScanReport,
     root: &Path,
     rebuild: bool,
 ) -> IngestPlan {

@@ -476,8 +476,8 @@ pub struct RetrievalReport {
 }
 
 /// A query's text as `searchDocs` keywords: whole words packed, in order, into keywords within
-/// [`search::MAX_KEYWORD_CHARS_PER_SEARCH`] characters (a short query is one keyword), at most
-/// [`search::MAX_KEYWORDS_PER_SEARCH`] of them. The BM25 leg analyses each keyword into terms
+/// `search::MAX_KEYWORD_CHARS_PER_SEARCH` characters (a short query is one keyword), at most
+/// `search::MAX_KEYWORDS_PER_SEARCH` of them. The BM25 leg analyses each keyword into terms
 /// and the vector leg embeds them joined by spaces, so packing changes neither.
 pub fn query_keywords(text: &str) -> Vec<String> {
     let max = search::MAX_KEYWORD_CHARS_PER_SEARCH;

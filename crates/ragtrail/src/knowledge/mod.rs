@@ -5,19 +5,14 @@ mod chunker;
 mod front_matter;
 mod plain;
 mod readers;
-mod scan;
+pub(crate) mod scan;
 mod stamps;
 
-pub use chunker::{Block, Section};
 pub use chunker::{ChunkLimits, chunk_document};
 pub use front_matter::{FrontMatter, split_front_matter};
-pub use plain::{inline_to_plain, markdown_to_plain};
-pub use readers::{Format, ReadDocument, ReadError, read as read_document};
-pub use scan::{
-    DefaultAccess, FormatCount, OTHER_FORMAT, ScanOptions, ScanReport, SkippedFile, scan,
-    scan_with_progress,
-};
-pub use stamps::{FileStamp, FolderStamps, KnowledgeChanges};
+pub use readers::{Format, read as read_document};
+pub use scan::{DefaultAccess, FormatCount, ScanOptions, SkippedFile, scan, scan_with_progress};
+pub use stamps::{FolderStamps, KnowledgeChanges};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

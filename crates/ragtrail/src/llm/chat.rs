@@ -156,11 +156,6 @@ impl ChatClient {
         &self.model
     }
 
-    /// The full `/chat/completions` URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Starts the run's time budget (the first call starts it when this was not called).
     pub fn start_budget(&mut self) {
         if self.deadline.is_none() {

@@ -8,14 +8,8 @@
 pub mod chat;
 pub mod config;
 
-pub use chat::{
-    AssistantReply, ChatClient, ChatMessage, ChatReply, ChatUsage, ReplyToolCall, WireFunction,
-    WireToolCall,
-};
-pub use config::{
-    ChatConfig, DEFAULT_MAX_REPLY_BYTES, DEFAULT_MAX_RUN_REPLY_BYTES, DEFAULT_RUN_BUDGET_SECS,
-    LlmFlags, chat_endpoint_configured, resolve_chat_config,
-};
+pub use chat::{ChatClient, ChatMessage, WireToolCall};
+pub use config::{ChatConfig, LlmFlags, chat_endpoint_configured, resolve_chat_config};
 
 use crate::http::HttpError;
 

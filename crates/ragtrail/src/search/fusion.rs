@@ -474,7 +474,7 @@ impl MinMaxScale {
 /// # Examples
 ///
 /// ```
-/// use ragtrail::search::fusion::{fuse, Fusion, LegHit};
+/// use ragtrail::fusion::{fuse, Fusion, LegHit};
 ///
 /// let bm25 = [LegHit::new("a", 12.0), LegHit::new("b", 9.5), LegHit::new("c", 3.0)];
 /// let vector = [LegHit::new("c", 0.91), LegHit::new("a", 0.88), LegHit::new("d", 0.80)];
@@ -489,7 +489,7 @@ impl MinMaxScale {
 /// let fusion: Fusion = "minmax:0.5".parse()?;
 /// assert_eq!(fusion, Fusion::MinMax { bm25_weight: 0.5 });
 /// assert_eq!(fusion.to_string(), "minmax:0.5");
-/// # Ok::<(), ragtrail::search::fusion::FusionError>(())
+/// # Ok::<(), ragtrail::fusion::FusionError>(())
 /// ```
 pub fn fuse(fusion: Fusion, bm25: &[LegHit], vector: &[LegHit], limit: usize) -> Vec<FusedHit> {
     fuse_with(fusion, bm25, vector, limit, QuerySignals::default())

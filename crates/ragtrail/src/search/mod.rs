@@ -18,7 +18,7 @@ use crate::access::AccessContext;
 use crate::embed::hashing::KIND as HASHING_KIND;
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{Bm25Index, Bm25Query, IndexError};
-use crate::store::{ChunkStore, EmbeddedVectorLeg, VectorLeg, VectorLegError};
+use crate::store::{ChunkStore, VectorLeg, VectorLegError};
 use fusion::{FusedHit, Fusion, LegHit, QuerySignals, fuse_with};
 use snippet::{DEFAULT_SNIPPET_CHARS, snippet_by};
 use sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
@@ -103,7 +103,7 @@ pub struct SearchSettings {
 
 impl SearchSettings {
     /// The defaults, with the fusion chosen for the configured embedder's kind
-    /// ([`default_fusion_for`]).
+    /// (`default_fusion_for`).
     pub fn for_embedder(embedder_kind: &str) -> Self {
         Self {
             fusion: default_fusion_for(embedder_kind),
@@ -230,25 +230,6 @@ impl SearchError {
             }
         }
     }
-}
-
-/// `searchDocs` over one embedded store and its BM25 index: both legs side by side, fused,
-/// with snippets, per-leg ranks in the metadata, and the sufficiency decision.
-pub fn search_docs(
-    store: &ChunkStore,
-    index: &Bm25Index,
-    embedder: &dyn Embedder,
-    settings: &SearchSettings,
-    req: &SearchRequest,
-) -> Result<SearchResponse, SearchError> {
-    search_docs_with(
-        store,
-        &EmbeddedVectorLeg::new(store),
-        index,
-        embedder,
-        settings,
-        req,
-    )
 }
 
 /// The keywords trimmed, blank ones dropped; none left is an error.
@@ -593,7 +574,7 @@ fn run_legs(
     })
 }
 
-/// A [`search_ranked`] call.
+/// A `search_ranked` call.
 #[derive(Debug, Clone, Copy)]
 pub struct RankedRequest<'a> {
     pub keywords: &'a [String],

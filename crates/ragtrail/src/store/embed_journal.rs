@@ -102,6 +102,7 @@ impl EmbedJournal {
     }
 
     /// How many vectors it holds.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.vectors.len()
     }

@@ -8,7 +8,7 @@
 //! keeps the vectors it has computed so far ([`embed_journal`]), so a stopped ingest resumes.
 
 pub mod embed_journal;
-mod embedded;
+pub(crate) mod embedded;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod terms;
@@ -16,7 +16,7 @@ pub mod vector_leg;
 pub mod vectors;
 pub mod versions;
 
-pub use embedded::{ChunkStore, StoreManifest, Visibility};
+pub use embedded::ChunkStore;
 pub use terms::ChunkTerms;
 pub use vector_leg::{EmbeddedVectorLeg, VectorLeg, VectorLegError};
 pub use versions::{ChunkVersion, KeepVersions, VersionLog};

@@ -16,6 +16,7 @@ pub enum VectorLegError {
     #[error(transparent)]
     Postgres(#[from] super::postgres::PgError),
     /// The database moved on since the chunks in memory (and the BM25 index) were read.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     #[error("the index reflects data version {index}, the database is at {database}")]
     Stale { index: u64, database: u64 },
 }

@@ -66,7 +66,7 @@ pub enum VectorError {
         #[source]
         source: io::Error,
     },
-    /// The file does not start with [`MAGIC`]: not a vector file, or another format version.
+    /// The file does not start with `MAGIC`: not a vector file, or another format version.
     #[error("{path} is not a ragtrail vector file (bad magic)")]
     BadMagic {
         /// File involved.
@@ -123,7 +123,7 @@ pub enum VectorError {
 /// # Examples
 ///
 /// ```
-/// use ragtrail::store::vectors::VectorIndex;
+/// use ragtrail::internals::VectorIndex;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let mut index = VectorIndex::new(3);

@@ -132,10 +132,6 @@ impl VersionLog {
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends every chunk whose (id, content hash) is not kept yet, each batch's chunks
     /// stamped with that batch's indexing time; returns how many.
     pub fn record<'a>(

@@ -15,10 +15,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use ragtrail::agent::AgentOutcome;
-use ragtrail::agent::llm::LlmPlanner;
-use ragtrail::engine::Engine;
-use ragtrail::llm::ChatConfig;
+use ragtrail::AgentOutcome;
+use ragtrail::ChatConfig;
+use ragtrail::Engine;
+use ragtrail::LlmPlanner;
 use serde_json::{Value, json};
 
 use super::Workspace;

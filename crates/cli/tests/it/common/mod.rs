@@ -9,11 +9,11 @@ pub mod server;
 
 use std::path::{Path, PathBuf};
 
-use ragtrail::access::AccessContext;
-use ragtrail::agent::{self, AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings};
-use ragtrail::engine::{Engine, IngestOptions, IngestSummary};
-use ragtrail::search::{SearchHit, SearchRequest};
+use ragtrail::AccessContext;
 use ragtrail::trace::RunStatus;
+use ragtrail::{AgentOutcome, AgentRagOptions, Planner, RunSettings, TraceSettings};
+use ragtrail::{Engine, IngestOptions, IngestSummary};
+use ragtrail::{SearchHit, SearchRequest};
 
 pub struct Workspace {
     pub dir: tempfile::TempDir,
@@ -57,7 +57,8 @@ impl Workspace {
     /// Runs the agent on `question` with [`run_settings`](Self::run_settings), no progress
     /// callback; panics if the run fails.
     pub fn ask(&self, engine: &Engine, planner: &mut dyn Planner, question: &str) -> AgentOutcome {
-        agent::run(engine, planner, question, &self.run_settings(), &mut |_| {}).expect("run")
+        ragtrail::run_agent(engine, planner, question, &self.run_settings(), &mut |_| {})
+            .expect("run")
     }
     pub fn engine(&self) -> Engine {
         Engine::open(&self.data()).expect("open engine")
@@ -137,14 +138,14 @@ pub fn write_trace_lines(path: &Path, lines: &[String]) {
 
 /// The hashing embedder, counting the texts it is asked to embed (an ingest's new vectors).
 pub struct CountingHashing {
-    inner: ragtrail::embed::HashingEmbedder,
+    inner: ragtrail::HashingEmbedder,
     pub texts: std::sync::atomic::AtomicUsize,
 }
 
 impl CountingHashing {
     pub fn new() -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
-            inner: ragtrail::embed::HashingEmbedder::default(),
+            inner: ragtrail::HashingEmbedder::default(),
             texts: Default::default(),
         })
     }
@@ -155,11 +156,11 @@ impl CountingHashing {
     }
 }
 
-impl ragtrail::embed::Embedder for CountingHashing {
-    fn info(&self) -> ragtrail::embed::EmbedderInfo {
+impl ragtrail::Embedder for CountingHashing {
+    fn info(&self) -> ragtrail::EmbedderInfo {
         self.inner.info()
     }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ragtrail::embed::EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ragtrail::EmbedError> {
         self.texts
             .fetch_add(texts.len(), std::sync::atomic::Ordering::Relaxed);
         Ok(self.inner.embed_batch(texts))

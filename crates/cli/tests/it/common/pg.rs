@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-pub use ragtrail::store::postgres::with_database;
+pub use ragtrail::internals::with_database;
 use sqlx::{Connection, Executor};
 
 /// The server's URL (any database on it; tests make their own).

@@ -127,10 +127,6 @@ impl ContextBudget {
         }
     }
 
-    pub fn budget(&self) -> u32 {
-        self.budget
-    }
-
     /// Notes that `messages[index]` carries the hits of `round` in the JSON `observation`.
     pub fn evidence_at(&mut self, index: usize, round: u32, observation: &Value) {
         let kept = observation["hits"].as_array().map_or(0, Vec::len);

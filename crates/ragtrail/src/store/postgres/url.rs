@@ -4,7 +4,7 @@
 /// query parameters: for making (and dropping) a database of one's own on a given server.
 ///
 /// ```
-/// use ragtrail::store::postgres::with_database;
+/// use ragtrail::internals::with_database;
 ///
 /// assert_eq!(
 ///     with_database("postgres://u:p@h:5432/postgres?sslmode=disable", "bench"),

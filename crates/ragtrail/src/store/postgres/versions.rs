@@ -45,7 +45,7 @@ pub(super) async fn insert_versions(
 
 impl PgStore {
     /// Every version stored of chunk `id`, oldest first (pruned ones without text). Access is
-    /// the caller's to apply ([`ChunkVersion::visible_to`]).
+    /// the caller's to apply (`ChunkVersion::visible_to`).
     pub fn chunk_versions(&self, id: &str) -> Result<Vec<ChunkVersion>, PgError> {
         let rows = self
             .block_on(
