@@ -53,13 +53,14 @@ pub enum Command {
     Chat(chat_cmd::ChatArgs),
     /// Read a knowledge folder into the index: only what changed since the last ingest.
     ///
-    /// `.md`, `.txt`, `.html`/`.htm`, `.docx` and `.pdf` files, recursively; a `NAME.pdf.yaml`
-    /// (or `.docx.yaml`, `.html.yaml`) beside a file is its front matter (tenant, roles, status,
-    /// version, updated, title). Unchanged files are skipped, changed ones replaced, deleted ones
+    /// `.md`, `.txt`, `.html`/`.htm`, `.docx` and `.pdf` files, recursively; a `NAME.EXT.yaml`
+    /// beside any of them (`policy.pdf.yaml`, `notes.txt.yaml`) is its front matter (tenant,
+    /// roles, status, version, updated, title). Unchanged files are skipped, changed ones replaced, deleted ones
     /// removed. Every file that is not read is named with its reason (unsupported type, empty,
     /// encrypted or broken PDF, no text layer, corrupt .docx…) and keeps its previous version in
     /// the index; the summary counts files per format. Malformed front matter stops the ingest
-    /// (the index is left as it was).
+    /// (the index is left as it was), and so does access metadata that would not be applied
+    /// (TOML `+++`, nested or merged access keys, an empty `tenant:`, two sidecars).
     Ingest(ingest_cmd::IngestArgs),
     /// Re-run a recorded run's searches against the current index and show what changed.
     ///

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod private;
+
 /// Tenant documents belong to when their front matter names none.
 pub const DEFAULT_TENANT: &str = "default";
 

@@ -66,7 +66,7 @@ fn load_or_create_kb_id(data_dir: &Path) -> String {
         }
     }
     let id = format!("kb-{}", uuid::Uuid::new_v4());
-    match std::fs::write(&path, format!("{id}\n")) {
+    match crate::access::private::write(&path, format!("{id}\n").as_bytes()) {
         Ok(()) => id,
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "cannot record the knowledge base id");

@@ -219,7 +219,8 @@ impl Bm25Index {
             path: display.clone(),
             source,
         };
-        std::fs::create_dir_all(path).map_err(|source| IndexError::Io {
+        // Tantivy writes its files with the default mode: the folder keeps others out.
+        crate::access::private::own_dir(path).map_err(|source| IndexError::Io {
             path: display.clone(),
             source,
         })?;
@@ -238,7 +239,7 @@ impl Bm25Index {
                 );
                 drop(index);
                 std::fs::remove_dir_all(path)
-                    .and_then(|()| std::fs::create_dir_all(path))
+                    .and_then(|()| crate::access::private::create_dir_all(path))
                     .map_err(|source| IndexError::Io {
                         path: display.clone(),
                         source,

@@ -164,6 +164,9 @@ pub use review::{audit_markdown, audit_text, replay_text, rerun_text};
 
 /// The tenant a document or caller belongs to when none is named.
 pub use access::DEFAULT_TENANT;
+/// Files and folders only their owner may read (0600 and 0700), for anything holding document
+/// text or access secrets.
+pub use access::private as private_files;
 
 /// What a knowledge base holds, counted for one scope ([`Engine::status`]).
 pub use engine::status::{Scope, status_in};

@@ -124,13 +124,14 @@ impl SessionStore {
             path: path.display().to_string(),
             source,
         };
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        // Sessions hold questions, answers and snippets of role-restricted chunks.
+        crate::access::private::own_dir(&self.dir).map_err(io)?;
         let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec(session).map_err(|e| SessionError::Corrupt {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        std::fs::write(&tmp, bytes).map_err(io)?;
+        crate::access::private::write(&tmp, &bytes).map_err(io)?;
         std::fs::rename(&tmp, &path).map_err(io)
     }
 }

@@ -5,7 +5,8 @@
 //! from a tool's arguments: the argument types reject any field they do not name, a tenant or
 //! role included.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use ragtrail::SearchHit;
 use ragtrail::{AgentOutcome, AgentRagOptions};
@@ -334,15 +335,60 @@ pub fn valid_allowed_host(text: &str) -> bool {
     parse_host(text).is_some()
 }
 
+/// The header that names a Streamable HTTP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Which token opened each live `/mcp` session: only that token may use or end it.
+struct SessionOwners {
+    owners: Mutex<HashMap<String, Grant>>,
+    manager: Arc<LocalSessionManager>,
+}
+
+impl SessionOwners {
+    /// Whether `grant` may use session `id`. A session no token opened is the SDK's to refuse
+    /// (it answers 404 for an unknown one).
+    fn may_use(&self, id: &str, grant: &Grant) -> bool {
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.get(id).is_none_or(|owner| owner == grant)
+    }
+
+    /// Records the opener of a new session, forgetting those the SDK has closed since (ended,
+    /// or idle past its keep-alive).
+    async fn bind(&self, id: String, grant: Grant) {
+        let live: Vec<String> = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.retain(|k, _| live.contains(k));
+        owners.insert(id, grant);
+    }
+
+    fn forget(&self, id: &str) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.remove(id);
+    }
+}
+
 /// `/mcp`: MCP's Streamable HTTP transport. Every request needs a `Host` the operator allowed, a
 /// verified bearer token, and a body within the limits every other route has (64 KiB, the body
-/// deadline): the SDK would otherwise read the body itself, unbounded in time.
+/// deadline): the SDK would otherwise read the body itself, unbounded in time. A session is
+/// bound to the token that opened it.
 pub fn routes(app: Arc<App>) -> axum::Router<Arc<App>> {
     let hosts = AllowedHosts::new(&app.config.allowed_hosts);
     let for_sessions = app.clone();
+    let manager = Arc::new(LocalSessionManager::default());
+    let owners = Arc::new(SessionOwners {
+        owners: Mutex::new(HashMap::new()),
+        manager: manager.clone(),
+    });
     let service = StreamableHttpService::new(
         move || Ok(McpServer::over_http(for_sessions.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager,
         StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts.for_sdk())
             .with_max_request_body_bytes(crate::body::MAX_BODY_BYTES),
@@ -350,17 +396,23 @@ pub fn routes(app: Arc<App>) -> axum::Router<Arc<App>> {
     axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
-            (app, Arc::new(hosts)),
+            (app, Arc::new(hosts), owners),
             guard,
         ))
 }
 
 /// In front of the SDK: refuses a `Host` the operator did not allow (403, before anything
 /// else: a rebinding page learns nothing), a request without a valid token (401, as the rest
-/// of the API), and a body too large (413) or too slow (408); then hands the token's grant to
-/// the tool calls the request carries, with the body already read.
+/// of the API), a session another token opened (404, as for a session that does not exist: it
+/// is not the caller's to see, use or end), and a body too large (413) or too slow (408); then
+/// hands the token's grant to the tool calls the request carries, with the body already read.
+#[allow(clippy::type_complexity)]
 async fn guard(
-    axum::extract::State((app, hosts)): axum::extract::State<(Arc<App>, Arc<AllowedHosts>)>,
+    axum::extract::State((app, hosts, owners)): axum::extract::State<(
+        Arc<App>,
+        Arc<AllowedHosts>,
+        Arc<SessionOwners>,
+    )>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -387,16 +439,43 @@ async fn guard(
         Ok(crate::auth::Caller(grant)) => grant,
         Err(e) => return e.into_response(),
     };
+    let session = parts
+        .headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if session
+        .as_deref()
+        .is_some_and(|id| !owners.may_use(id, &grant))
+    {
+        return ApiError::not_found("such MCP session").into_response();
+    }
+    let ends_session = parts.method == axum::http::Method::DELETE;
     let bytes = match crate::body::read(body, app.config.limits.body_timeout).await {
         Ok(bytes) => bytes,
         Err(e) => return e.into_response(),
     };
-    parts.extensions.insert(grant);
-    next.run(axum::extract::Request::from_parts(
-        parts,
-        axum::body::Body::from(bytes),
-    ))
-    .await
+    parts.extensions.insert(grant.clone());
+    let response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        ))
+        .await;
+    match session {
+        None => {
+            let opened = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = opened {
+                owners.bind(id.to_string(), grant).await;
+            }
+        }
+        Some(id) if ends_session && response.status().is_success() => owners.forget(&id),
+        Some(_) => {}
+    }
+    response
 }
 
 #[cfg(test)]

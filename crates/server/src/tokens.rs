@@ -2,14 +2,14 @@
 //! its roles. The file in the data directory keeps only each token's SHA-256, so reading it
 //! gives nobody a token; the token itself is shown once, when it is made.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
-use ragtrail::AccessContext;
+use ragtrail::{AccessContext, private_files as private};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -34,8 +34,13 @@ pub enum TokenError {
     },
     #[error("{path} is not a token file: {message}")]
     Malformed { path: PathBuf, message: String },
-    #[error("a token named {0:?} exists already (revoke it first, or pick another name)")]
+    #[error("a token named {0:?} exists already: pick another name")]
     Exists(String),
+    #[error(
+        "a token named {0:?} was revoked on {1}; traces name their caller by token name, so a \
+         name is never given to another token: pick another name"
+    )]
+    Revoked(String, String),
     #[error("no token named {0:?}")]
     NotFound(String),
     #[error("token name {0:?}: use 1 to {MAX_NAME_CHARS} letters, digits, '-', '_', '.' or '@'")]
@@ -168,15 +173,14 @@ impl TokenStore {
         change: impl FnOnce(&mut Vec<TokenEntry>) -> Result<T, TokenError>,
     ) -> Result<T, TokenError> {
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+            private::create_dir_all(dir).map_err(|e| self.io(e))?;
         }
         let lock_path = self.path.with_extension("lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| self.io(e))?;
+        let lock = private::open(
+            &lock_path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+        )
+        .map_err(|e| self.io(e))?;
         lock.lock().map_err(|e| self.io(e))?;
         let mut file = self.read()?;
         let out = change(&mut file.tokens)?;
@@ -187,7 +191,11 @@ impl TokenStore {
         })?;
         text.push('\n');
         let tmp = self.path.with_extension("json.tmp");
-        let mut out_file = private_file(&tmp).map_err(|e| self.io(e))?;
+        let mut out_file = private::open(
+            &tmp,
+            OpenOptions::new().write(true).create(true).truncate(true),
+        )
+        .map_err(|e| self.io(e))?;
         out_file
             .write_all(text.as_bytes())
             .and_then(|()| out_file.sync_all())
@@ -228,11 +236,15 @@ impl TokenStore {
             revoked: None,
         };
         self.update(|tokens| {
-            if tokens
-                .iter()
-                .any(|t| t.name == entry.name && t.revoked.is_none())
-            {
-                return Err(TokenError::Exists(entry.name.clone()));
+            // A revoked token's name stays taken: a trace's caller must name one token only.
+            if let Some(taken) = tokens.iter().find(|t| t.name == entry.name) {
+                return Err(match taken.revoked {
+                    None => TokenError::Exists(entry.name.clone()),
+                    Some(when) => TokenError::Revoked(
+                        entry.name.clone(),
+                        when.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    ),
+                });
             }
             tokens.push(entry);
             Ok(())
@@ -280,18 +292,6 @@ impl TokenStore {
     }
 }
 
-/// A new owner-only file (the token list says who may see which tenant).
-fn private_file(path: &Path) -> std::io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,11 +322,18 @@ mod tests {
             store.revoke("alice"),
             Err(TokenError::NotFound(_))
         ));
-        // The name is free again once revoked; the old token stays refused.
-        let again = store.add("alice", "acme", &[]).expect("add again");
-        assert_ne!(again, token);
+        // The name stays taken once revoked; the old token stays refused.
+        match store.add("alice", "globex", &[]) {
+            Err(e @ TokenError::Revoked(..)) => {
+                assert!(
+                    e.to_string().contains("never given to another token"),
+                    "{e}"
+                )
+            }
+            other => panic!("a revoked name was given again: {other:?}"),
+        }
         assert_eq!(store.verify(&token).expect("verify"), None);
-        assert_eq!(store.list().expect("list").len(), 2);
+        assert_eq!(store.list().expect("list").len(), 1);
     }
 
     #[test]

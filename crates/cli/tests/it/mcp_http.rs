@@ -231,3 +231,84 @@ fn mcp_answers_the_hosts_the_operator_allowed_and_refuses_others() {
     let (status, _) = serve.get("/healthz", &alice);
     assert_eq!(status, 200);
 }
+
+/// One raw Streamable HTTP request to `/mcp`: (status, the session id it names, body text).
+fn mcp_request(
+    base: &str,
+    method: Method,
+    token: &str,
+    session: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Option<String>, String) {
+    let client = reqwest::blocking::Client::new();
+    let mut req = client
+        .request(method, format!("{base}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream");
+    if let Some(id) = session {
+        req = req
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    if let Some(body) = body {
+        req = req
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let resp = req.send().expect("send");
+    let status = resp.status().as_u16();
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    (status, id, resp.text().expect("body"))
+}
+
+/// Issue 40, item 12: an `/mcp` session belongs to the token that opened it. Another token,
+/// even a valid one, can neither call tools in it nor end it: 404, as for a session that does
+/// not exist.
+#[test]
+fn an_mcp_session_is_bound_to_the_token_that_opened_it() {
+    let ws = Workspace::new();
+    ws.write("leave.md", LEAVE_EN);
+    ws.write("globex.md", GLOBEX);
+    let root = ws.dir.path();
+    let alice = add_token(root, "alice", "default", &[]);
+    let gina = add_token(root, "gina", "globex", &[]);
+    let serve = Serve::start(root);
+    let base = serve.base.as_str();
+
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, id, body) = mcp_request(base, Method::POST, &gina, None, Some(initialize));
+    assert_eq!(status, 200, "{body}");
+    let id = id.expect("initialize names its session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = mcp_request(base, Method::POST, &gina, Some(&id), Some(initialized));
+    assert_eq!(status, 202, "{body}");
+
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "searchDocs", "arguments": {"keywords": ["meal", "allowance"]}}});
+    let (status, _, body) =
+        mcp_request(base, Method::POST, &alice, Some(&id), Some(search.clone()));
+    assert_eq!(status, 404, "another token used the session: {body}");
+    assert!(body.contains("no such MCP session"), "{body}");
+    let (status, _, body) = mcp_request(base, Method::GET, &alice, Some(&id), None);
+    assert_eq!(
+        status, 404,
+        "another token opened the session's stream: {body}"
+    );
+    let (status, _, body) = mcp_request(base, Method::DELETE, &alice, Some(&id), None);
+    assert_eq!(status, 404, "another token ended the session: {body}");
+
+    // Its own token still uses it, then ends it; after that it is gone for everyone.
+    let (status, _, body) = mcp_request(base, Method::POST, &gina, Some(&id), Some(search.clone()));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("globex.md#meal-allowance"), "{body}");
+    let (status, _, body) = mcp_request(base, Method::DELETE, &gina, Some(&id), None);
+    assert!((200..300).contains(&status), "{status}: {body}");
+    let (status, _, body) = mcp_request(base, Method::POST, &gina, Some(&id), Some(search));
+    assert_eq!(status, 404, "{body}");
+}

@@ -180,6 +180,49 @@ fn only_a_live_token_gets_in_and_it_alone_decides_the_tenant() {
     );
 }
 
+/// Issue 40, item 11: traces name their caller by token name, so a revoked token's name is
+/// never given to another token (which could be another tenant's).
+#[test]
+fn a_revoked_tokens_name_is_never_given_to_another_token() {
+    let ws = Workspace::new();
+    let root = ws.dir.path();
+    let gina = add_token(root, "gina", "globex", &[]);
+    let out = command(root)
+        .args(["tokens", "revoke", "gina"])
+        .output()
+        .expect("revoke");
+    assert!(out.status.success());
+    let out = command(root)
+        .args(["tokens", "add", "gina", "--tenant", "default"])
+        .output()
+        .expect("add");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("a token named \"gina\" was revoked on")
+            && stderr.contains("never given to another token: pick another name"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("rtk_"), "{stdout}");
+    let listed = command(root)
+        .args(["tokens", "list"])
+        .output()
+        .expect("list");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let ginas: Vec<&str> = listed.lines().filter(|l| l.starts_with("gina ")).collect();
+    assert_eq!(ginas.len(), 1, "{listed}");
+    assert!(
+        ginas[0].contains("globex") && ginas[0].contains("revoked"),
+        "{listed}"
+    );
+    // Another name is fine, and the old token stays refused.
+    let other = add_token(root, "gina2", "default", &[]);
+    assert_ne!(other, gina);
+}
+
 #[test]
 fn a_tenant_sees_audits_and_replays_only_its_own_runs() {
     let ws = workspace();

@@ -340,3 +340,96 @@ fn out_of_range_top_k_and_rounds_are_refused_by_every_command() {
         assert!(stdout.is_empty(), "{command:?}: {stdout}");
     }
 }
+
+/// Issue 40, item 9: everything holding document text is the owner's alone, as traces are:
+/// the store's files and the sessions (questions, answers, snippets of role-restricted chunks)
+/// 0600, every folder of the data directory and the trace folder 0700 (tantivy writes the
+/// index's files itself, inside a 0700 folder).
+#[cfg(unix)]
+#[test]
+fn the_store_sessions_and_traces_are_the_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = two_tenants();
+    let root = ws.dir.path();
+    let out = ragtrail(
+        root,
+        &[
+            "--data-dir",
+            "data",
+            "--tenant",
+            "acme",
+            "--role",
+            "hr",
+            "ask",
+            "--session",
+            "trip",
+            "hotel expenses above the limit",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = ragtrail(
+        root,
+        &[
+            "--data-dir",
+            "data",
+            "tokens",
+            "add",
+            "ann",
+            "--tenant",
+            "acme",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+
+    // (path relative to the workspace, is a folder, mode) of everything under data/ and traces/.
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, bool, u32)>) {
+        let meta = std::fs::metadata(dir).expect("metadata");
+        let rel = dir
+            .strip_prefix(root)
+            .expect("inside")
+            .display()
+            .to_string();
+        out.push((rel, meta.is_dir(), meta.permissions().mode() & 0o777));
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(dir).expect("read_dir") {
+                walk(root, &entry.expect("entry").path(), out);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    walk(root, &root.join("data"), &mut all);
+    walk(root, &root.join("traces"), &mut all);
+    let open: Vec<String> = all
+        .iter()
+        .filter(|(rel, dir, mode)| {
+            let wanted = if *dir { 0o700 } else { 0o600 };
+            // Tantivy writes the index's files itself: the folder keeps others out.
+            *mode != wanted && (*dir || !rel.starts_with("data/index/"))
+        })
+        .map(|(rel, _, mode)| format!("{rel} {mode:o}"))
+        .collect();
+    let seen: Vec<String> = all.into_iter().map(|(rel, _, _)| rel).collect();
+    assert!(open.is_empty(), "readable by others: {open:?}");
+    // The files that hold document text were among those checked.
+    for expected in [
+        "data/store/CURRENT",
+        "data/sessions/trip.json",
+        "data/tokens.json",
+        "data/index",
+    ] {
+        assert!(seen.iter().any(|s| s == expected), "{expected}: {seen:?}");
+    }
+    for (prefix, suffix) in [
+        ("data/store/gen-", "/chunks.jsonl"),
+        ("data/store/gen-", "/vectors.bin"),
+        ("traces/", ".jsonl"),
+    ] {
+        assert!(
+            seen.iter()
+                .any(|s| s.starts_with(prefix) && s.ends_with(suffix)),
+            "{prefix}…{suffix}: {seen:?}"
+        );
+    }
+    let session = std::fs::read_to_string(root.join("data/sessions/trip.json")).expect("session");
+    assert!(session.contains("reviewed by HR"), "{session}");
+}

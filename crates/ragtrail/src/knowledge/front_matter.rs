@@ -67,47 +67,104 @@ fn roles_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::
 
 /// Splits `text` into its front matter and body. Returns the parsed front matter (default when
 /// there is none), the body, and the 1-based line number where the body starts.
+///
+/// Blank lines before the opening `---` are skipped. Anything else that looks like access
+/// metadata but would not be applied stops the ingest instead of making the document public:
+/// TOML front matter (`+++`), and a body that opens with a bare `tenant:` or `roles:` line.
 pub fn split_front_matter<'a>(
     file: &str,
     text: &'a str,
 ) -> Result<(FrontMatter, &'a str, usize), KnowledgeError> {
     let text_no_bom = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text_no_bom.split_inclusive('\n');
-    let Some(first) = lines.next() else {
-        return Ok((FrontMatter::default(), text_no_bom, 1));
+    let mut offset = 0;
+    let mut line_no = 0;
+    let first = loop {
+        let Some(line) = lines.next() else {
+            return Ok((FrontMatter::default(), text_no_bom, 1));
+        };
+        line_no += 1;
+        if !line.trim().is_empty() {
+            break line;
+        }
+        offset += line.len();
     };
-    if first.trim_end() != "---" {
-        return Ok((FrontMatter::default(), text_no_bom, 1));
+    let opening_line = line_no;
+    match first.trim_end() {
+        "---" => {}
+        "+++" => {
+            return Err(error_at(
+                file,
+                opening_line,
+                "TOML front matter (`+++`) is not read: write it as YAML between `---` lines"
+                    .to_string(),
+            ));
+        }
+        _ => {
+            check_body_start(file, text_no_bom, 1)?;
+            return Ok((FrontMatter::default(), text_no_bom, 1));
+        }
     }
-    let mut offset = first.len();
+    offset += first.len();
     let yaml_start = offset;
-    let mut line_no = 1;
     for line in lines {
         line_no += 1;
         let trimmed = line.trim_end();
         if trimmed == "---" || trimmed == "..." {
             let yaml = &text_no_bom[yaml_start..offset];
             let body = &text_no_bom[offset + line.len()..];
-            let fm = parse_yaml(file, yaml)?;
+            let fm = parse_yaml_at(file, yaml, opening_line)?;
+            check_body_start(file, body, line_no + 1)?;
             return Ok((fm, body, line_no + 1));
         }
         offset += line.len();
     }
-    Err(KnowledgeError::FrontMatter {
+    Err(error_at(
+        file,
+        opening_line,
+        "the opening `---` has no closing `---` line".to_string(),
+    ))
+}
+
+fn error_at(file: &str, line: usize, message: String) -> KnowledgeError {
+    KnowledgeError::FrontMatter {
         file: file.to_string(),
-        line: 1,
-        message: "the opening `---` has no closing `---` line".to_string(),
-    })
+        line,
+        message,
+    }
+}
+
+/// A body whose first line is `tenant: …` or `roles: …` is front matter written without its
+/// fences (or after them): indexing it as text would leave the document public.
+fn check_body_start(file: &str, body: &str, first_line: usize) -> Result<(), KnowledgeError> {
+    let Some((i, line)) = body.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) else {
+        return Ok(());
+    };
+    let Some((key, _)) = line.trim_start_matches('\u{feff}').split_once(':') else {
+        return Ok(());
+    };
+    if matches!(key, "tenant" | "roles") {
+        return Err(error_at(
+            file,
+            first_line + i,
+            format!(
+                "`{key}:` outside front matter: it would be indexed as text and not applied; \
+                 put the keys between `---` lines at the top of the file"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A sidecar's front matter (`policy.pdf.yaml` beside `policy.pdf`): the same keys, read and
 /// checked as a Markdown file's front matter is; the `---` fences are optional.
 pub(super) fn parse_sidecar(file: &str, text: &str) -> Result<FrontMatter, KnowledgeError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if text.lines().next().map(str::trim_end) == Some("---") {
+    let first = text.lines().map(str::trim_end).find(|l| !l.is_empty());
+    if matches!(first, Some("---" | "+++")) {
         return split_front_matter(file, text).map(|(fm, _, _)| fm);
     }
-    parse_yaml(file, text)
+    parse_yaml_at(file, text, 0)
 }
 
 /// Front matter given as name/value pairs (an HTML page's `<meta name=… content=…>`), checked as
@@ -144,7 +201,44 @@ pub(super) fn front_matter_from_pairs(
         line: 1,
         message: e.to_string(),
     })?;
-    parse_yaml(file, &yaml)
+    parse_yaml_at(file, &yaml, 0)
+}
+
+/// Whether a metadata name is, or looks like, one that decides who may read a document.
+pub(super) fn is_access_like(key: &str) -> bool {
+    KNOWN_ACCESS_KEYS.contains(&key) || resembles_access_key(key)
+}
+
+/// A page's own front matter from two places (a `---` block above the markup and its
+/// `<meta>` tags): each key from whichever gives it. Access (tenant and roles together) given
+/// in both places must agree, or the page is refused: neither may silently win.
+pub(super) fn merge_declared(
+    file: &str,
+    block: FrontMatter,
+    tags: FrontMatter,
+) -> Result<FrontMatter, KnowledgeError> {
+    let declares = |fm: &FrontMatter| fm.tenant.is_some() || !fm.roles.is_empty();
+    let (tenant, roles) = match (declares(&block), declares(&tags)) {
+        (true, true) if (&block.tenant, &block.roles) != (&tags.tenant, &tags.roles) => {
+            return Err(error_at(
+                file,
+                1,
+                "the `---` block and the `<meta>` tags give different access (tenant, roles): \
+                 keep one"
+                    .to_string(),
+            ));
+        }
+        (false, true) => (tags.tenant, tags.roles),
+        _ => (block.tenant, block.roles),
+    };
+    Ok(FrontMatter {
+        title: block.title.or(tags.title),
+        tenant,
+        roles,
+        version: block.version.or(tags.version),
+        updated: block.updated.or(tags.updated),
+        status: block.status.or(tags.status),
+    })
 }
 
 /// The keys [`FrontMatter`] reads.
@@ -188,33 +282,58 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn parse_yaml(file: &str, yaml: &str) -> Result<FrontMatter, KnowledgeError> {
+/// Parses front matter whose first line is line `fence_line + 1` of `file` (the line after
+/// the opening `---`, or line 1 of a sidecar without fences), for messages.
+fn parse_yaml_at(file: &str, yaml: &str, fence_line: usize) -> Result<FrontMatter, KnowledgeError> {
     if yaml.trim().is_empty() {
         return Ok(FrontMatter::default());
     }
-    let error = |line: usize, message: String| KnowledgeError::FrontMatter {
-        file: file.to_string(),
-        line,
-        message,
+    let error = |line: usize, message: String| error_at(file, line, message);
+    // The line of the first `key:` at the top level (or anywhere in a line, for nested keys).
+    let line_of = |key: &str, nested: bool| {
+        yaml.lines()
+            .position(|l| {
+                if nested {
+                    l.contains(&format!("{key}:"))
+                } else {
+                    l.strip_prefix(key)
+                        .is_some_and(|rest| rest.trim_start().starts_with(':'))
+                }
+            })
+            .map_or(fence_line + 1, |i| fence_line + i + 1)
     };
     let fm = serde_norway::from_str::<FrontMatter>(yaml).map_err(|e| {
-        // +1: the YAML starts on the line after the opening fence.
         error(
-            e.location().map(|l| l.line() + 1).unwrap_or(2),
+            e.location()
+                .map_or(fence_line + 1, |l| fence_line + l.line()),
             e.to_string(),
         )
     })?;
     if let Ok(serde_norway::Value::Mapping(map)) = serde_norway::from_str(yaml) {
-        for key in map.keys().filter_map(serde_norway::Value::as_str) {
-            if !KNOWN_KEYS.contains(&key) && resembles_access_key(key) {
-                let line = yaml
-                    .lines()
-                    .position(|l| {
-                        l.starts_with(key) && l[key.len()..].trim_start().starts_with(':')
-                    })
-                    .map_or(2, |i| i + 2);
+        for (key, value) in &map {
+            let Some(key) = key.as_str() else {
+                continue;
+            };
+            if key == "<<" {
                 return Err(error(
-                    line,
+                    line_of(key, false),
+                    "a YAML merge key (`<<`) is not applied in front matter: write `tenant` \
+                     and `roles` out"
+                        .to_string(),
+                ));
+            }
+            if key == "tenant" && value.is_null() {
+                return Err(error(
+                    line_of(key, false),
+                    "`tenant` is empty; name the tenant or leave the key out".to_string(),
+                ));
+            }
+            if KNOWN_KEYS.contains(&key) {
+                continue;
+            }
+            if resembles_access_key(key) {
+                return Err(error(
+                    line_of(key, false),
                     format!(
                         "unknown key `{key}`: access keys are matched exactly (`tenant`, \
                          `roles`, lowercase), and ignoring this one would widen who may read \
@@ -222,20 +341,45 @@ fn parse_yaml(file: &str, yaml: &str) -> Result<FrontMatter, KnowledgeError> {
                     ),
                 ));
             }
+            if let Some(inner) = nested_access_key(value) {
+                return Err(error(
+                    line_of(&inner, true),
+                    format!(
+                        "`{key}` holds `{inner}`: access is read only from `tenant` and `roles` \
+                         at the top level of front matter (merge keys are not applied), and \
+                         ignoring this one would widen who may read the document"
+                    ),
+                ));
+            }
         }
     }
     if fm.tenant.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        let line = yaml
-            .lines()
-            .position(|l| l.starts_with("tenant"))
-            .map_or(2, |i| i + 2);
         return Err(error(
-            line,
+            line_of("tenant", false),
             "`tenant` is blank; name the tenant or leave the key out".to_string(),
         ));
     }
     Ok(fm)
 }
+
+/// The first key inside `value` (maps and lists, any depth) that is or resembles an access key,
+/// or is a merge key.
+fn nested_access_key(value: &serde_norway::Value) -> Option<String> {
+    match value {
+        serde_norway::Value::Mapping(map) => map.iter().find_map(|(k, v)| match k.as_str() {
+            Some(k) if k == "<<" || KNOWN_ACCESS_KEYS.contains(&k) || resembles_access_key(k) => {
+                Some(k.to_string())
+            }
+            _ => nested_access_key(v),
+        }),
+        serde_norway::Value::Sequence(items) => items.iter().find_map(nested_access_key),
+        serde_norway::Value::Tagged(tagged) => nested_access_key(&tagged.value),
+        _ => None,
+    }
+}
+
+/// The keys that decide who may read a document.
+const KNOWN_ACCESS_KEYS: [&str; 2] = ["tenant", "roles"];
 
 #[cfg(test)]
 mod tests {
@@ -332,6 +476,86 @@ mod tests {
             split_front_matter("x.md", text),
             Err(KnowledgeError::FrontMatter { line: 2, .. })
         ));
+    }
+
+    #[test]
+    fn blank_lines_before_the_fence_still_open_front_matter() {
+        let text = "\n  \n---\ntenant: globex\nroles: [hr]\n---\nbody\n";
+        let (fm, body, line) = split_front_matter("x.md", text).expect("valid");
+        assert_eq!(
+            (fm.tenant.as_deref(), fm.roles, body, line),
+            (Some("globex"), vec!["hr".to_string()], "body\n", 7)
+        );
+        // Line numbers count the blank lines.
+        match split_front_matter("x.md", "\n\n---\nTenant: globex\n---\nbody\n") {
+            Err(KnowledgeError::FrontMatter { line: 4, .. }) => {}
+            other => panic!("expected an error on line 4, got {other:?}"),
+        }
+    }
+
+    /// Each way of writing access that would not be applied: the error names the file, the
+    /// line and what to write instead.
+    #[test]
+    fn access_that_would_not_be_applied_is_an_error() {
+        for (text, line, says) in [
+            (
+                "+++\ntenant = \"globex\"\nroles = [\"hr\"]\n+++\nbody\n",
+                1,
+                "TOML",
+            ),
+            ("\n+++\ntenant = \"globex\"\n+++\nbody\n", 2, "TOML"),
+            (
+                "---\ntitle: x\n<<: {tenant: globex, roles: [hr]}\n---\nbody\n",
+                3,
+                "merge key",
+            ),
+            (
+                "---\nbase: &b {tenant: globex}\n<<: *b\n---\nbody\n",
+                2,
+                "`base` holds `tenant`",
+            ),
+            (
+                "---\ntitle: x\nmeta:\n  tenant: globex\n  roles: [hr]\n---\nbody\n",
+                4,
+                "`meta` holds `tenant`",
+            ),
+            (
+                "---\naccess:\n  - {Roles: [hr]}\n---\nbody\n",
+                3,
+                "`access` holds `Roles`",
+            ),
+            (
+                "---\ntitle: x\ntenant:\n---\nbody\n",
+                3,
+                "`tenant` is empty",
+            ),
+            ("---\ntenant: ~\n---\nbody\n", 2, "`tenant` is empty"),
+            (
+                "tenant: globex\nroles: [hr]\n\nbody\n",
+                1,
+                "outside front matter",
+            ),
+            (
+                "---\ntitle: x\n---\n\nroles: [hr]\nbody\n",
+                5,
+                "outside front matter",
+            ),
+        ] {
+            match split_front_matter("hr/x.md", text) {
+                Err(e @ KnowledgeError::FrontMatter { line: l, .. }) if l == line => {
+                    let shown = e.to_string();
+                    assert!(
+                        shown.starts_with(&format!("hr/x.md:{line}:")) && shown.contains(says),
+                        "{text:?}: {shown}"
+                    );
+                }
+                other => panic!("{text:?}: expected an error on line {line}, got {other:?}"),
+            }
+        }
+        // Nested author keys without access keys, and anchors, stay fine.
+        let text = "---\ntitle: x\nseo: {keywords: [a], rules: b}\ntenant: &t acme\n---\nbody\n";
+        let (fm, _, _) = split_front_matter("x.md", text).expect("valid");
+        assert_eq!(fm.tenant.as_deref(), Some("acme"));
     }
 
     #[test]

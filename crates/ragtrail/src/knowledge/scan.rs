@@ -69,9 +69,10 @@ pub struct ScanReport {
     pub formats: BTreeMap<String, FormatCount>,
 }
 
-/// A file of the folder: one ingest reads, or one it does not (with the reason).
+/// A file of the folder: one ingest reads (with its sidecars), or one it does not (with the
+/// reason).
 pub(super) enum FolderFile {
-    Knowledge(PathBuf, Format),
+    Knowledge(PathBuf, Format, Vec<PathBuf>),
     Unsupported(PathBuf, String),
 }
 
@@ -106,8 +107,8 @@ pub fn scan_with_progress(
         return Err(KnowledgeError::EmptyDir { path: display });
     }
     for file in files {
-        let (path, format) = match file {
-            FolderFile::Knowledge(path, format) => (path, format),
+        let (path, format, sidecars) = match file {
+            FolderFile::Knowledge(path, format, sidecars) => (path, format, sidecars),
             FolderFile::Unsupported(path, reason) => {
                 report.count(OTHER_FORMAT, false);
                 report.skipped.push(SkippedFile {
@@ -118,7 +119,14 @@ pub fn scan_with_progress(
             }
         };
         let source = relative_source(root, &path);
-        match read_file(&path, &source, format, options, on_page)? {
+        let sidecars: Vec<(PathBuf, String)> = sidecars
+            .into_iter()
+            .map(|p| {
+                let name = relative_source(root, &p);
+                (p, name)
+            })
+            .collect();
+        match read_file(&path, &source, format, &sidecars, options, on_page)? {
             Ok((doc, chunks)) => {
                 report.count(format.name(), true);
                 report.documents.push(doc);
@@ -148,12 +156,13 @@ impl ScanReport {
 }
 
 /// Reads one file with its format's reader: the document and its chunks, or why it is skipped
-/// (`Ok(Err(reason))`). Malformed front matter (in the file, its `<meta>` or its sidecar) and a
-/// document without a tenant under deny-by-default stop the scan.
+/// (`Ok(Err(reason))`). Malformed front matter (in the file, its `<meta>` or its sidecar), two
+/// sidecars for one file and a document without a tenant under deny-by-default stop the scan.
 fn read_file(
     path: &Path,
     source: &str,
     format: Format,
+    sidecars: &[(PathBuf, String)],
     options: &ScanOptions,
     on_page: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<Result<(Document, Vec<Chunk>), String>, KnowledgeError> {
@@ -168,13 +177,22 @@ fn read_file(
         Err(ReadError::Unreadable(reason)) => return Ok(Err(reason)),
         Err(ReadError::FrontMatter(e)) => return Err(e),
     };
-    let sidecar = if format.takes_sidecar() {
-        match read_sidecar(path, source)? {
-            Ok(s) => s,
+    let sidecar = match sidecars {
+        [] => None,
+        [(sidecar, name)] => match read_sidecar(sidecar, name)? {
+            Ok(s) => Some(s),
             Err(reason) => return Ok(Err(reason)),
+        },
+        [(_, first), (_, second), ..] => {
+            return Err(KnowledgeError::FrontMatter {
+                file: source.to_string(),
+                line: 1,
+                message: format!(
+                    "two sidecars, {first} and {second}: keep one, so it is clear which decides \
+                     who may read the document"
+                ),
+            });
         }
-    } else {
-        None
     };
     let content_hash = match &sidecar {
         None => sha256_hex(&bytes),
@@ -193,10 +211,13 @@ fn read_file(
             message: format!(
                 "the document names no `tenant:`{}, and the operator's default access is deny \
                  (RAGTRAIL_DEFAULT_ACCESS=deny): every document must name its tenant",
-                if format.takes_sidecar() {
-                    format!(" (write it in a sidecar {source}.yaml)")
-                } else {
-                    String::new()
+                match format {
+                    Format::Markdown | Format::Text => {
+                        format!(" (write it in its front matter, or in a sidecar {source}.yaml)")
+                    }
+                    Format::Html | Format::Docx | Format::Pdf => {
+                        format!(" (write it in a sidecar {source}.yaml)")
+                    }
                 }
             ),
         });
@@ -239,57 +260,33 @@ fn read_file(
     Ok(Ok((doc, chunks)))
 }
 
-/// The sidecar beside a file (`policy.pdf.yaml`, or `.yml`): its front matter and bytes.
+/// A sidecar (`policy.pdf.yaml`, `.yml`, any case): its front matter and bytes; `name` is its
+/// path relative to the knowledge root, for messages.
 #[allow(clippy::type_complexity)]
 fn read_sidecar(
-    path: &Path,
-    source: &str,
-) -> Result<Result<Option<(FrontMatter, Vec<u8>)>, String>, KnowledgeError> {
-    let Some(sidecar) = sidecar_of(path) else {
-        return Ok(Ok(None));
-    };
-    let name = format!(
-        "{source}{}",
-        if sidecar.extension().is_some_and(|e| e == "yml") {
-            ".yml"
-        } else {
-            ".yaml"
-        }
-    );
-    let bytes = match std::fs::read(&sidecar) {
+    sidecar: &Path,
+    name: &str,
+) -> Result<Result<(FrontMatter, Vec<u8>), String>, KnowledgeError> {
+    let bytes = match std::fs::read(sidecar) {
         Ok(b) => b,
         Err(e) => return Ok(Err(format!("its sidecar {name} is unreadable: {e}"))),
     };
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return Ok(Err(format!("its sidecar {name} is not UTF-8 text")));
     };
-    let fm = parse_sidecar(&name, text)?;
-    Ok(Ok(Some((fm, bytes))))
+    let fm = parse_sidecar(name, text)?;
+    Ok(Ok((fm, bytes)))
 }
 
-/// The sidecar file of `path`, if there is one.
-fn sidecar_of(path: &Path) -> Option<PathBuf> {
-    ["yaml", "yml"].into_iter().find_map(|ext| {
-        let mut name = path.file_name()?.to_os_string();
-        name.push(".");
-        name.push(ext);
-        let candidate = path.with_file_name(name);
-        candidate.is_file().then_some(candidate)
-    })
-}
-
-/// Whether `path` is a sidecar: `NAME.EXT.yaml` beside a file `NAME.EXT` of a format that takes
-/// one.
-fn is_sidecar(path: &Path) -> bool {
-    let is_yaml = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
-    if !is_yaml {
-        return false;
+/// The file a sidecar describes, when `path` is named like one: `NAME.EXT.yaml` (or `.yml`,
+/// in any case) with `EXT` a format ingest reads.
+fn described_by_sidecar(path: &Path) -> Option<PathBuf> {
+    let ext = path.extension()?.to_str()?;
+    if !(ext.eq_ignore_ascii_case("yaml") || ext.eq_ignore_ascii_case("yml")) {
+        return None;
     }
     let described = path.with_extension("");
-    Format::of(&described).is_some_and(Format::takes_sidecar) && described.is_file()
+    Format::of(&described).map(|_| described)
 }
 
 /// The file's own metadata, overridden by its sidecar: a sidecar decides who may read the
@@ -308,12 +305,13 @@ fn merge_front_matter(own: FrontMatter, sidecar: Option<FrontMatter>) -> FrontMa
     }
 }
 
-/// Every file under `root`, in path order, as a knowledge file or an unsupported one; entries
-/// that could not be read go to `skipped`. Dot folders and dot files are left out, and so are
-/// sidecars (they belong to their file).
+/// Every file under `root`, in path order, as a knowledge file (with its sidecars) or an
+/// unsupported one; entries that could not be read go to `skipped`. Dot folders and dot files
+/// are left out. A sidecar belongs to its file, for every format; one whose file is missing is
+/// unsupported, with that reason.
 pub(super) fn folder_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<FolderFile> {
     let display = root.display().to_string();
-    let mut files = Vec::new();
+    let mut paths = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -321,23 +319,7 @@ pub(super) fn folder_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<F
         .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
     for entry in walker {
         match entry {
-            Ok(e) if e.file_type().is_file() => {
-                let path = e.into_path();
-                match Format::of(&path) {
-                    Some(format) => files.push(FolderFile::Knowledge(path, format)),
-                    None if is_sidecar(&path) => {}
-                    None => {
-                        let ext = path
-                            .extension()
-                            .map(|e| format!(".{}", e.to_string_lossy()))
-                            .unwrap_or_else(|| "no extension".to_string());
-                        files.push(FolderFile::Unsupported(
-                            path,
-                            format!("unsupported type ({ext}); ingest reads {READ_EXTENSIONS}"),
-                        ));
-                    }
-                }
-            }
+            Ok(e) if e.file_type().is_file() => paths.push(e.into_path()),
             Ok(_) => {}
             Err(err) => skipped.push(SkippedFile {
                 path: err
@@ -348,6 +330,48 @@ pub(super) fn folder_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<F
             }),
         }
     }
+    let knowledge: std::collections::BTreeSet<&Path> = paths
+        .iter()
+        .filter(|p| Format::of(p).is_some())
+        .map(PathBuf::as_path)
+        .collect();
+    let mut sidecars: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
+    let mut files = Vec::new();
+    for path in &paths {
+        if let Some(format) = Format::of(path) {
+            files.push(FolderFile::Knowledge(path.clone(), format, Vec::new()));
+            continue;
+        }
+        match described_by_sidecar(path) {
+            Some(described) if knowledge.contains(described.as_path()) => {
+                sidecars.entry(described).or_default().push(path.clone());
+            }
+            Some(described) => files.push(FolderFile::Unsupported(
+                path.clone(),
+                format!(
+                    "a sidecar of {}, which is not in the folder",
+                    relative_source(root, &described)
+                ),
+            )),
+            None => {
+                let ext = path
+                    .extension()
+                    .map(|e| format!(".{}", e.to_string_lossy()))
+                    .unwrap_or_else(|| "no extension".to_string());
+                files.push(FolderFile::Unsupported(
+                    path.clone(),
+                    format!("unsupported type ({ext}); ingest reads {READ_EXTENSIONS}"),
+                ));
+            }
+        }
+    }
+    for file in &mut files {
+        if let FolderFile::Knowledge(path, _, own) = file
+            && let Some(found) = sidecars.remove(path.as_path())
+        {
+            *own = found;
+        }
+    }
     files
 }
 
@@ -356,12 +380,8 @@ pub(super) fn folder_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<F
 pub(super) fn knowledge_files(root: &Path, skipped: &mut Vec<SkippedFile>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for file in folder_files(root, skipped) {
-        if let FolderFile::Knowledge(path, format) = file {
-            if format.takes_sidecar()
-                && let Some(sidecar) = sidecar_of(&path)
-            {
-                out.push(sidecar);
-            }
+        if let FolderFile::Knowledge(path, _, sidecars) = file {
+            out.extend(sidecars);
             out.push(path);
         }
     }
@@ -543,7 +563,7 @@ mod tests {
         let err = scan(dir.path(), &ScanOptions::default()).expect_err("must fail");
         assert!(
             err.to_string()
-                .starts_with("p.html.yaml:2: malformed front matter: unknown key `Tenant`"),
+                .starts_with("p.html.yaml:1: malformed front matter: unknown key `Tenant`"),
             "{err}"
         );
         let dir = tempfile::tempdir().expect("tempdir");
@@ -554,6 +574,130 @@ mod tests {
         );
         let err = scan(dir.path(), &ScanOptions::default()).expect_err("must fail");
         assert!(err.to_string().contains("unknown key `Roles`"), "{err}");
+    }
+
+    #[test]
+    fn access_is_applied_for_every_format_and_never_indexed_as_text() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), "notes.txt", b"Bonus pool figures for 2026.\n");
+        write(
+            dir.path(),
+            "notes.txt.yaml",
+            b"tenant: globex\nroles: [hr]\n",
+        );
+        write(
+            dir.path(),
+            "guide.md",
+            b"---\ntitle: Guide\ntenant: acme\n---\n## Pay\n\nSalary bands.\n",
+        );
+        write(
+            dir.path(),
+            "guide.md.yml",
+            b"tenant: globex\nroles: [finance]\n",
+        );
+        write(
+            dir.path(),
+            "UPPER.HTML",
+            b"<title>U</title><p>Upper page.</p>",
+        );
+        write(dir.path(), "UPPER.HTML.YAML", b"tenant: globex\n");
+        write(
+            dir.path(),
+            "page.html",
+            b"\n---\ntenant: globex\nroles: [hr]\n---\n<html><head><title>Pay</title></head>\
+              <body><p>Salary review dates.</p></body></html>",
+        );
+        write(dir.path(), "gone.pdf.yaml", b"tenant: globex\n");
+        let report = scan(dir.path(), &ScanOptions::default()).expect("scan");
+        let access: Vec<_> = report
+            .documents
+            .iter()
+            .map(|d| (d.source.as_str(), d.tenant.as_str(), d.roles.join(",")))
+            .collect();
+        assert_eq!(
+            access,
+            vec![
+                ("UPPER.HTML", "globex", String::new()),
+                ("guide.md", "globex", "finance".to_string()),
+                ("notes.txt", "globex", "hr".to_string()),
+                ("page.html", "globex", "hr".to_string()),
+            ]
+        );
+        assert!(
+            report
+                .chunks
+                .iter()
+                .all(|c| !c.text.contains("tenant") && !c.text.contains("roles")),
+            "{:?}",
+            report.chunks
+        );
+        let skipped: Vec<_> = report
+            .skipped
+            .iter()
+            .map(|s| (s.path.as_str(), s.reason.as_str()))
+            .collect();
+        assert_eq!(
+            skipped,
+            vec![(
+                "gone.pdf.yaml",
+                "a sidecar of gone.pdf, which is not in the folder"
+            )]
+        );
+        // The sidecar of a text file is part of it: editing it changes the document's hash.
+        let before = report.documents[2].content_hash.clone();
+        write(
+            dir.path(),
+            "notes.txt.yaml",
+            b"tenant: globex\nroles: [legal]\n",
+        );
+        let again = scan(dir.path(), &ScanOptions::default()).expect("scan");
+        assert_ne!(again.documents[2].content_hash, before);
+    }
+
+    #[test]
+    fn access_that_cannot_be_applied_stops_the_scan_naming_the_file() {
+        for (files, says) in [
+            (
+                &[
+                    ("a.html", &b"<title>A</title><p>text</p>"[..]),
+                    ("a.html.yaml", b"tenant: acme\n"),
+                    ("a.html.yml", b"tenant: globex\n"),
+                ][..],
+                "a.html:1: malformed front matter: two sidecars, a.html.yaml and a.html.yml",
+            ),
+            (
+                &[(
+                    "m.html",
+                    &b"<meta name=roles value=hr><title>M</title><p>text</p>"[..],
+                )],
+                "m.html:1: malformed front matter: `<meta name=\"roles\">` has no `content`",
+            ),
+            (
+                &[(
+                    "b.html",
+                    &b"---\ntenant: acme\n---\n<meta name=tenant content=globex><p>text</p>"[..],
+                )],
+                "b.html:1: malformed front matter: the `---` block and the `<meta>` tags give",
+            ),
+            (
+                &[("t.txt", &b"+++\ntenant = \"globex\"\n+++\nbody\n"[..])],
+                "t.txt:1: malformed front matter: TOML front matter",
+            ),
+            (
+                &[
+                    ("s.txt", &b"body\n"[..]),
+                    ("s.txt.yaml", b"meta: {roles: [hr]}\n"),
+                ],
+                "s.txt.yaml:1: malformed front matter: `meta` holds `roles`",
+            ),
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            for (name, bytes) in files {
+                write(dir.path(), name, bytes);
+            }
+            let err = scan(dir.path(), &ScanOptions::default()).expect_err(says);
+            assert!(err.to_string().starts_with(says), "{err}");
+        }
     }
 
     #[test]

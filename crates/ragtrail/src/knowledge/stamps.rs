@@ -138,7 +138,7 @@ impl FolderStamps {
         };
         let bytes = serde_json::to_vec(self).map_err(|e| io(e.into()))?;
         let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, bytes).map_err(io)?;
+        crate::access::private::write(&tmp, &bytes).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
     }
 }

@@ -78,9 +78,7 @@ impl EmbedJournal {
             at += record_len;
         }
         // Appends continue right after the last whole record: a torn tail is cut off.
-        let file = OpenOptions::new()
-            .append(true)
-            .open(path)
+        let file = crate::access::private::open(path, OpenOptions::new().append(true))
             .map_err(|e| journal.io(e))?;
         file.set_len(at as u64).map_err(|e| journal.io(e))?;
         journal.file = Some(file);
@@ -131,7 +129,11 @@ impl EmbedJournal {
                 let info = serde_json::to_vec(&self.info).map_err(|e| self.io(e.into()))?;
                 header.extend((info.len() as u32).to_le_bytes());
                 header.extend(info);
-                let mut f = File::create(&self.path).map_err(|e| self.io(e))?;
+                let mut f = crate::access::private::open(
+                    &self.path,
+                    OpenOptions::new().write(true).create(true).truncate(true),
+                )
+                .map_err(|e| self.io(e))?;
                 f.write_all(&header).map_err(|e| self.io(e))?;
                 self.file.insert(f)
             }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::StoreError;
 use super::terms::ChunkTerms;
 use super::vectors::VectorIndex;
-use crate::access::AccessContext;
+use crate::access::{AccessContext, private};
 use crate::embed::EmbedderInfo;
 use crate::index::chunk_id_to_u64;
 use crate::knowledge::{Chunk, DocStatus, Document};
@@ -75,7 +75,8 @@ impl ChunkStore {
     }
 
     fn open_as(dir: &Path, discard_other_format: bool) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // Every file below holds document text: the owner's alone.
+        private::own_dir(dir).map_err(io_err(dir))?;
         let current = dir.join(CURRENT);
         let (manifest, chunks, vectors) = match std::fs::read_to_string(&current) {
             Ok(name) => {
@@ -255,7 +256,7 @@ impl ChunkStore {
             // Left over by a crash before it became current.
             std::fs::remove_dir_all(&gen_dir).map_err(io_err(&gen_dir))?;
         }
-        std::fs::create_dir_all(&gen_dir).map_err(io_err(&gen_dir))?;
+        private::create_dir_all(&gen_dir).map_err(io_err(&gen_dir))?;
         let manifest = StoreManifest {
             format: FORMAT,
             generation,
@@ -265,7 +266,14 @@ impl ChunkStore {
             documents,
         };
         let chunks_path = gen_dir.join(CHUNKS);
-        let file = std::fs::File::create(&chunks_path).map_err(io_err(&chunks_path))?;
+        let file = private::open(
+            &chunks_path,
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+        )
+        .map_err(io_err(&chunks_path))?;
         let mut out = BufWriter::new(file);
         for chunk in &chunks {
             let line = serde_json::to_string(chunk).map_err(|e| StoreError::Io {
@@ -321,7 +329,14 @@ impl ChunkStore {
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let mut file = std::fs::File::create(path).map_err(io_err(path))?;
+    let mut file = private::open(
+        path,
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+    )
+    .map_err(io_err(path))?;
     file.write_all(bytes)
         .and_then(|_| file.sync_all())
         .map_err(io_err(path))

@@ -581,11 +581,9 @@ impl VectorIndex {
             path: tmp.to_path_buf(),
             source,
         };
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(tmp)
-            .map_err(io_err)?;
+        let file =
+            crate::access::private::open(tmp, OpenOptions::new().write(true).create_new(true))
+                .map_err(io_err)?;
         let mut out = BufWriter::new(file);
         let mut hasher = Sha256::new();
         let mut write = |bytes: &[u8]| -> Result<(), VectorError> {

@@ -150,11 +150,11 @@ impl VersionLog {
                 continue;
             }
             if out.is_none() {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)
-                    .map_err(io_err(&self.path))?;
+                let file = crate::access::private::open(
+                    &self.path,
+                    std::fs::OpenOptions::new().create(true).append(true),
+                )
+                .map_err(io_err(&self.path))?;
                 out = Some(BufWriter::new(file));
             }
             if let Some(out) = out.as_mut() {
@@ -236,7 +236,14 @@ impl VersionLog {
             return Ok(0);
         }
         let tmp = self.path.with_extension("jsonl.tmp");
-        let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+        let file = crate::access::private::open(
+            &tmp,
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+        )
+        .map_err(io_err(&tmp))?;
         let mut out = BufWriter::new(file);
         for v in &all {
             write_line(&mut out, v, &tmp)?;

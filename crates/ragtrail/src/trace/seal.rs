@@ -42,14 +42,9 @@ pub(crate) fn now_millis() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(3)
 }
 
-/// Opens with mode 0600 on unix: traces hold questions and document excerpts.
+/// Opens owner-only (`access::private`): traces hold questions and document excerpts.
 pub(crate) fn open_private(path: &Path, options: &mut OpenOptions) -> Result<File, TraceError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path).map_err(|e| TraceError::io(path, e))
+    crate::access::private::open(path, options).map_err(|e| TraceError::io(path, e))
 }
 
 #[cfg(test)]

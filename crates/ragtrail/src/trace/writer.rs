@@ -103,7 +103,7 @@ impl TraceWriter {
         run_id: Uuid,
         key: Option<Vec<u8>>,
     ) -> Result<TraceWriter, TraceError> {
-        std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+        crate::access::private::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
         let name = format!("{}-{run_id}.jsonl", Utc::now().format("%Y%m%dT%H%M%SZ"));
         let path = dir.join(name);
         let file = open_private(&path, OpenOptions::new().write(true).create_new(true))?;

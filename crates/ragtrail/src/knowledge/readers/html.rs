@@ -1,16 +1,29 @@
 //! HTML (`.html`, `.htm`) through html5ever's HTML5 tree builder (by way of `scraper`): `h1`–`h6`
 //! build the titlePath, `<title>` is the document title, navigation, page header and footer,
 //! scripts and styles are dropped, tables stay whole with their header row, and
-//! `<meta name="tenant|roles|status|version|updated">` is front matter. The tree is walked by
-//! its open and close edges, never recursively, so 10,000 nested `div`s cost no stack.
+//! `<meta name="tenant|roles|status|version|updated">` is front matter, and so is a YAML block
+//! between `---` lines above the markup (as in Markdown). The tree is walked by its open and
+//! close edges, never recursively, so 10,000 nested `div`s cost no stack; the tree builder is
+//! handed at most [`MAX_DEPTH`] nested elements, so a page nested deeper costs linear time.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use ego_tree::NodeId;
 use ego_tree::iter::Edge;
-use scraper::{Html, Node, Selector};
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::{
+    BufferQueue, StartTag, Tag, TagKind, TagToken, Token, TokenSink, TokenSinkResult, Tokenizer,
+};
+use html5ever::tree_builder::{Tracer, TreeBuilder, TreeSink};
+use html5ever::{LocalName, TokenizerResult};
+use scraper::{Html, HtmlTreeSink, Node, Selector};
 
 use super::markdown::utf8_text;
 use super::{ReadDocument, ReadError, Reader, SectionBuilder, collapse};
 use crate::knowledge::chunker::Block;
-use crate::knowledge::front_matter::front_matter_from_pairs;
+use crate::knowledge::front_matter::{front_matter_from_pairs, is_access_like, merge_declared};
+use crate::knowledge::{KnowledgeError, split_front_matter};
 
 pub(super) struct HtmlReader;
 
@@ -45,9 +58,12 @@ const BLOCKS: &[&str] = &[
 impl Reader for HtmlReader {
     fn read(&self, source: &str, bytes: &[u8]) -> Result<ReadDocument, ReadError> {
         let text = decode(bytes)?;
-        let html = Html::parse_document(&text);
+        // A `---` block above the markup is front matter, never text of the page.
+        let (block, page, _) = split_front_matter(source, &text)?;
+        let html = parse_capped(page);
         let title = select_text(&html, "title").or_else(|| select_text(&html, "h1"));
-        let meta = front_matter_from_pairs(source, &meta_pairs(&html))?;
+        let tags = front_matter_from_pairs(source, &meta_pairs(source, &html)?)?;
+        let meta = merge_declared(source, block, tags)?;
         let mut walker = Walker::new(title.clone());
         for edge in html.root_element().traverse() {
             match edge {
@@ -112,19 +128,183 @@ fn select_text(html: &Html, selector: &str) -> Option<String> {
         .find(|t| !t.is_empty())
 }
 
-fn meta_pairs(html: &Html) -> Vec<(String, String)> {
-    let Ok(selector) = Selector::parse("meta[name][content]") else {
-        return Vec::new();
+/// The page's `<meta name=… content=…>` pairs. An access name without a `content` (`<meta
+/// name="roles" value="hr">`) would be ignored, so it is an error.
+fn meta_pairs(source: &str, html: &Html) -> Result<Vec<(String, String)>, KnowledgeError> {
+    let Ok(selector) = Selector::parse("meta[name]") else {
+        return Ok(Vec::new());
     };
-    html.select(&selector)
-        .filter_map(|m| {
-            let v = m.value();
-            Some((
-                v.attr("name")?.trim().to_string(),
-                v.attr("content")?.to_string(),
-            ))
+    let mut pairs = Vec::new();
+    for m in html.select(&selector) {
+        let v = m.value();
+        let Some(name) = v.attr("name").map(str::trim) else {
+            continue;
+        };
+        match v.attr("content") {
+            Some(content) => pairs.push((name.to_string(), content.to_string())),
+            None if is_access_like(name) => {
+                return Err(KnowledgeError::FrontMatter {
+                    file: source.to_string(),
+                    line: 1,
+                    message: format!(
+                        "`<meta name=\"{name}\">` has no `content`: write \
+                         `<meta name=\"{name}\" content=\"…\">`, or it would be ignored"
+                    ),
+                });
+            }
+            None => {}
+        }
+    }
+    Ok(pairs)
+}
+
+/// The deepest nesting the tree builder is given. Its scope checks walk the stack of open
+/// elements, so a page of 40,000 nested `<div>`s cost seconds (quadratic); beyond this depth a
+/// start tag is left out (a block's becomes a line break) and the text stays, one level up.
+const MAX_DEPTH: usize = 256;
+
+/// Elements whose content the tokenizer reads as raw text: always passed on, or their content
+/// would be parsed as markup. They hold no elements, so they add one level at most.
+const RAW_TEXT: &[&str] = &[
+    "script",
+    "style",
+    "textarea",
+    "title",
+    "xmp",
+    "iframe",
+    "noembed",
+    "noframes",
+    "noscript",
+    "plaintext",
+];
+
+/// Elements that hold nothing, so they never deepen the tree.
+const VOID: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+    "track", "wbr",
+];
+
+/// Parses a page as [`Html::parse_document`] does, with at most [`MAX_DEPTH`] open elements.
+fn parse_capped(text: &str) -> Html {
+    let builder = TreeBuilder::new(HtmlTreeSink::new(Html::new_document()), Default::default());
+    let cap = DepthCap {
+        builder,
+        dropped: RefCell::new(HashMap::new()),
+    };
+    let tokenizer = Tokenizer::new(cap, Default::default());
+    let input = BufferQueue::default();
+    input.push_back(StrTendril::from_slice(text));
+    // `Script` results ask the caller to run a script; there is none to run.
+    while !matches!(tokenizer.feed(&input), TokenizerResult::Done) {}
+    tokenizer.end();
+    tokenizer.sink.builder.sink.finish()
+}
+
+/// Between the tokenizer and the tree builder: past [`MAX_DEPTH`] held elements, start tags
+/// (and the end tags that close them) are left out.
+struct DepthCap {
+    builder: TreeBuilder<NodeId, HtmlTreeSink>,
+    /// Start tags left out, by name, whose end tags are still to come.
+    dropped: RefCell<HashMap<LocalName, usize>>,
+}
+
+/// Counts the elements the tree builder holds (open ones, formatting ones to reopen).
+struct Count(Cell<usize>);
+
+impl Tracer for Count {
+    type Handle = NodeId;
+    fn trace_handle(&self, _: &NodeId) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+impl DepthCap {
+    fn held(&self) -> usize {
+        let count = Count(Cell::new(0));
+        self.builder.trace_handles(&count);
+        count.0.get()
+    }
+
+    /// What the tree builder is given in place of a left-out tag: a line break for a block
+    /// (its text stays apart from the next), nothing for an inline element.
+    fn stand_in(name: &LocalName) -> Option<Token> {
+        let block = BLOCKS.contains(&&**name)
+            || matches!(
+                &**name,
+                "h1" | "h2"
+                    | "h3"
+                    | "h4"
+                    | "h5"
+                    | "h6"
+                    | "li"
+                    | "ul"
+                    | "ol"
+                    | "table"
+                    | "tr"
+                    | "td"
+                    | "th"
+                    | "caption"
+            );
+        block.then(|| {
+            TagToken(Tag {
+                kind: StartTag,
+                name: LocalName::from("br"),
+                self_closing: false,
+                attrs: Vec::new(),
+                had_duplicate_attributes: false,
+            })
         })
-        .collect()
+    }
+}
+
+impl TokenSink for DepthCap {
+    type Handle = NodeId;
+
+    fn process_token(&self, token: Token, line_number: u64) -> TokenSinkResult<NodeId> {
+        let token = match token {
+            TagToken(tag)
+                if tag.kind == TagKind::StartTag
+                    && !VOID.contains(&&*tag.name)
+                    && !RAW_TEXT.contains(&&*tag.name)
+                    && self.held() >= MAX_DEPTH =>
+            {
+                *self
+                    .dropped
+                    .borrow_mut()
+                    .entry(tag.name.clone())
+                    .or_default() += 1;
+                match Self::stand_in(&tag.name) {
+                    Some(t) => t,
+                    None => return TokenSinkResult::Continue,
+                }
+            }
+            TagToken(tag) if tag.kind == TagKind::EndTag => {
+                let mut dropped = self.dropped.borrow_mut();
+                match dropped.get_mut(&tag.name) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        drop(dropped);
+                        match Self::stand_in(&tag.name) {
+                            Some(t) => t,
+                            None => return TokenSinkResult::Continue,
+                        }
+                    }
+                    _ => TagToken(tag),
+                }
+            }
+            other => other,
+        };
+        self.builder.process_token(token, line_number)
+    }
+
+    fn end(&self) {
+        self.builder.end();
+    }
+
+    fn adjusted_current_node_present_but_not_in_html_namespace(&self) -> bool {
+        self.builder
+            .adjusted_current_node_present_but_not_in_html_namespace()
+    }
 }
 
 #[derive(Default)]
@@ -506,6 +686,54 @@ mod tests {
             .expect("no stack overflow")
             .expect("read");
         assert_eq!(doc, vec![("".to_string(), vec!["bottom text".to_string()])]);
+    }
+
+    /// 40,000 nested `<div>`s (440 KB) took seconds: the tree builder's scope checks walk
+    /// every open element. Past [`MAX_DEPTH`] the page is flattened: its text is all there, a
+    /// heading that deep is a line of text, and the structure after the deep part is whole.
+    #[test]
+    fn forty_thousand_nested_divs_are_read_flat_past_the_cap() {
+        let depth = 40_000;
+        let html = format!(
+            "<title>Deep</title><h2>Top</h2><p>top text</p>{}<h3>Deep heading</h3><p>deep one</p>\
+             <p>deep <b>two</b></p>{}<h2>After</h2><p>tail text</p>",
+            "<div>".repeat(depth),
+            "</div>".repeat(depth)
+        );
+        assert!(html.len() > 440_000);
+        let doc = read(&html);
+        assert_eq!(
+            texts(&doc),
+            vec![
+                (
+                    "Top".to_string(),
+                    vec![
+                        "top text".to_string(),
+                        "Deep heading\ndeep one\ndeep two".to_string()
+                    ]
+                ),
+                ("After".to_string(), vec!["tail text".to_string()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_yaml_block_above_the_markup_is_front_matter_not_text() {
+        let doc = read(
+            "---\ntitle: Pay\ntenant: globex\nroles: [hr]\n---\n<html><body><h2>Review</h2>\
+             <p>Salary review dates.</p></body></html>",
+        );
+        assert_eq!(
+            (doc.meta.tenant.as_deref(), doc.meta.roles.clone()),
+            (Some("globex"), vec!["hr".to_string()])
+        );
+        assert_eq!(
+            texts(&doc),
+            vec![(
+                "Review".to_string(),
+                vec!["Salary review dates.".to_string()]
+            )]
+        );
     }
 
     #[test]

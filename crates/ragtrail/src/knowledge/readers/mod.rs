@@ -46,15 +46,6 @@ impl Format {
         }
     }
 
-    /// Whether the format carries no front matter of its own, so a sidecar `NAME.yaml` may
-    /// give it (Markdown and text files write theirs at the top).
-    pub fn takes_sidecar(self) -> bool {
-        match self {
-            Format::Markdown | Format::Text => false,
-            Format::Html | Format::Docx | Format::Pdf => true,
-        }
-    }
-
     fn reader(self) -> &'static dyn Reader {
         match self {
             Format::Markdown => &markdown::MarkdownReader { markdown: true },
@@ -71,8 +62,8 @@ impl Format {
 pub struct ReadDocument {
     /// The document's own title (`<title>`, core properties, front matter, first `# H1`).
     pub title: Option<String>,
-    /// Metadata the file itself declares (Markdown front matter, HTML `<meta>`, DOCX core
-    /// properties); a sidecar overrides it key by key.
+    /// Metadata the file itself declares (Markdown or text front matter, an HTML page's `---`
+    /// block and `<meta>` tags, DOCX core properties); a sidecar overrides it key by key.
     pub meta: FrontMatter,
     pub sections: Vec<Section>,
 }
