@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::embed::{EmbedError, Embedder, HashingEmbedder};
-use crate::index::{Bm25Index, IndexError};
+use crate::index::{Bm25Index, IndexError, IndexUpdate};
 use crate::knowledge::{
     self, Chunk, Document, FolderStamps, FormatCount, KnowledgeChanges, KnowledgeError,
     ScanOptions, SkippedFile,
@@ -54,16 +54,13 @@ const KB_ID_FILE: &str = "knowledge-base-id";
 /// The vectors an ingest has computed but not committed yet (`store::embed_journal`).
 const EMBED_JOURNAL_FILE: &str = "embed-journal.bin";
 
-/// The embedded knowledge base's id in `data_dir`, created on first use. A data directory that
-/// cannot be written (a read-only copy) gets no id rather than failing to open: replay of such
-/// a copy only loses the "another knowledge base" check.
+/// The embedded knowledge base's id in `data_dir`, created by the first ingest. A data
+/// directory that cannot be written (a read-only copy) gets no id rather than failing: replay
+/// of such a copy only loses the "another knowledge base" check.
 fn load_or_create_kb_id(data_dir: &Path) -> String {
     let path = data_dir.join(KB_ID_FILE);
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let id = text.trim();
-        if !id.is_empty() {
-            return id.to_string();
-        }
+    if let Some(id) = read_kb_id(data_dir) {
+        return id;
     }
     let id = format!("kb-{}", uuid::Uuid::new_v4());
     match crate::access::private::write(&path, format!("{id}\n").as_bytes()) {
@@ -72,6 +69,63 @@ fn load_or_create_kb_id(data_dir: &Path) -> String {
             tracing::warn!(path = %path.display(), error = %e, "cannot record the knowledge base id");
             String::new()
         }
+    }
+}
+
+/// The id an ingest recorded in `data_dir`, if any: what a reader uses (readers write nothing,
+/// so two opening at once cannot each make an id of their own).
+fn read_kb_id(data_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(data_dir.join(KB_ID_FILE)).ok()?;
+    let id = text.trim();
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// The embedded store's folder and its BM25 index's, under the data directory.
+const STORE_DIR: &str = "store";
+const INDEX_DIR: &str = "index";
+
+/// The store's current generation and a BM25 index at that generation, read without writing
+/// anything: the index on disk when it holds that generation, otherwise (an ingest between its
+/// index commit and its `CURRENT` switch, or one that stopped there) an index built in memory
+/// from the store. The next ingest repairs the one on disk, under its writer lock.
+fn read_state(data_dir: &Path, for_rebuild: bool) -> Result<(ChunkStore, Bm25Index), EngineError> {
+    let store_dir = data_dir.join(STORE_DIR);
+    let mut attempts = 0;
+    loop {
+        let store = match for_rebuild {
+            true => ChunkStore::open_for_rebuild(&store_dir)?,
+            false => ChunkStore::open(&store_dir)?,
+        };
+        let generation = store.generation();
+        let on_disk = Bm25Index::open_read_only(&data_dir.join(INDEX_DIR))?;
+        let indexed = on_disk
+            .as_ref()
+            .and_then(|(_, payload)| payload.as_deref()?.parse::<u64>().ok());
+        match on_disk {
+            Some((index, _)) if indexed == Some(generation) => return Ok((store, index)),
+            // Nothing ingested yet, nothing indexed: the empty index is the store's.
+            Some((index, None)) if generation == 0 && index.num_chunks() == 0 => {
+                return Ok((store, index));
+            }
+            _ => {}
+        }
+        // An ingest that switched `CURRENT` meanwhile: read the store again.
+        attempts += 1;
+        if attempts < 3 && ChunkStore::current_generation(&store_dir)? != generation {
+            continue;
+        }
+        if indexed.is_some() {
+            tracing::info!(
+                store = generation,
+                index = ?indexed,
+                "the BM25 index on disk is not at the store's generation (an ingest under way, or one interrupted); searching an index built in memory from the store"
+            );
+        }
+        let index = Bm25Index::in_memory()?;
+        let mut update = index.update()?;
+        index_chunks(&mut update, store.chunks().iter(), &mut |_| {})?;
+        update.commit(generation)?;
+        return Ok((store, index));
     }
 }
 
@@ -142,6 +196,24 @@ pub struct Engine {
     kb_id: String,
 }
 
+/// What an embedded ingest holds while it writes ([`Engine::start_writing`]).
+struct Writing {
+    /// The index on disk; the engine searches it once the ingest commits.
+    index: Bm25Index,
+    /// Its writer lock and the changes made so far.
+    update: IndexUpdate,
+    /// Whether the index on disk was at the store's generation when the lock was taken.
+    in_step: bool,
+}
+
+/// Which chunks of the next generation the index takes anew ([`Engine::commit_generation`]).
+pub(crate) enum Reindex<'a> {
+    /// Every chunk: a rebuild, content from elsewhere, or an index found out of step.
+    All,
+    /// The chunks of these documents, whose earlier chunks are removed first.
+    Documents(&'a HashSet<String>),
+}
+
 /// Where the system of record lives.
 enum Backend {
     /// The embedded store under the data directory: `Engine::store` is it.
@@ -152,19 +224,16 @@ enum Backend {
 }
 
 impl Engine {
-    /// Opens (or creates) the data directory. If the BM25 index does not reflect the store's
-    /// current generation (a crash between the two commits), it is rebuilt from the store.
+    /// Opens the data directory to search it, writing nothing there: the store's current
+    /// generation, and the BM25 index at that generation (built in memory when the one on disk
+    /// is not, see [`Engine::ingest`] for the repair). Nothing ingested yet: an empty engine.
     pub fn open(data_dir: &Path) -> Result<Self, EngineError> {
         Self::open_with(data_dir, Arc::new(HashingEmbedder::default()))
     }
 
     /// Opens the data directory with a chosen embedder.
     pub fn open_with(data_dir: &Path, embedder: Arc<dyn Embedder>) -> Result<Self, EngineError> {
-        Self::open_store(
-            data_dir,
-            embedder,
-            ChunkStore::open(&data_dir.join("store"))?,
-        )
+        Self::open_embedded(data_dir, embedder, false)
     }
 
     /// [`Engine::open_with`] for `ingest --rebuild`: a chunk store written in another format
@@ -173,41 +242,139 @@ impl Engine {
         data_dir: &Path,
         embedder: Arc<dyn Embedder>,
     ) -> Result<Self, EngineError> {
-        let store = ChunkStore::open_for_rebuild(&data_dir.join("store"))?;
-        Self::open_store(data_dir, embedder, store)
+        Self::open_embedded(data_dir, embedder, true)
     }
 
-    fn open_store(
+    fn open_embedded(
         data_dir: &Path,
         embedder: Arc<dyn Embedder>,
-        store: ChunkStore,
+        for_rebuild: bool,
     ) -> Result<Self, EngineError> {
-        let index = Bm25Index::open_or_create(&data_dir.join("index"))?;
+        let (store, index) = read_state(data_dir, for_rebuild)?;
         // The default fusion depends on whether the vector leg is lexical or semantic.
         let settings = SearchSettings::for_embedder(&embedder.info().kind);
-        let mut engine = Self {
+        Ok(Self {
             data_dir: data_dir.to_path_buf(),
             store,
             index,
             embedder,
             settings,
             backend: Backend::Embedded,
-            kb_id: load_or_create_kb_id(data_dir),
-        };
-        let indexed = engine.index.committed_generation()?;
-        if indexed.unwrap_or(0) != engine.store.generation() {
-            // An index with no generation was deleted, or started afresh by
-            // `Bm25Index::open_or_create` (which says why): no interrupted ingest to report.
-            if indexed.is_some() {
-                tracing::warn!(
-                    store = engine.store.generation(),
-                    index = ?indexed,
-                    "the BM25 index does not match the chunk store (an interrupted ingest?); rebuilding it from the store"
-                );
-            }
-            engine.reindex(&mut |_| {})?;
+            kb_id: read_kb_id(data_dir).unwrap_or_default(),
+        })
+    }
+
+    /// Whether the knowledge base moved on since this engine read it: an ingest (by this or
+    /// another process) made a later generation current, or another process wrote the
+    /// PostgreSQL database. One small read (the `CURRENT` file, or one query): cheap enough
+    /// before every request of a long-running server.
+    pub fn behind(&self) -> Result<bool, EngineError> {
+        match &self.backend {
+            Backend::Embedded => Ok(ChunkStore::current_generation(
+                &self.data_dir.join(STORE_DIR),
+            )? != self.store.generation()),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => self.behind_database(),
         }
-        Ok(engine)
+    }
+
+    /// Reads the knowledge base again at its current generation, so the next search answers
+    /// from what the last ingest wrote (access changes included): the embedded store and its
+    /// index reopened as [`Engine::open`] does, or the database caught up with.
+    pub fn refresh(&mut self) -> Result<(), EngineError> {
+        match &self.backend {
+            Backend::Embedded => {
+                let (store, index) = read_state(&self.data_dir, false)?;
+                self.store = store;
+                self.index = index;
+                if self.kb_id.is_empty() {
+                    self.kb_id = read_kb_id(&self.data_dir).unwrap_or_default();
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => {
+                self.catch_up(&mut |_| {})?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What an embedded ingest holds from its start: the index on disk (opened to write),
+    /// tantivy's writer lock on it, and the store as the last ingest left it. Everything an
+    /// ingest repairs is repaired under this lock, so no reader ever writes.
+    fn start_writing(&mut self, for_rebuild: bool) -> Result<Writing, EngineError> {
+        let index = Bm25Index::open_or_create(&self.data_dir.join(INDEX_DIR))?;
+        // A second ingest running at the same time stops here with `IndexError::Busy`, before
+        // it writes a store generation of its own from what is by then an old view.
+        let update = index.update()?;
+        // An ingest that finished since this engine opened: start from what it wrote.
+        let store_dir = self.data_dir.join(STORE_DIR);
+        if ChunkStore::current_generation(&store_dir)? != self.store.generation() {
+            self.store = match for_rebuild {
+                true => ChunkStore::open_for_rebuild(&store_dir)?,
+                false => ChunkStore::open(&store_dir)?,
+            };
+        }
+        let generation = self.store.generation();
+        let indexed = index.committed_generation()?;
+        let in_step = indexed == Some(generation)
+            || (indexed.is_none() && generation == 0 && index.num_chunks() == 0);
+        if !in_step {
+            tracing::warn!(
+                store = generation,
+                index = ?indexed,
+                "the BM25 index does not match the chunk store (an interrupted ingest?); this ingest indexes every chunk anew"
+            );
+        }
+        if self.kb_id.is_empty() {
+            self.kb_id = load_or_create_kb_id(&self.data_dir);
+        }
+        Ok(Writing {
+            index,
+            update,
+            in_step,
+        })
+    }
+
+    /// The crash-safe order every change of the knowledge base follows, whatever the store:
+    /// the index takes the next generation's chunks, their texts are kept as versions, the
+    /// index commits with `payload` naming the generation, and only then does the generation
+    /// become what readers open (`CURRENT`; for PostgreSQL, whose database committed first,
+    /// the in-memory records). A crash on the way leaves readers the previous generation and
+    /// an index the next ingest finds out of step and repairs.
+    pub(crate) fn commit_generation(
+        &mut self,
+        mut update: IndexUpdate,
+        next: ChunkStore,
+        reindex: Reindex<'_>,
+        payload: &str,
+        progress: &mut dyn FnMut(IngestProgress),
+    ) -> Result<(), EngineError> {
+        let chunks: Vec<&Chunk> = match reindex {
+            Reindex::All => {
+                update.delete_all()?;
+                next.chunks().iter().collect()
+            }
+            Reindex::Documents(sources) => {
+                for source in sources {
+                    update.delete_source(source);
+                }
+                next.chunks()
+                    .iter()
+                    .filter(|c| sources.contains(&c.source))
+                    .collect()
+            }
+        };
+        index_chunks(&mut update, chunks.into_iter(), progress)?;
+        // Before the generation is current: no text is ever current without its version kept.
+        self.record_versions(&next)?;
+        update.commit_with_payload(payload)?;
+        if let Backend::Embedded = self.backend {
+            next.make_current()?;
+            EmbedJournal::discard(&self.data_dir.join(EMBED_JOURNAL_FILE));
+        }
+        self.store = next;
+        Ok(())
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -222,12 +389,13 @@ impl Engine {
     }
 
     /// This knowledge base's data version (store generation, or the database's data version)
-    /// and chunk count, as traces record it: `gen-N:COUNT`.
-    pub fn knowledge_version(&self) -> String {
+    /// and the count of chunks `access` may see, as traces record it: `gen-N:COUNT`. Only the
+    /// caller's scope is counted, so a trace says nothing of other tenants' volume.
+    pub fn knowledge_version(&self, access: &crate::access::AccessContext) -> String {
         format!(
             "gen-{}:{}",
             self.store.generation(),
-            self.store.chunks().len()
+            self.store.visible_count(access)
         )
     }
 
@@ -255,10 +423,13 @@ impl Engine {
         if let Backend::Postgres(_) = self.backend {
             return self.pg_reindex(progress);
         }
-        let mut update = self.index.update()?;
+        let Writing {
+            index, mut update, ..
+        } = self.start_writing(false)?;
         update.delete_all()?;
         index_chunks(&mut update, self.store.chunks().iter(), progress)?;
         update.commit(self.store.generation())?;
+        self.index = index;
         Ok(())
     }
 
@@ -266,6 +437,8 @@ impl Engine {
     ///
     /// Unchanged documents are skipped, changed ones have their chunks replaced, deleted files'
     /// chunks are removed. Nothing is visible until the end: a crash leaves the previous state.
+    /// An index on disk out of step with the store (an earlier ingest interrupted between its
+    /// two commits) is repaired on the way: every chunk is indexed anew.
     pub fn ingest(
         &mut self,
         root: &Path,
@@ -276,13 +449,15 @@ impl Engine {
         if let Backend::Postgres(_) = self.backend {
             return self.pg_ingest(root, options, progress);
         }
+        // The writer lock first, held to the end (see `start_writing`).
+        let Writing {
+            index,
+            update,
+            in_step,
+        } = self.start_writing(options.rebuild)?;
         if !options.rebuild && !self.store.chunks().is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
-        // The index's writer lock first, held to the end: a second ingest running at the same
-        // time stops here with `IndexError::Busy`, before it writes a store generation of its
-        // own from what is by then an old view of the store.
-        let mut update = self.index.update()?;
         // Stamped before reading: a file edited during the scan then looks changed next time.
         let stamps = FolderStamps::of(root);
         let scan = knowledge::scan_with_progress(root, &options.scan, &mut |file, done, pages| {
@@ -337,6 +512,15 @@ impl Engine {
             .collect();
         let nothing_changed = touched.is_empty() && !options.rebuild;
         if nothing_changed {
+            if !in_step {
+                let mut update = update;
+                update.delete_all()?;
+                index_chunks(&mut update, self.store.chunks().iter(), progress)?;
+                update.commit(self.store.generation())?;
+            } else {
+                drop(update);
+            }
+            self.index = index;
             summary.chunks = self.store.chunks().len();
             summary.generation = self.store.generation();
             summary.versions_pruned = self.prune_versions(options.keep_versions)?;
@@ -380,25 +564,13 @@ impl Engine {
             self.embedder.info(),
             Some(root.display().to_string()),
         )?;
-        let to_index: Vec<&Chunk> = if options.rebuild {
-            update.delete_all()?;
-            next.chunks().iter().collect()
-        } else {
-            for source in &touched {
-                update.delete_source(source);
-            }
-            next.chunks()
-                .iter()
-                .filter(|c| touched.contains(&c.source))
-                .collect()
+        let generation = next.generation();
+        let reindex = match options.rebuild || !in_step {
+            true => Reindex::All,
+            false => Reindex::Documents(&touched),
         };
-        index_chunks(&mut update, to_index.iter().copied(), progress)?;
-        // Before the generation is current: no text is ever current without its version kept.
-        self.record_versions(&next)?;
-        update.commit(next.generation())?;
-        next.make_current()?;
-        EmbedJournal::discard(&self.data_dir.join(EMBED_JOURNAL_FILE));
-        self.store = next;
+        self.commit_generation(update, next, reindex, &generation.to_string(), progress)?;
+        self.index = index;
         summary.chunks = self.store.chunks().len();
         summary.generation = self.store.generation();
         summary.versions_pruned = self.prune_versions(options.keep_versions)?;
@@ -551,7 +723,7 @@ impl Engine {
 /// hold every chunk of each of their documents (a changed document is indexed anew), so a
 /// document with a single chunk among them is a whole-document chunk.
 pub(crate) fn index_chunks<'a>(
-    update: &mut crate::index::IndexUpdate<'_>,
+    update: &mut IndexUpdate,
     chunks: impl ExactSizeIterator<Item = &'a Chunk>,
     progress: &mut dyn FnMut(IngestProgress),
 ) -> Result<(), EngineError> {
@@ -646,6 +818,7 @@ impl Engine {
         origin: Option<String>,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<IngestSummary, EngineError> {
+        let Writing { index, update, .. } = self.start_writing(false)?;
         let vectors = self.embed_chunks(&chunks, false, progress)?;
         let added = documents.iter().map(|d| d.source.clone()).collect();
         let next = self.store.write_generation(
@@ -655,14 +828,15 @@ impl Engine {
             self.embedder.info(),
             origin,
         )?;
-        let mut update = self.index.update()?;
-        update.delete_all()?;
-        index_chunks(&mut update, next.chunks().iter(), progress)?;
-        self.record_versions(&next)?;
-        update.commit(next.generation())?;
-        next.make_current()?;
-        EmbedJournal::discard(&self.data_dir.join(EMBED_JOURNAL_FILE));
-        self.store = next;
+        let generation = next.generation();
+        self.commit_generation(
+            update,
+            next,
+            Reindex::All,
+            &generation.to_string(),
+            progress,
+        )?;
+        self.index = index;
         // The content no longer comes from a knowledge folder: nothing to compare it with.
         let _ = std::fs::remove_file(self.stamps_path());
         Ok(IngestSummary {

@@ -212,7 +212,8 @@ impl Bm25Index {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Opens the index at `path`, creating an empty one if there is none.
+    /// Opens the index at `path`, creating an empty one if there is none (a writer's open:
+    /// an index of other fields is removed and started afresh).
     pub fn open_or_create(path: &Path) -> Result<Self, IndexError> {
         let display = path.display().to_string();
         let tantivy_err = |source| IndexError::Tantivy {
@@ -253,6 +254,50 @@ impl Bm25Index {
             Some(index) => index,
             None => Index::create_in_dir(path, schema).map_err(tantivy_err)?,
         };
+        Self::from_index(path, index, fields)
+    }
+
+    /// Opens the index at `path` to search it, never writing it: `None` when there is none, or
+    /// one of other fields. With it, the payload of the commit its searcher holds (checked
+    /// before and after the searcher opened, so an ingest committing meanwhile is noticed and
+    /// the open starts again).
+    pub fn open_read_only(path: &Path) -> Result<Option<(Self, Option<String>)>, IndexError> {
+        if !path.join("meta.json").exists() {
+            return Ok(None);
+        }
+        let tantivy_err = |source| IndexError::Tantivy {
+            path: path.display().to_string(),
+            source,
+        };
+        let (schema, fields) = schema();
+        for _ in 0..3 {
+            let index = Index::open_in_dir(path).map_err(tantivy_err)?;
+            if index.schema() != schema {
+                return Ok(None);
+            }
+            let before = index.load_metas().map_err(tantivy_err)?.payload;
+            let opened = Self::from_index(path, index, fields)?;
+            let after = opened.committed_payload()?;
+            if before == after {
+                return Ok(Some((opened, after)));
+            }
+        }
+        // Commits keep landing as fast as it opens: let the caller build its own.
+        Ok(None)
+    }
+
+    /// An empty index held in memory (for a reader whose on-disk index is not at the store's
+    /// generation: it is built from the store instead, and nothing on disk is touched).
+    pub fn in_memory() -> Result<Self, IndexError> {
+        let (schema, fields) = schema();
+        Self::from_index(
+            Path::new("(in memory)"),
+            Index::create_in_ram(schema),
+            fields,
+        )
+    }
+
+    fn from_index(path: &Path, index: Index, fields: Fields) -> Result<Self, IndexError> {
         index
             .tokenizers()
             .register(text::ANALYZER_NAME, text::analyzer());
@@ -260,7 +305,10 @@ impl Bm25Index {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
-            .map_err(tantivy_err)?;
+            .map_err(|source| IndexError::Tantivy {
+                path: path.display().to_string(),
+                source,
+            })?;
         Ok(Self {
             path: path.to_path_buf(),
             index,
@@ -337,8 +385,9 @@ impl Bm25Index {
         })
     }
 
-    /// Starts a batch of changes; nothing is visible until [`IndexUpdate::commit`].
-    pub fn update(&self) -> Result<IndexUpdate<'_>, IndexError> {
+    /// Starts a batch of changes; nothing is visible until [`IndexUpdate::commit`]. The update
+    /// holds tantivy's writer lock until it is committed or dropped.
+    pub fn update(&self) -> Result<IndexUpdate, IndexError> {
         let writer = self
             .index
             .writer_with_num_threads(1, WRITER_HEAP_BYTES)
@@ -353,7 +402,9 @@ impl Bm25Index {
                 e => self.err(e),
             })?;
         Ok(IndexUpdate {
-            index: self,
+            path: self.path.clone(),
+            fields: self.fields,
+            reader: self.reader.clone(),
             writer,
         })
     }
@@ -711,22 +762,33 @@ fn filter(q: impl Query) -> Box<dyn Query> {
 }
 
 /// A batch of index changes, committed at once (a crash before commit leaves the old index).
-pub struct IndexUpdate<'a> {
-    index: &'a Bm25Index,
+/// It owns what it needs, so an engine can hold one while it changes its other parts.
+pub struct IndexUpdate {
+    path: PathBuf,
+    fields: Fields,
+    /// The index's reader (shared), reloaded at commit.
+    reader: IndexReader,
     writer: IndexWriter,
 }
 
-impl IndexUpdate<'_> {
+impl IndexUpdate {
+    fn err(&self, source: tantivy::TantivyError) -> IndexError {
+        IndexError::Tantivy {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
     /// Removes every chunk of a source document.
     pub fn delete_source(&mut self, source: &str) {
         self.writer
-            .delete_term(Term::from_field_text(self.index.fields.source, source));
+            .delete_term(Term::from_field_text(self.fields.source, source));
     }
 
     pub fn delete_all(&mut self) -> Result<(), IndexError> {
         self.writer
             .delete_all_documents()
-            .map_err(|e| self.index.err(e))?;
+            .map_err(|e| self.err(e))?;
         Ok(())
     }
 
@@ -734,7 +796,7 @@ impl IndexUpdate<'_> {
     /// is indexed as that document's name, with the text ([`WHOLE_DOCUMENT_TITLE_BOOST`]);
     /// any other chunk's, as the heading path of a section ([`DEFAULT_TITLE_BOOST`]).
     pub fn add_chunk(&mut self, chunk: &Chunk, whole_document: bool) -> Result<(), IndexError> {
-        let f = self.index.fields;
+        let f = self.fields;
         let Some(id64) = chunk_id_to_u64(&chunk.id) else {
             return Ok(()); // ids are produced by knowledge::chunk_id; anything else is not ours
         };
@@ -756,9 +818,7 @@ impl IndexUpdate<'_> {
             doc.add_text(f.roles, role);
         }
         doc.add_text(f.status, chunk.status.as_str());
-        self.writer
-            .add_document(doc)
-            .map_err(|e| self.index.err(e))?;
+        self.writer.add_document(doc).map_err(|e| self.err(e))?;
         Ok(())
     }
 
@@ -770,16 +830,16 @@ impl IndexUpdate<'_> {
     /// Commits the batch with a free-form payload (the Postgres backend records the database
     /// it was built from and the data version), and reloads the reader.
     pub fn commit_with_payload(mut self, payload: &str) -> Result<(), IndexError> {
-        let mut prepared = self
-            .writer
-            .prepare_commit()
-            .map_err(|e| self.index.err(e))?;
+        let path = self.path.display().to_string();
+        let err = |source| IndexError::Tantivy {
+            path: path.clone(),
+            source,
+        };
+        let mut prepared = self.writer.prepare_commit().map_err(err)?;
         prepared.set_payload(payload);
-        prepared.commit().map_err(|e| self.index.err(e))?;
-        self.writer
-            .wait_merging_threads()
-            .map_err(|e| self.index.err(e))?;
-        self.index.reader.reload().map_err(|e| self.index.err(e))?;
+        prepared.commit().map_err(err)?;
+        self.writer.wait_merging_threads().map_err(err)?;
+        self.reader.reload().map_err(err)?;
         Ok(())
     }
 }

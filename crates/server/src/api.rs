@@ -41,35 +41,43 @@ async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready when the index is open and holds chunks (with PostgreSQL, the engine opened against
-/// the database at start-up).
-#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+/// Ready when the index is open and holds chunks (with PostgreSQL, when the database answers),
+/// at the knowledge base's current generation. The chunk count is the caller's scope and only
+/// with a token: an unauthenticated probe learns nothing of any tenant's volume.
+#[utoipa::path(get, path = "/readyz", tag = "health", security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The index is open and holds chunks", body = crate::openapi::Ready),
+        (status = 401, description = "A token was sent and is unknown or revoked", body = crate::openapi::ErrorBody),
         (status = 503, description = "The index is empty (not_ready)", body = crate::openapi::ErrorBody),
     ))]
-async fn readyz(State(app): State<Arc<App>>) -> Response {
-    // With PostgreSQL this asks the database for its version: ready means reachable too.
-    let engine = match app.engine() {
-        Ok(engine) => engine,
+async fn readyz(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let grant = match crate::auth::optional_grant(&headers, &app) {
+        Ok(grant) => grant,
         Err(e) => return e.into_response(),
     };
-    let store = engine.store();
-    let chunks = store.chunks().len();
-    if engine.is_empty() {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            code::NOT_READY,
-            "the index is empty: ingest a knowledge folder first",
-        )
-        .into_response();
+    let ready = blocking(move || {
+        // Catches up first: the generation is the one the next request answers from (with
+        // PostgreSQL this asks the database, so ready means reachable too).
+        let engine = app.engine()?;
+        if engine.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                code::NOT_READY,
+                "the index is empty: ingest a knowledge folder first",
+            ));
+        }
+        let store = engine.store();
+        let mut ready = json!({"status": "ready", "generation": store.generation()});
+        if let Some(grant) = grant {
+            ready["chunks"] = json!(store.visible_count(&grant.access));
+        }
+        Ok(ready)
+    })
+    .await;
+    match ready {
+        Ok(ready) => Json(ready).into_response(),
+        Err(e) => e.into_response(),
     }
-    Json(json!({
-        "status": "ready",
-        "chunks": chunks,
-        "generation": store.generation(),
-    }))
-    .into_response()
 }
 
 /// `POST /v1/search`: the keywords of one `searchDocs` call.

@@ -44,8 +44,10 @@ pub struct Health {
 pub struct Ready {
     /// `ready`
     status: String,
-    chunks: usize,
-    /// The store's generation the index was built from.
+    /// Chunks the caller's token may search; absent without a token.
+    chunks: Option<usize>,
+    /// The knowledge base's generation requests answer from (the embedded store's, or the
+    /// database's data version).
     generation: u64,
 }
 

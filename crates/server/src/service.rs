@@ -70,8 +70,8 @@ impl Default for Limits {
 
 /// The engine and configuration every request shares.
 pub struct App {
-    /// Read by every request; written only to catch up with what another process ingested
-    /// into the shared PostgreSQL database ([`App::engine`]).
+    /// Read by every request; written only to catch up with what an ingest wrote since
+    /// ([`App::engine`]).
     engine: RwLock<Engine>,
     pub config: ServerConfig,
 }
@@ -121,27 +121,28 @@ impl App {
         }
     }
 
-    /// The engine, current with the database: when another process (a second `serve`, a CLI
-    /// `ingest`) has written the shared PostgreSQL knowledge base since this one last read it,
-    /// it catches up first (a full rebuild of its index from the database, other requests
-    /// waiting meanwhile), so a request never sees `StaleIndex` nor yesterday's chunks. With
-    /// the embedded store this is a plain read lock.
+    /// The engine at the knowledge base's current generation: when an ingest (a CLI
+    /// `ingest` on the same data directory, another process writing the shared PostgreSQL
+    /// database) has changed it since this server last read it, the engine reads it again
+    /// first (other requests waiting meanwhile), so every request answers from the latest
+    /// generation, access changes included, and never meets `StaleIndex`. The check itself is
+    /// one small read per request ([`Engine::behind`]).
     pub fn engine(&self) -> Result<RwLockReadGuard<'_, Engine>, ApiError> {
         fn poisoned<T>(_: T) -> ApiError {
             ApiError::internal("a request panicked while holding the engine")
         }
         {
             let engine = self.engine.read().map_err(poisoned)?;
-            if !engine.behind_database().map_err(ApiError::internal)? {
+            if !engine.behind().map_err(ApiError::internal)? {
                 return Ok(engine);
             }
         }
         {
             let mut engine = self.engine.write().map_err(poisoned)?;
             // Another request may have caught up while this one waited for the lock.
-            if engine.behind_database().map_err(ApiError::internal)? {
-                tracing::info!("another process changed the knowledge base; catching up");
-                engine.catch_up(&mut |_| {}).map_err(ApiError::internal)?;
+            if engine.behind().map_err(ApiError::internal)? {
+                tracing::info!("the knowledge base changed since it was read; reading it again");
+                engine.refresh().map_err(ApiError::internal)?;
             }
         }
         self.engine.read().map_err(poisoned)

@@ -276,38 +276,6 @@ fn hostile_keywords_are_terms_not_syntax() {
 }
 
 #[test]
-fn an_interrupted_ingest_is_repaired_on_open() {
-    let ws = Workspace::new();
-    ws.write("finance/travel.md", TRAVEL);
-    let mut engine = ws.engine();
-    ws.ingest(&mut engine);
-    // Simulate a crash after the index committed a new generation but before the store switched:
-    // index a second document directly and commit it as generation 2.
-    ws.write("hr/leave.md", LEAVE_EN);
-    let scan = ragtrail::internals::scan(&ws.knowledge(), &Default::default()).expect("scan");
-    {
-        let mut update = engine.index().update().expect("update");
-        for chunk in scan.chunks.iter().filter(|c| c.source == "hr/leave.md") {
-            update.add_chunk(chunk, false).expect("add");
-        }
-        update
-            .commit(engine.store().generation() + 1)
-            .expect("commit");
-    }
-    drop(engine);
-    let engine = Engine::open(&ws.data()).expect("reopen");
-    assert_eq!(
-        engine.index().committed_generation().expect("gen"),
-        Some(engine.store().generation())
-    );
-    assert!(
-        search(&engine, &["annual", "leave"], 5).is_empty(),
-        "the repaired index follows the store"
-    );
-    assert!(!search(&engine, &["高铁票"], 5).is_empty());
-}
-
-#[test]
 fn bad_input_is_reported_not_fatal_and_malformed_front_matter_leaves_the_index_alone() {
     let ws = Workspace::new();
     ws.write("finance/travel.md", TRAVEL);

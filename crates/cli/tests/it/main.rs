@@ -19,6 +19,7 @@ mod golden_set;
 mod http_embed;
 mod ingest_search;
 mod leaks;
+mod live_generations;
 mod llm_planner;
 mod local_model;
 mod many_writers;

@@ -91,7 +91,7 @@ fn search_and_ask_answer_as_the_command_line_does() {
 
     let (status, health) = serve.call(Method::GET, "/healthz", None, None);
     assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
-    let (status, ready) = serve.call(Method::GET, "/readyz", None, None);
+    let (status, ready) = serve.get("/readyz", &alice);
     assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["status"], "ready");
     assert!(ready["chunks"].as_u64().is_some_and(|n| n >= 5), "{ready}");

@@ -126,7 +126,7 @@ impl<'a> Run<'a> {
                 None => None,
             },
         };
-        let index_fingerprint = engine.knowledge_version();
+        let index_fingerprint = engine.knowledge_version(&settings.access);
         let history: Vec<PriorTurn> = settings
             .conversation
             .as_ref()

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{
-    Backend, Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, embedding_text,
+    Backend, Engine, EngineError, IngestOptions, IngestProgress, IngestSummary, Reindex,
+    embedding_text,
 };
 use crate::embed::Embedder;
 use crate::index::Bm25Index;
@@ -124,7 +125,7 @@ impl Engine {
 
     /// Whether another process has written the database since this engine last read it (its
     /// searches would be refused with `StaleIndex` until [`Engine::catch_up`]). One small query;
-    /// always `false` for the embedded store.
+    /// always `false` for the embedded store (see [`Engine::behind`], which covers both).
     pub fn behind_database(&self) -> Result<bool, EngineError> {
         match self.backend.pg() {
             Some(pg) => Ok(pg.store.data_version()? != self.store.generation()),
@@ -166,18 +167,11 @@ impl Engine {
     }
 
     fn install_snapshot(&mut self, snapshot: Snapshot) {
-        let manifest = StoreManifest {
-            format: knowledge::TEXT_FORMAT,
-            generation: snapshot.data_version,
-            updated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            knowledge_root: snapshot.knowledge_root,
-            embedder: snapshot.space.as_ref().map(|s| s.info.clone()),
-            documents: snapshot.documents,
-        };
-        self.store = ChunkStore::in_memory(manifest, snapshot.chunks);
+        let (records, space, last_run) = records_of(snapshot);
+        self.store = records;
         if let Some(pg) = self.backend.pg_mut() {
-            pg.space = snapshot.space;
-            pg.last_run = snapshot.last_run;
+            pg.space = space;
+            pg.last_run = last_run;
         }
     }
 
@@ -428,23 +422,22 @@ impl Engine {
             .all(|(i, &v)| v == start_version + 1 + i as u64)
             && end_version == start_version + versions.len() as u64;
         if contiguous {
-            // Only this run wrote since the index was built: update it incrementally.
+            // Only this run wrote since the index was built: update it incrementally, through
+            // the same commit of a generation as the embedded store's.
             let kb_id = pg.store.kb_id().to_string();
-            let mut update = self.index.update()?;
-            if rebuild {
-                update.delete_all()?;
+            let update = self.index.update()?;
+            let (records, space, last_run) =
+                records_of(self.snapshot_after(&scan, &plan, end_version, &space, run, root));
+            let reindex = match rebuild {
+                true => Reindex::All,
+                false => Reindex::Documents(&plan.touched),
+            };
+            let payload = payload(&kb_id, end_version, Some(run));
+            self.commit_generation(update, records, reindex, &payload, progress)?;
+            if let Some(pg) = self.backend.pg_mut() {
+                pg.space = space;
+                pg.last_run = last_run;
             }
-            for source in &plan.touched {
-                update.delete_source(source);
-            }
-            let to_index: Vec<&Chunk> = scan
-                .chunks
-                .iter()
-                .filter(|c| plan.touched.contains(&c.source))
-                .collect();
-            super::index_chunks(&mut update, to_index.iter().copied(), progress)?;
-            update.commit_with_payload(&payload(&kb_id, end_version, Some(run)))?;
-            self.apply_to_memory(&scan, &plan, end_version, &space, run, root);
         } else {
             // Another process wrote while this one ingested: take everything from the database.
             self.catch_up(progress)?;
@@ -477,15 +470,15 @@ impl Engine {
 
     /// The in-memory records after a run that only this process wrote: unchanged documents
     /// keep theirs, touched ones take the scan's.
-    fn apply_to_memory(
-        &mut self,
+    fn snapshot_after(
+        &self,
         scan: &knowledge::scan::ScanReport,
         plan: &IngestPlan,
         version: u64,
         space: &Space,
         run: i64,
         root: &Path,
-    ) {
+    ) -> Snapshot {
         let mut documents: Vec<Document> = self
             .store
             .documents()
@@ -523,14 +516,14 @@ impl Engine {
                 chunks.extend(list);
             }
         }
-        self.install_snapshot(Snapshot {
+        Snapshot {
             data_version: version,
             documents,
             chunks,
             space: Some(space.clone()),
             knowledge_root: Some(root.display().to_string()),
             last_run: Some(run),
-        });
+        }
     }
 
     /// One vector per chunk: stored vectors of unchanged text are reused (same space), the
@@ -576,6 +569,23 @@ impl Engine {
             })
             .collect())
     }
+}
+
+/// The in-memory chunk records of a database snapshot, with its space and last run.
+fn records_of(snapshot: Snapshot) -> (ChunkStore, Option<Space>, Option<i64>) {
+    let manifest = StoreManifest {
+        format: knowledge::TEXT_FORMAT,
+        generation: snapshot.data_version,
+        updated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        knowledge_root: snapshot.knowledge_root,
+        embedder: snapshot.space.as_ref().map(|s| s.info.clone()),
+        documents: snapshot.documents,
+    };
+    (
+        ChunkStore::in_memory(manifest, snapshot.chunks),
+        snapshot.space,
+        snapshot.last_run,
+    )
 }
 
 /// Which documents an ingest adds, changes, removes or leaves alone (same rules as the

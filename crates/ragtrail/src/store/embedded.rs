@@ -23,6 +23,12 @@ const CURRENT: &str = "CURRENT";
 const MANIFEST: &str = "manifest.json";
 const CHUNKS: &str = "chunks.jsonl";
 const VECTORS: &str = "vectors.bin";
+/// Generations kept besides the current one, so a reader that read `CURRENT` just before an
+/// ingest switched it (or two) still finds every file it names. Readers load a generation
+/// whole at open, so only the moments of opening need covering.
+pub const KEPT_PREVIOUS: u64 = 2;
+/// Times an open starts again when the generation it read was removed under it.
+const OPEN_ATTEMPTS: usize = 3;
 
 /// What a generation holds besides its chunks.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -51,6 +57,8 @@ pub struct ChunkStore {
     /// query decides visibility once per group instead of once per row.
     group_of: Vec<u32>,
     groups: Vec<(String, Vec<String>, DocStatus)>,
+    /// Chunks per access group.
+    group_sizes: Vec<usize>,
     /// Each chunk's analysed terms, filled on its first hit (see [`ChunkTerms`]).
     analysed: Vec<OnceLock<ChunkTerms>>,
 }
@@ -75,49 +83,77 @@ impl ChunkStore {
     }
 
     fn open_as(dir: &Path, discard_other_format: bool) -> Result<Self, StoreError> {
-        // Every file below holds document text: the owner's alone.
-        private::own_dir(dir).map_err(io_err(dir))?;
-        let current = dir.join(CURRENT);
-        let (manifest, chunks, vectors) = match std::fs::read_to_string(&current) {
-            Ok(name) => {
-                let gen_dir = dir.join(name.trim());
-                let manifest = match read_manifest(&gen_dir) {
-                    Err(StoreError::Format { .. }) if discard_other_format => {
-                        let generation = read_generation(&gen_dir).unwrap_or(0);
-                        let manifest = StoreManifest {
-                            format: FORMAT,
-                            generation,
-                            ..StoreManifest::default()
-                        };
-                        return Ok(Self::from_parts(
-                            dir.to_path_buf(),
-                            manifest,
-                            Vec::new(),
-                            VectorIndex::new(0),
-                        ));
-                    }
-                    other => other?,
-                };
-                let chunks = read_chunks(&gen_dir.join(CHUNKS))?;
-                let vectors = read_vectors(&gen_dir.join(VECTORS), &manifest, chunks.len())?;
-                (manifest, chunks, vectors)
+        // An ingest that makes a generation current while this one is read removes only
+        // generations older than the ones it keeps: a read that still fails for a file gone
+        // found `CURRENT` moved on twice meanwhile, and reads the new one.
+        let mut attempt = 0;
+        loop {
+            let named = read_current(dir)?;
+            match Self::open_generation(dir, named.as_deref(), discard_other_format) {
+                Err(StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && attempt < OPEN_ATTEMPTS
+                        && read_current(dir)? != named =>
+                {
+                    attempt += 1;
+                }
+                other => return other,
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
-                StoreManifest {
-                    format: FORMAT,
-                    ..StoreManifest::default()
-                },
+        }
+    }
+
+    /// The store of generation folder `named` (`None`: nothing ingested yet). Reads only.
+    fn open_generation(
+        dir: &Path,
+        named: Option<&str>,
+        discard_other_format: bool,
+    ) -> Result<Self, StoreError> {
+        let Some(name) = named else {
+            let manifest = StoreManifest {
+                format: FORMAT,
+                ..StoreManifest::default()
+            };
+            return Ok(Self::from_parts(
+                dir.to_path_buf(),
+                manifest,
                 Vec::new(),
                 VectorIndex::new(0),
-            ),
-            Err(e) => return Err(io_err(&current)(e)),
+            ));
         };
+        let gen_dir = dir.join(name);
+        let manifest = match read_manifest(&gen_dir) {
+            Err(StoreError::Format { .. }) if discard_other_format => {
+                let generation = read_generation(&gen_dir).unwrap_or(0);
+                let manifest = StoreManifest {
+                    format: FORMAT,
+                    generation,
+                    ..StoreManifest::default()
+                };
+                return Ok(Self::from_parts(
+                    dir.to_path_buf(),
+                    manifest,
+                    Vec::new(),
+                    VectorIndex::new(0),
+                ));
+            }
+            other => other?,
+        };
+        let chunks = read_chunks(&gen_dir.join(CHUNKS))?;
+        let vectors = read_vectors(&gen_dir.join(VECTORS), &manifest, chunks.len())?;
         Ok(Self::from_parts(
             dir.to_path_buf(),
             manifest,
             chunks,
             vectors,
         ))
+    }
+
+    /// The generation `CURRENT` in `dir` names now (0 when nothing was ingested): one small
+    /// file read, cheap enough to ask before every request of a long-running server.
+    pub fn current_generation(dir: &Path) -> Result<u64, StoreError> {
+        Ok(read_current(dir)?
+            .and_then(|name| name.strip_prefix("gen-")?.parse().ok())
+            .unwrap_or(0))
     }
 
     fn from_parts(
@@ -138,7 +174,7 @@ impl ChunkStore {
             .collect();
         let mut groups: Vec<(String, Vec<String>, DocStatus)> = Vec::new();
         let mut group_ids: HashMap<(String, Vec<String>, DocStatus), u32> = HashMap::new();
-        let group_of = chunks
+        let group_of: Vec<u32> = chunks
             .iter()
             .map(|c| {
                 let key = (c.tenant.clone(), c.roles.clone(), c.status);
@@ -148,6 +184,10 @@ impl ChunkStore {
                 })
             })
             .collect();
+        let mut group_sizes = vec![0; groups.len()];
+        for &g in &group_of {
+            group_sizes[g as usize] += 1;
+        }
         let analysed = chunks.iter().map(|_| OnceLock::new()).collect();
         Self {
             dir,
@@ -158,6 +198,7 @@ impl ChunkStore {
             by_id64,
             group_of,
             groups,
+            group_sizes,
             analysed,
         }
     }
@@ -193,6 +234,17 @@ impl ChunkStore {
             group_of: &self.group_of,
             allowed,
         }
+    }
+
+    /// How many chunks `access` may see (superseded ones included): a count decided per
+    /// access group, so it costs nothing like a scan.
+    pub fn visible_count(&self, access: &AccessContext) -> usize {
+        self.groups
+            .iter()
+            .zip(&self.group_sizes)
+            .filter(|((tenant, roles, _), _)| access.allows(tenant, roles))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     pub fn manifest(&self) -> &StoreManifest {
@@ -256,6 +308,9 @@ impl ChunkStore {
             // Left over by a crash before it became current.
             std::fs::remove_dir_all(&gen_dir).map_err(io_err(&gen_dir))?;
         }
+        // Every file below holds document text: the owner's alone. The store folder is
+        // narrowed here, on the writer's path, since readers write nothing.
+        private::own_dir(&self.dir).map_err(io_err(&self.dir))?;
         private::create_dir_all(&gen_dir).map_err(io_err(&gen_dir))?;
         let manifest = StoreManifest {
             format: FORMAT,
@@ -309,9 +364,11 @@ impl ChunkStore {
         ))
     }
 
-    /// Atomically makes this generation the current one and removes older generations.
+    /// Atomically makes this generation the current one. Generations older than the
+    /// [`KEPT_PREVIOUS`] before it are removed; those stay readable for readers opening now.
     pub fn make_current(&self) -> Result<(), StoreError> {
-        let name = format!("gen-{}", self.manifest.generation);
+        let generation = self.manifest.generation;
+        let name = format!("gen-{generation}");
         let tmp = self.dir.join(format!("{CURRENT}.tmp"));
         write_synced(&tmp, name.as_bytes())?;
         let current = self.dir.join(CURRENT);
@@ -319,12 +376,27 @@ impl ChunkStore {
         if let Ok(entries) = std::fs::read_dir(&self.dir) {
             for entry in entries.flatten() {
                 let file_name = entry.file_name().to_string_lossy().to_string();
-                if file_name.starts_with("gen-") && file_name != name {
+                let old = file_name
+                    .strip_prefix("gen-")
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n + KEPT_PREVIOUS < generation);
+                if old {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// The generation folder `CURRENT` in `dir` names, `None` when there is none (a store never
+/// written, or no store folder at all).
+fn read_current(dir: &Path) -> Result<Option<String>, StoreError> {
+    let current = dir.join(CURRENT);
+    match std::fs::read_to_string(&current) {
+        Ok(name) => Ok(Some(name.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&current)(e)),
     }
 }
 
