@@ -369,7 +369,9 @@ impl Engine {
         // Before the generation is current: no text is ever current without its version kept.
         self.record_versions(&next)?;
         update.commit_with_payload(payload)?;
-        if let Backend::Embedded = self.backend {
+        // PostgreSQL switches its version in the database; only the embedded store has a
+        // `CURRENT` to move.
+        if matches!(self.backend, Backend::Embedded) {
             next.make_current()?;
             EmbedJournal::discard(&self.data_dir.join(EMBED_JOURNAL_FILE));
         }
