@@ -24,6 +24,8 @@ mod verify;
 mod writer;
 
 #[cfg(test)]
+mod pinned;
+#[cfg(test)]
 mod tests;
 
 pub use canonical::{ZERO_HASH, canonical_json, digest_hex, event_hash};
