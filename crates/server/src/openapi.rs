@@ -1,40 +1,21 @@
-//! The shapes of the answers, for `/openapi.json` ([`crate::spec`]). The engine's answer types
-//! describe themselves (its `openapi` feature derives utoipa's `ToSchema` on them) and are
-//! re-exported here: a run's outcome, its rounds, hits, citations and model calls, a run as
-//! listed, a trace's integrity. The answers the server builds itself, and the engine's reports
-//! still written by hand, are described by the structs below, and a test checks that every
-//! field a real answer carries is described. Below the handlers, which name these in their
+//! The shapes of the answers, for `/openapi.json` ([`crate::spec`]). The types that write an
+//! answer describe it themselves, re-exported here: the engine's (its `openapi` feature derives
+//! utoipa's `ToSchema` on them: a run's outcome, its rounds, hits, citations and model calls, a
+//! run as listed, a trace's integrity) and the server's error body. What remains below are the
+//! answers still built as `json!` (health, readiness, the run list and a trace's detail
+//! wrap the types above) and the engine's audit and replay reports, described in part; a test
+//! checks them against real answers. Below the handlers, which name these in their
 //! `#[utoipa::path]` attributes.
 
 use serde_json::Value;
 use utoipa::ToSchema;
 
+pub use crate::error::{ErrorBody, ErrorDetail};
 pub use ragtrail::SearchHit;
 pub use ragtrail::agent::{AskOutcome, ModelCall, ModelUsage, RoundRecord};
 pub use ragtrail::review::runs::RunSummary;
 pub use ragtrail::search::sufficiency::Sufficiency;
 pub use ragtrail::trace::{Citation, Integrity};
-
-/// An error answer: `{"error": {"code", "message", "field"}}`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ErrorBody {
-    error: ErrorDetail,
-}
-
-/// One error; `code` never changes once published.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ErrorDetail {
-    /// A stable code: unauthorized, body_too_large, body_timeout, malformed_json,
-    /// unknown_field, missing_field, invalid_field, out_of_range, access_in_request,
-    /// invalid_keywords, invalid_question, invalid_run_id, not_found, access_mismatch,
-    /// integrity_failure, not_ready, host_not_allowed, internal.
-    code: String,
-    message: String,
-    /// The request field at fault, as a JSON path (`topK`, `keywords[2]`).
-    field: Option<String>,
-}
 
 /// `GET /healthz`.
 #[derive(ToSchema)]

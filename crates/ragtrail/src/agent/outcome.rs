@@ -8,8 +8,10 @@ use serde::Serialize;
 use super::{AgentOutcome, ModelCall, ModelUsage, RoundRecord};
 use crate::trace::{Citation, RunStatus};
 
-/// An [`AgentOutcome`] as sent: the answer's text (or what the run says when it has none) and
-/// its citations side by side, the model calls added up, the trace as its path.
+/// The outcome of a run as `ragtrail ask --json` prints it and `POST /v1/ask` returns it; with
+/// `Accept: text/event-stream`, the data of the stream's last event (`outcome`), after one
+/// `round` event per round (each a `Round`). Built from an `AgentOutcome`: the answer's text
+/// (or what the run says when it has none) beside its citations, the model calls added up.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -29,7 +31,7 @@ pub struct AskOutcome {
     /// The chat model's turns (latency, tokens), empty with the offline planner.
     pub model_calls: Vec<ModelCall>,
     pub model_usage: ModelUsage,
-    /// The trace file, relative to the working directory.
+    /// The trace file, relative to the working directory of whoever ran it.
     pub trace: Option<String>,
 }
 

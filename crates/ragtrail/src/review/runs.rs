@@ -27,7 +27,7 @@ pub struct RunSummary {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub started: Option<DateTime<Utc>>,
     pub question: String,
-    /// answered, evidence, insufficient_evidence, error; `None` (null) while the run has no
+    /// answered, evidence, insufficient_evidence, error; none (null) while the run has no
     /// `run_finished` line (running, or cut short).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub status: Option<RunStatus>,

@@ -295,9 +295,14 @@ pub struct AnswerEvent {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default, rename_all = "camelCase")]
 pub struct Citation {
+    // Read with defaults from a trace, but an answer always sends all four.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub chunk_id: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub quote: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub title_path: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub source_uri: String,
 }
 
