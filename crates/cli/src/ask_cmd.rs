@@ -226,7 +226,10 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         None => ragtrail::run_agent(&engine, &mut *planner, &args.question, &settings, &mut show)?,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome_json(&outcome)?)?
+        );
     } else {
         print!("{}", outcome_text(&outcome, lang));
         if let Some(t) = &outcome.trace {
@@ -244,9 +247,10 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
 /// `ask`'s exit status when it gives passages as evidence instead of an answer.
 pub const EXIT_EVIDENCE: u8 = 4;
 
-/// The `--json` result object (the engine's, so the server's `/v1/ask` answers the same).
-pub fn outcome_json(o: &AgentOutcome) -> serde_json::Value {
-    o.to_json()
+/// The `--json` result object (the engine's, so the server's `/v1/ask` answers the same): the
+/// outcome's serialisation as a `Value`, whose keys print sorted as they always have.
+pub fn outcome_json(o: &AgentOutcome) -> serde_json::Result<serde_json::Value> {
+    serde_json::to_value(o)
 }
 
 /// One line adding up the model calls, when a model was called: "model: 3 calls, 2431 prompt +

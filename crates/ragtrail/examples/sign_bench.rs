@@ -13,16 +13,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ragtrail::AccessContext;
-use ragtrail::SearchHit;
 use ragtrail::trace::{
-    AnswerEvent, Citation, EventBody, RunStarted, RunStatus, SearchRound, SigningKey, TraceWriter,
-    TracedHit, check_integrity, verify_signed,
+    AnswerEvent, Citation, EventBody, HitRecord, RunStarted, RunStatus, SearchRound, SigningKey,
+    TraceWriter, TracedHit, check_integrity, verify_signed,
 };
 
 fn body_events(round: u32) -> EventBody {
     let hits = (0..5)
         .map(|i| TracedHit {
-            hit: SearchHit {
+            hit: HitRecord {
                 chunk_id: format!("c_{round:04}{i:012}"),
                 title_path: "差旅报销制度 > 交通费 > 火车票".into(),
                 snippet: "高铁票须提供铁路电子客票报销凭证，截图不予报销。".repeat(4),

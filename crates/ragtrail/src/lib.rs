@@ -93,6 +93,8 @@ pub use search::SearchSettings;
 pub use search::fusion;
 /// How the BM25 and vector legs are combined (`agree:0.5`, `standout`, `rrf`…).
 pub use search::fusion::Fusion;
+/// Whether the hits of a search are enough to answer from, and why.
+pub use search::sufficiency::Sufficiency;
 
 /// Why a run failed.
 pub use agent::AgentError;
@@ -100,6 +102,8 @@ pub use agent::AgentError;
 pub use agent::AgentOutcome;
 /// The options a caller may set per run (rounds, topK per round…).
 pub use agent::AgentRagOptions;
+/// The JSON shape of an [`AgentOutcome`], as `ask --json` and `POST /v1/ask` answer it.
+pub use agent::AskOutcome;
 /// Plans the agent's rounds: keywords to search, then an answer with citations or a refusal.
 pub use agent::Planner;
 /// One run's options, access context, date, trace and conversation.

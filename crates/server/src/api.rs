@@ -197,7 +197,12 @@ async fn ask(
     }
     // The outcome is turned into JSON on the blocking pool too: the async workers only move
     // bytes, so a burst of runs never delays accepting and reading other connections.
-    let outcome = blocking(move || app.ask(&grant, params).map(|o| o.to_json())).await?;
+    // Through a `Value`, whose keys are written sorted, as `ask --json` prints them.
+    let outcome = blocking(move || {
+        app.ask(&grant, params)
+            .and_then(|o| serde_json::to_value(&o).map_err(ApiError::internal))
+    })
+    .await?;
     Ok(Json(outcome).into_response())
 }
 

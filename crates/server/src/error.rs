@@ -37,17 +37,25 @@ pub struct ApiError {
     pub field: Option<String>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: Inner<'a>,
+/// An error answer: `{"error": {"code", "message", "field"}}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    error: ErrorDetail,
 }
 
-#[derive(Serialize)]
-struct Inner<'a> {
-    code: &'a str,
-    message: &'a str,
+/// One error; `code` never changes once published.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// A stable code: unauthorized, body_too_large, body_timeout, malformed_json,
+    /// unknown_field, missing_field, invalid_field, out_of_range, access_in_request,
+    /// invalid_keywords, invalid_question, invalid_run_id, not_found, access_mismatch,
+    /// integrity_failure, not_ready, host_not_allowed, internal.
+    #[schema(value_type = String)]
+    code: &'static str,
+    message: String,
+    /// The request field at fault, as a JSON path (`topK`, `keywords[2]`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'a str>,
+    field: Option<String>,
 }
 
 impl ApiError {
@@ -90,11 +98,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Body {
-            error: Inner {
+        let body = ErrorBody {
+            error: ErrorDetail {
                 code: self.code,
-                message: &self.message,
-                field: self.field.as_deref(),
+                message: self.message,
+                field: self.field,
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();

@@ -1,34 +1,21 @@
-//! The shapes of the answers, for `/openapi.json` ([`crate::spec`]). The answers are the
-//! engine's JSON (`search --json`, `ask --json`, `audit --json`…); the engine knows nothing of
-//! HTTP or OpenAPI, so their schemas are described here, and a test checks that every field a
-//! real answer carries is described. Below the handlers, which name these in their
+//! The shapes of the answers, for `/openapi.json` ([`crate::spec`]). The types that write an
+//! answer describe it themselves, re-exported here: the engine's (its `openapi` feature derives
+//! utoipa's `ToSchema` on them: a run's outcome, its rounds, hits, citations and model calls, a
+//! run as listed, a trace's integrity) and the server's error body. What remains below are the
+//! answers still built as `json!` (health, readiness, the run list and a trace's detail
+//! wrap the types above) and the engine's audit and replay reports, described in part; a test
+//! checks them against real answers. Below the handlers, which name these in their
 //! `#[utoipa::path]` attributes.
-
-use std::collections::BTreeMap;
 
 use serde_json::Value;
 use utoipa::ToSchema;
 
-/// An error answer: `{"error": {"code", "message", "field"}}`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ErrorBody {
-    error: ErrorDetail,
-}
-
-/// One error; `code` never changes once published.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ErrorDetail {
-    /// A stable code: unauthorized, body_too_large, body_timeout, malformed_json,
-    /// unknown_field, missing_field, invalid_field, out_of_range, access_in_request,
-    /// invalid_keywords, invalid_question, invalid_run_id, not_found, access_mismatch,
-    /// integrity_failure, not_ready, host_not_allowed, internal.
-    code: String,
-    message: String,
-    /// The request field at fault, as a JSON path (`topK`, `keywords[2]`).
-    field: Option<String>,
-}
+pub use crate::error::{ErrorBody, ErrorDetail};
+pub use ragtrail::SearchHit;
+pub use ragtrail::Sufficiency;
+pub use ragtrail::review::runs::RunSummary;
+pub use ragtrail::trace::{Citation, Integrity};
+pub use ragtrail::{AskOutcome, ModelCall, ModelUsage, RoundRecord};
 
 /// `GET /healthz`.
 #[derive(ToSchema)]
@@ -51,116 +38,11 @@ pub struct Ready {
     generation: u64,
 }
 
-/// One hit of `searchDocs`, as `ragtrail search --json` prints it.
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct SearchHit {
-    chunk_id: String,
-    /// The headings from the document title down to the chunk, joined by ` / `.
-    title_path: String,
-    snippet: String,
-    /// The document's path and anchor (`leave.md#annual-leave`, `rooms.pdf#page=2`).
-    source_uri: String,
-    /// The fused score, 1.0 for the best hit.
-    score: f64,
-    /// The chunk's content hash (SHA-256), as recorded in traces.
-    content_hash: String,
-    /// Which leg found it and how (bm25Rank, bm25Score, vectorRank, vectorScore,
-    /// matchedKeywords), and the document's front matter (tenant, status, version, updated…).
-    metadata: BTreeMap<String, String>,
-}
-
-/// A citation of an answer: a verbatim quote from one chunk the run was shown.
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct Citation {
-    chunk_id: String,
-    quote: String,
-    title_path: String,
-    source_uri: String,
-}
-
-/// One search round of a run.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct Round {
-    round: u32,
-    keywords: Vec<String>,
-    /// Why the planner searched these keywords.
-    reason: String,
-    hits: Vec<SearchHit>,
-    /// Whether the hits cover the question's key terms (coverage, reason, sufficient).
-    #[schema(value_type = Object)]
-    sufficiency: Value,
-}
-
-/// The outcome of `POST /v1/ask`, as `ragtrail ask --json` prints it; with `Accept:
-/// text/event-stream`, the data of the stream's last event (`outcome`), after one `round`
-/// event per round (each a [`Round`]).
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct AskOutcome {
-    run_id: String,
-    /// answered, evidence, insufficient_evidence or error.
-    status: String,
-    reason: String,
-    /// The answer, or what the run says when it has none.
-    answer: Option<String>,
-    citations: Vec<Citation>,
-    rounds: Vec<Round>,
-    /// The chat model's turns (latency, tokens), empty with the offline planner.
-    #[schema(value_type = Vec<Object>)]
-    model_calls: Vec<Value>,
-    #[schema(value_type = Object)]
-    model_usage: Value,
-    /// The trace file, relative to the server's working directory.
-    trace: Option<String>,
-}
-
-/// One run as listed.
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct RunSummary {
-    run_id: String,
-    /// The trace's file name.
-    file: String,
-    /// When its first line was written (RFC 3339).
-    started: Option<String>,
-    question: String,
-    /// answered, evidence, insufficient_evidence, error; null while unfinished.
-    status: Option<String>,
-    reason: String,
-    rounds: u32,
-    answer: Option<String>,
-    /// The tenant and roles the run was made under.
-    #[schema(value_type = Object)]
-    access: Value,
-    /// The name of the token that started it.
-    caller: Option<String>,
-    session_id: Option<String>,
-    turn: Option<u32>,
-}
-
 /// `GET /v1/traces`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct RunList {
     runs: Vec<RunSummary>,
-}
-
-/// The integrity verdict of a trace: its hash chain and the ledger's record of it.
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct Integrity {
-    /// clean, findings or integrity_failure.
-    status: String,
-    first_bad_line: Option<u64>,
-    problems: Vec<String>,
 }
 
 /// `GET /v1/traces/{runId}`.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use ragtrail::AgentEvent;
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -40,18 +41,18 @@ fn event(name: &str, data: &Value) -> Event {
     Event::default().event(name).data(data.to_string())
 }
 
+/// An engine value as an event, through a `Value` so its keys are written sorted, as in the
+/// plain answer.
+fn value_event(name: &str, data: &impl Serialize) -> Event {
+    match serde_json::to_value(data) {
+        Ok(value) => event(name, &value),
+        Err(e) => error_event(&ApiError::internal(e)),
+    }
+}
+
 fn agent_event(e: &AgentEvent<'_>) -> Event {
     match e {
-        AgentEvent::Round(r) => event(
-            "round",
-            &json!({
-                "round": r.round,
-                "keywords": r.keywords,
-                "reason": r.reason,
-                "hits": r.hits,
-                "sufficiency": r.sufficiency,
-            }),
-        ),
+        AgentEvent::Round(r) => value_event("round", r),
         AgentEvent::Repeated { keywords } => event("repeated", &json!({ "keywords": keywords })),
         AgentEvent::Rejected { message } => event("rejected", &json!({ "message": message })),
         AgentEvent::Refused(reasons) => event("refused", &json!({ "citations": reasons })),
@@ -74,7 +75,7 @@ pub fn ask(app: Arc<App>, grant: Grant, params: AskParams) -> Response {
         let last = match app.ask_observed(&grant, params, &mut |e| {
             let _ = tx.send(agent_event(&e));
         }) {
-            Ok(outcome) => event("outcome", &outcome.to_json()),
+            Ok(outcome) => value_event("outcome", &outcome),
             Err(e) => error_event(&e),
         };
         let _ = tx.send(last);

@@ -182,6 +182,18 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
             real_keys.difference(&described).collect::<Vec<_>>()
         );
     }
+    // The engine's own types describe themselves: field for field, nothing more (of those
+    // that send every field; `missingTerms` of a sufficiency is left out when empty).
+    for (schema, real) in [
+        ("SearchHit", &hits[0]),
+        ("AskOutcome", &asked),
+        ("Round", &asked["rounds"][0]),
+        ("Citation", &asked["citations"][0]),
+        ("ModelUsage", &asked["modelUsage"]),
+        ("Integrity", &trace["integrity"]),
+    ] {
+        assert_eq!(properties(&doc, schema), keys(real), "{schema}");
+    }
     // The audit and replay are described in part: every described field is one they send.
     let (_, audit) = serve.get(&format!("/v1/traces/{run_id}/audit"), &alice);
     let (_, replay) = serve.post(&format!("/v1/traces/{run_id}/replay"), &alice, json!({}));

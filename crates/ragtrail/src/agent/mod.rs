@@ -8,6 +8,7 @@ mod keywords;
 pub mod llm;
 pub mod offline;
 mod options;
+mod outcome;
 mod planner;
 pub mod question_search;
 mod run;
@@ -23,6 +24,7 @@ pub use keywords::{
     MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
 };
 pub use options::{AgentRagOptions, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
+pub use outcome::AskOutcome;
 pub use planner::{
     ChunkTermSet, EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext,
     PlannerError, PlannerStep, ProposedCitation, RefusalReason,
@@ -79,11 +81,14 @@ impl RunSettings {
     }
 }
 
-/// One search round as it happened.
-#[derive(Debug, Clone, PartialEq)]
+/// One search round of a run (an entry of the outcome's `rounds`, and the data of the event
+/// stream's `round` events).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Round))]
 pub struct RoundRecord {
     pub round: u32,
     pub keywords: Vec<String>,
+    /// Why the planner searched these keywords.
     pub reason: String,
     pub hits: Vec<SearchHit>,
     pub sufficiency: Sufficiency,
@@ -101,6 +106,7 @@ pub struct FinalAnswer {
 /// One planner turn that called a model, and what it cost (the same figures as its
 /// `llm_turn` trace event).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCall {
     pub turn: u32,
@@ -114,6 +120,7 @@ pub struct ModelCall {
 
 /// The model calls of a run added up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelUsage {
     pub calls: u32,
@@ -144,8 +151,10 @@ impl ModelUsage {
     }
 }
 
-/// The result of a run, whatever its status.
-#[derive(Debug, Clone)]
+/// The result of a run, whatever its status. Serialised as its [`AskOutcome`]: what `ask
+/// --json` prints and the server's `/v1/ask` returns.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(into = "AskOutcome")]
 pub struct AgentOutcome {
     pub run_id: uuid::Uuid,
     pub status: RunStatus,
@@ -160,32 +169,6 @@ pub struct AgentOutcome {
     /// Each planner turn that called a model (empty for the offline planner).
     pub model_calls: Vec<ModelCall>,
     pub trace: Option<FinishedTrace>,
-}
-
-impl AgentOutcome {
-    /// The outcome as one JSON object: `runId`, `status`, `reason`, `answer` (or the message
-    /// when there is none), `citations`, `rounds` (keywords, reason, hits, sufficiency) and
-    /// `trace` (the trace file). `ask --json` prints it and the server's `/v1/ask` returns it.
-    pub fn to_json(&self) -> serde_json::Value {
-        let status = serde_json::to_value(self.status).unwrap_or_default();
-        serde_json::json!({
-            "runId": self.run_id.to_string(),
-            "status": status,
-            "reason": self.reason,
-            "answer": self.answer.as_ref().map(|a| a.text.clone()).or_else(|| self.message.clone()),
-            "citations": self.answer.as_ref().map(|a| a.citations.clone()).unwrap_or_default(),
-            "rounds": self.rounds.iter().map(|r| serde_json::json!({
-                "round": r.round,
-                "keywords": r.keywords,
-                "reason": r.reason,
-                "hits": r.hits,
-                "sufficiency": r.sufficiency,
-            })).collect::<Vec<_>>(),
-            "modelCalls": self.model_calls,
-            "modelUsage": ModelUsage::of(&self.model_calls),
-            "trace": self.trace.as_ref().map(|t| t.path.display().to_string()),
-        })
-    }
 }
 
 /// What happens during a run, for live display.

@@ -17,12 +17,11 @@ use super::{
     ModelCall, RoundRecord, RunSettings, normalized_set, validate_keywords,
 };
 use crate::engine::{Engine, EngineError};
-use crate::search::sufficiency::Sufficiency;
 use crate::search::{MAX_QUERY_CHARS, SearchRequest, SearchResponse};
 use crate::text::Lang;
 use crate::trace::{
     AnswerEvent, Citation, EarlierTurn, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
-    SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit,
+    SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit, WeightsRecord,
 };
 
 /// Starts the reason of the search the loop ran instead of a give-up before any search.
@@ -407,19 +406,15 @@ impl<'a> Run<'a> {
             reason: reason.clone(),
             top_k,
             fusion: resp.fusion.to_string(),
-            weights: resp.weights,
+            weights: resp.weights.as_ref().map(WeightsRecord::from),
             filters: self.filters(),
-            legs: resp.legs.clone(),
-            hits: resp
-                .hits
-                .iter()
-                .zip(&resp.content_hashes)
-                .map(|(h, c)| TracedHit {
-                    hit: h.clone(),
-                    content_hash: c.clone(),
-                })
+            legs: (resp.legs.iter())
+                .map(|(name, leg)| (name.clone(), leg.into()))
                 .collect(),
-            sufficiency: resp.sufficiency.clone(),
+            hits: (resp.hits.iter().zip(&resp.content_hashes))
+                .map(|(h, c)| TracedHit::of(h, c))
+                .collect(),
+            sufficiency: (&resp.sufficiency).into(),
             repeated: false,
             cached: cached_from.map(|(_, r)| r),
             query: query.clone(),
@@ -466,7 +461,7 @@ impl<'a> Run<'a> {
             filters: self.filters(),
             legs: Default::default(),
             hits: Vec::new(),
-            sufficiency: Sufficiency::default(),
+            sufficiency: Default::default(),
             repeated: true,
             cached: None,
             query: None,

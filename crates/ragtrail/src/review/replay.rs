@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::access::AccessContext;
 use crate::engine::Engine;
-use crate::search::{SearchHit, SearchRequest};
+use crate::search::SearchRequest;
 use crate::trace::{EventBody, SearchRound, TraceFile, run_started};
 
 use super::{AccessMismatch, check_access};
@@ -320,13 +320,13 @@ fn replay_round(
         .iter()
         .enumerate()
         .filter(|(_, h)| !cur_set.contains(&h.hit.chunk_id))
-        .map(|(i, h)| diff_hit(i, &h.hit))
+        .map(|(i, h)| diff_hit(i, &h.hit.chunk_id, &h.hit.title_path, &h.hit.snippet))
         .collect();
     let new: Vec<DiffHit> = current_hits
         .iter()
         .enumerate()
         .filter(|(_, h)| !rec_set.contains(&h.chunk_id))
-        .map(|(i, h)| diff_hit(i, h))
+        .map(|(i, h)| diff_hit(i, &h.chunk_id, &h.title_path, &h.snippet))
         .collect();
     let moved: Vec<Moved> = s
         .hits
@@ -372,12 +372,13 @@ fn replay_round(
     }
 }
 
-fn diff_hit(index: usize, hit: &SearchHit) -> DiffHit {
+/// A recorded hit or today's, as a diff names it.
+fn diff_hit(index: usize, chunk_id: &str, title_path: &str, snippet: &str) -> DiffHit {
     DiffHit {
-        chunk_id: hit.chunk_id.clone(),
-        title_path: hit.title_path.clone(),
+        chunk_id: chunk_id.to_string(),
+        title_path: title_path.to_string(),
         rank: index + 1,
-        text: hit.snippet.clone(),
+        text: snippet.to_string(),
     }
 }
 

@@ -13,24 +13,31 @@ use crate::trace::{EventBody, LEDGER_FILE_NAME, RunStatus, TraceFile, read_trace
 
 /// One run as listed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RunSummary {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub run_id: Uuid,
-    /// File name inside the trace directory.
+    /// The trace's file name inside the trace directory.
     pub file: String,
     #[serde(skip)]
     pub path: PathBuf,
-    /// When the first line was written.
+    /// When the first line was written (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub started: Option<DateTime<Utc>>,
     pub question: String,
-    /// `None` while the run has no `run_finished` line (running, or cut short).
+    /// answered, evidence, insufficient_evidence, error; none (null) while the run has no
+    /// `run_finished` line (running, or cut short).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub status: Option<RunStatus>,
     pub reason: String,
     pub rounds: u32,
     /// The last answer's text, if the run answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// The tenant and roles the run was made under.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub access: AccessContext,
     /// Name of the server token the run was started with.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -23,15 +23,22 @@ use fusion::{FusedHit, Fusion, LegHit, QuerySignals, fuse_with};
 use snippet::{DEFAULT_SNIPPET_CHARS, snippet_by};
 use sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, decide, key_terms};
 
-/// One result of `searchDocs`, exactly as the planner (and the trace) sees it.
+/// One result of `searchDocs`, as the planner sees it and `ragtrail search --json` prints it
+/// (a trace records it as its own `trace::HitRecord`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
     pub chunk_id: String,
+    /// The headings from the document title down to the chunk, joined by ` / `.
     pub title_path: String,
     pub snippet: String,
+    /// The document's path and anchor (`leave.md#annual-leave`, `rooms.pdf#page=2`).
     pub source_uri: String,
+    /// The fused score, 1.0 for the best hit.
     pub score: f64,
+    /// Which leg found it and how (bm25Rank, bm25Score, vectorRank, vectorScore,
+    /// matchedKeywords), and the document's front matter (tenant, status, version, updated…).
     pub metadata: BTreeMap<String, String>,
 }
 

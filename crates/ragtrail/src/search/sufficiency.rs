@@ -22,6 +22,7 @@ impl Default for SufficiencyThresholds {
 
 /// The decision and why, returned with every `searchDocs` result (and recorded in traces).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default, rename_all = "camelCase")]
 pub struct Sufficiency {
     pub sufficient: bool,

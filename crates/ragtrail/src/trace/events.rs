@@ -12,8 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::records::{HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
 use crate::access::AccessContext;
-use crate::search::SearchHit;
 
 /// The major version this module writes and the newest it reads.
 pub const TRACE_VERSION: u32 = 1;
@@ -232,12 +232,12 @@ pub struct SearchRound {
     /// The weights the fusion gave the legs in this round (min-max modes; absent in traces
     /// written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights: Option<crate::search::fusion::FusionWeights>,
+    pub weights: Option<WeightsRecord>,
     pub filters: SearchFilters,
     /// Per-leg statistics keyed by leg name (`bm25`, `dense`, ...).
-    pub legs: BTreeMap<String, LegStats>,
+    pub legs: BTreeMap<String, LegRecord>,
     pub hits: Vec<TracedHit>,
-    pub sufficiency: Sufficiency,
+    pub sufficiency: SufficiencyRecord,
     /// The same keywords were already searched in this run.
     #[serde(skip_serializing_if = "is_false")]
     pub repeated: bool,
@@ -263,23 +263,17 @@ pub struct SearchFilters {
     pub include_superseded: bool,
 }
 
-/// How one retrieval leg did.
-pub use crate::search::LegStats;
-
 /// A hit as the planner saw it, plus the hash of the chunk content so audit can detect drift.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TracedHit {
     /// `chunkId`, `titlePath`, `snippet`, `sourceUri`, `score`, `metadata`, at the hit's top level.
     #[serde(flatten)]
-    pub hit: SearchHit,
+    pub hit: HitRecord,
     /// Hash of the chunk's content when it was returned, to compare with the store later.
     #[serde(default)]
     pub content_hash: String,
 }
-
-/// Whether a search's hits were evidence enough, and why.
-pub use crate::search::sufficiency::Sufficiency;
 
 /// The final answer and the evidence it cites.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,13 +290,19 @@ pub struct AnswerEvent {
     pub unsourced: bool,
 }
 
-/// One cited chunk and the quote taken from it.
+/// One cited chunk and the quote taken from it (in traces, and in the outcome of a run).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default, rename_all = "camelCase")]
 pub struct Citation {
+    // Read with defaults from a trace, but an answer always sends all four.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub chunk_id: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub quote: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub title_path: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub source_uri: String,
 }
 

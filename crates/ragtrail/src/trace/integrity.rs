@@ -13,12 +13,14 @@ use super::verify::{
     ChainReport, LedgerCheck, LedgerPolicy, Verdict, assess_with, check_ledger, verify_chain,
 };
 
-/// What the integrity check found.
+/// What the integrity check found: the trace's hash chain and the ledger's record of it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Integrity {
     /// `clean`, `incomplete` (nothing tampered, but the run did not finish or cannot be
     /// compared with a ledger) or `failed`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub status: &'static str,
     /// The first line that cannot be trusted, if any.
     pub first_bad_line: Option<usize>,

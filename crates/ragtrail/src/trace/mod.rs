@@ -11,12 +11,14 @@
 //! `trace-format.md` describes the format for users.
 
 mod canonical;
+mod convert;
 mod error;
 mod events;
 mod integrity;
 mod keyring;
 mod ledger;
 mod reader;
+mod records;
 mod seal;
 mod sign;
 mod signed;
@@ -24,19 +26,22 @@ mod verify;
 mod writer;
 
 #[cfg(test)]
+mod pinned;
+#[cfg(test)]
 mod tests;
 
 pub use canonical::{ZERO_HASH, canonical_json, digest_hex, event_hash};
 pub use error::TraceError;
 pub use events::{
-    AnswerEvent, Citation, ContextFit, EarlierTurn, EmbedderInfo, EventBody, LegStats, LlmTurn,
-    RefusedCitation, RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, Sufficiency,
-    TRACE_VERSION, TokenUsage, TraceEvent, TracedHit,
+    AnswerEvent, Citation, ContextFit, EarlierTurn, EmbedderInfo, EventBody, LlmTurn,
+    RefusedCitation, RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, TRACE_VERSION,
+    TokenUsage, TraceEvent, TracedHit,
 };
 pub use integrity::{CheckedTrace, Integrity, check_integrity, check_integrity_with, check_trace};
 pub use keyring::{KEYRING_FILE, add_to_keyring, keyring_path, read_keyring};
 pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
 pub use reader::{RawLine, TraceFile, read_trace, run_started};
+pub use records::{HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
 pub use sign::{KeyError, PublicKey, SigningKey, entry_message, run_message};
 pub use signed::{
     LedgerHead, RunSignature, SignatureState, SignedCheck, SignedReport, check_signature,

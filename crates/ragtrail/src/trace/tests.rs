@@ -12,13 +12,12 @@ use uuid::Uuid;
 
 use super::*;
 use crate::access::AccessContext;
-use crate::search::SearchHit;
 
 const KEY: &[u8] = b"operator trace key";
 
 fn hit(chunk: &str, score: f64) -> TracedHit {
     TracedHit {
-        hit: SearchHit {
+        hit: HitRecord {
             chunk_id: chunk.to_string(),
             title_path: "Leave policy > Annual leave".to_string(),
             snippet: format!("Employees accrue 年假 per month ({chunk})"),
@@ -73,24 +72,24 @@ fn search(round: u32, hits: Vec<TracedHit>) -> EventBody {
         legs: BTreeMap::from([
             (
                 "bm25".to_string(),
-                LegStats {
+                LegRecord {
                     count: 2,
                     latency_ms: 3.25,
                 },
             ),
             (
                 "dense".to_string(),
-                LegStats {
+                LegRecord {
                     count: 1,
                     latency_ms: 7.5,
                 },
             ),
         ]),
         hits,
-        sufficiency: Sufficiency {
+        sufficiency: SufficiencyRecord {
             sufficient: round > 1,
             reason: "accrual found".to_string(),
-            ..Sufficiency::default()
+            ..SufficiencyRecord::default()
         },
         repeated: round > 1,
         cached: None,
