@@ -1,6 +1,7 @@
 //! Stages that run on the hydrated hits, after fusion and before the judgement: the place a
 //! further step (a reranker, a memory-aware filter) joins the pipeline. Adding one is a new
-//! file with a type implementing [`HitStage`] and one line in [`AFTER_HYDRATION`].
+//! file `search/stages/<stage>.rs` with a type implementing [`HitStage`], and here its `mod`
+//! line and its entry in [`AFTER_HYDRATION`].
 
 use super::FoundHit;
 use super::sufficiency::KeyTerm;
