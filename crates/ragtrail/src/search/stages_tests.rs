@@ -2,9 +2,12 @@
 //! hydrated hits, and the judgement weighs what it leaves.
 
 use super::stages::{AFTER_HYDRATION, HitStage, StageInput};
-use super::{FoundHit, SearchRequest};
+use super::{FoundHit, SearchRequest, SearchSettings, Searcher};
 use crate::access::AccessContext;
-use crate::engine::{Engine, IngestOptions};
+use crate::embed::HashingEmbedder;
+use crate::index::Bm25Index;
+use crate::knowledge::{ScanOptions, scan};
+use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreManifest};
 
 /// Keeps only the hits whose titlePath names hotels.
 struct HotelsOnly;
@@ -45,18 +48,26 @@ fn the_stages_after_hydration_run_on_the_hits_before_the_judgement() {
          ## Taxis\n\nTaxi receipts show the route and the fare.\n",
     )
     .expect("write");
-    let mut engine = Engine::open(&dir.path().join("data")).expect("open");
-    engine
-        .ingest(&knowledge, &IngestOptions::default(), &mut |_| {})
-        .expect("ingest");
+    // A store and its BM25 index, as the engine keeps them (BM25 alone: no vectors).
+    let chunks = scan(&knowledge, &ScanOptions::default())
+        .expect("scan")
+        .chunks;
+    let index = Bm25Index::open_or_create(&dir.path().join("index")).expect("index");
+    let mut update = index.update().expect("update");
+    for chunk in &chunks {
+        update.add_chunk(chunk, false).expect("add");
+    }
+    update.commit(1).expect("commit");
+    let store = ChunkStore::in_memory(StoreManifest::default(), chunks);
+    let (embedder, settings) = (HashingEmbedder::default(), SearchSettings::default());
     let access = AccessContext::default();
+    let searcher = || {
+        let leg = Box::new(EmbeddedVectorLeg::new(&store));
+        Searcher::new(&store, &index, &embedder, leg, &settings, &access)
+    };
     let req = SearchRequest::new(vec!["receipts".into()], 5, access.clone());
     let titles = |stages: &'static [&'static dyn HitStage]| {
-        let found = engine
-            .searcher(&access)
-            .with_stages(stages)
-            .search(&req)
-            .expect("search");
+        let found = searcher().with_stages(stages).search(&req).expect("search");
         let titles: Vec<String> = found
             .hits
             .iter()
@@ -76,7 +87,12 @@ fn the_stages_after_hydration_run_on_the_hits_before_the_judgement() {
     assert!(!judged.sufficient);
     assert_eq!(judged.reason, "no hits");
     // The response `searchDocs` returns is the searcher's, without the chunks.
-    let response = engine.search_docs(&req).expect("search");
+    let found = searcher().search(&req).expect("search");
+    assert_eq!(
+        found.hits[0].content_hash(),
+        found.hits[0].chunk.content_hash
+    );
+    let response = found.into_response();
     let hits: Vec<&str> = response
         .hits
         .iter()
