@@ -40,7 +40,8 @@ pub struct CachedSearch {
     pub content_hashes: Vec<String>,
     pub sufficiency: Sufficiency,
     pub fusion: String,
-    /// See [`SearchResponse::weights`] (absent in conversations saved before it existed).
+    /// See [`crate::search::SearchResponse::weights`] (absent in conversations saved before it
+    /// existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<crate::search::fusion::FusionWeights>,
     pub legs: std::collections::BTreeMap<String, LegStats>,
