@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::access::AccessContext;
 use crate::embed::{EmbedError, Embedder, HashingEmbedder};
 use crate::index::{Bm25Index, IndexError, IndexUpdate};
 use crate::knowledge::{
@@ -19,7 +20,7 @@ use crate::knowledge::{
 };
 use crate::search::fusion::FusedHit;
 use crate::search::{
-    self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings,
+    self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings, Searcher,
 };
 use crate::store::embed_journal::{EmbedJournal, text_key};
 use crate::store::vectors::VectorIndex;
@@ -676,47 +677,37 @@ impl Engine {
         Ok(index)
     }
 
-    /// `searchDocs`: the hits for `keywords`, at most `top_k`, under the request's access context.
-    pub fn search_docs(&self, req: &SearchRequest) -> Result<SearchResponse, EngineError> {
-        let fusion = req.fusion.unwrap_or(self.settings.fusion);
-        let leg = self.vector_leg(fusion)?;
-        Ok(search::search_docs_with(
+    /// A [`Searcher`] for one caller: `searchDocs`, rankings and the agent's evidence lookups
+    /// under `access`, over this engine's store, index, vector leg and settings.
+    pub fn searcher(&self, access: &AccessContext) -> Searcher<'_> {
+        Searcher::new(
             &self.store,
-            leg.as_ref(),
             &self.index,
             self.embedder.as_ref(),
+            self.vector_leg(),
             &self.settings,
-            req,
-        )?)
+            access,
+        )
+    }
+
+    /// `searchDocs`: the hits for `keywords`, at most `top_k`, under the request's access context.
+    pub fn search_docs(&self, req: &SearchRequest) -> Result<SearchResponse, EngineError> {
+        Ok(self.searcher(&req.access).search(req)?.into_response())
     }
 
     /// The fused ranking alone, `depth` long, for evaluations and benchmarks: the same legs and
     /// fusion as [`Engine::search_docs`], without its top-k cap, snippets, weak-hit filter or
-    /// sufficiency decision (see `search::search_ranked`).
+    /// sufficiency decision (see [`Searcher::ranked`]).
     pub fn search_ranked(&self, req: &RankedRequest<'_>) -> Result<Vec<FusedHit>, EngineError> {
-        let leg = self.vector_leg(req.fusion)?;
-        Ok(search::search_ranked(
-            &self.store,
-            leg.as_ref(),
-            &self.index,
-            self.embedder.as_ref(),
-            &self.settings,
-            req,
-        )?)
+        Ok(self.searcher(req.access).ranked(req)?)
     }
 
-    /// The vector leg of this engine's backend, for a search fused with `fusion`.
-    fn vector_leg(
-        &self,
-        fusion: search::fusion::Fusion,
-    ) -> Result<Box<dyn VectorLeg + '_>, EngineError> {
+    /// The vector leg of this engine's backend.
+    fn vector_leg(&self) -> Box<dyn VectorLeg + '_> {
         match &self.backend {
-            Backend::Embedded => {
-                let _ = fusion;
-                Ok(Box::new(EmbeddedVectorLeg::new(&self.store)))
-            }
+            Backend::Embedded => Box::new(EmbeddedVectorLeg::new(&self.store)),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(pg) => self.pg_vector_leg(pg, fusion),
+            Backend::Postgres(pg) => self.pg_vector_leg(pg),
         }
     }
 }

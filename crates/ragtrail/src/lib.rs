@@ -89,6 +89,9 @@ pub use search::SearchRequest;
 pub use search::SearchResponse;
 /// The engine's tuning of `searchDocs` (fusion, candidates, boosts, thresholds).
 pub use search::SearchSettings;
+/// One caller's searches ([`Engine::searcher`]): `searchDocs` as named stages, each hit with
+/// the chunk it was read from.
+pub use search::Searcher;
 /// Fusion as pure functions: two legs' ranked hits in, one fused ranking out.
 pub use search::fusion;
 /// How the BM25 and vector legs are combined (`agree:0.5`, `standout`, `rrf`…).

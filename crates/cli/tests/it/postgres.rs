@@ -600,6 +600,92 @@ fn embedded_and_postgres_return_the_same_hits_on_the_bundled_knowledge() {
     );
 }
 
+/// The agent's "stand-out" evidence (a chunk's similarity to the question against the visible
+/// chunks' mean and spread) goes through the searcher's vector leg: PostgreSQL answers it in
+/// SQL with the embedded store's figures (it used to find nothing there).
+#[test]
+fn postgres_answers_the_same_standout_similarities_as_the_embedded_store() {
+    let db = TestDb::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let knowledge = repo_root().join("knowledge");
+    let mut embedded = Engine::open(&tmp.path().join("embedded")).expect("open");
+    embedded
+        .ingest(&knowledge, &IngestOptions::default(), &mut |_| {})
+        .expect("ingest");
+    let mut pg = pg_engine_with(&tmp.path().join("pg"), &db, PgSettings::default(), 384);
+    pg.ingest(&knowledge, &IngestOptions::default(), &mut |_| {})
+        .expect("ingest");
+    let golden =
+        ragtrail::eval::golden::load(&repo_root().join("eval/golden.jsonl")).expect("golden");
+    let questions: Vec<&str> = golden
+        .iter()
+        .step_by(7)
+        .map(|item| item.turns[0].question.as_str())
+        .collect();
+    assert!(questions.len() >= 10, "{}", questions.len());
+    let contexts = [
+        AccessContext::default(),
+        AccessContext::new("default", ["hr"]),
+        AccessContext::new("globex", Vec::<String>::new()),
+    ];
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-5;
+    let mut compared = 0;
+    for access in &contexts {
+        let (x, y) = (embedded.searcher(access), pg.searcher(access));
+        for question in &questions {
+            let context = format!("{question} as {access:?}");
+            let query = x.embed_query(question).expect("embed");
+            let (sx, sy) = (
+                x.similarity_spread(&query, 4096, 16),
+                y.similarity_spread(&query, 4096, 16),
+            );
+            assert_eq!(sx.is_some(), sy.is_some(), "{context}");
+            let (Some(sx), Some(sy)) = (sx, sy) else {
+                // Too few chunks visible to take a spread over, in either store alike.
+                assert_eq!(access.tenant, "globex", "no spread for {context}");
+                let (fx, fy) = (
+                    x.similarity_spread(&query, 4096, 1).expect("embedded"),
+                    y.similarity_spread(&query, 4096, 1).expect("postgres"),
+                );
+                assert!(fx.sampled < 16 && fx.sampled == fy.sampled, "{context}");
+                continue;
+            };
+            assert_eq!(sx.sampled, sy.sampled, "{context}");
+            assert!(sx.sampled > 100, "{context}: {}", sx.sampled);
+            assert!(close(sx.mean, sy.mean), "{context}: {sx:?} vs {sy:?}");
+            assert!(close(sx.spread, sy.spread), "{context}: {sx:?} vs {sy:?}");
+            assert!(sx.spread > 1e-3, "{context}: {sx:?}");
+            // An even sample takes as many chunks from either store.
+            let (tx, ty) = (
+                x.similarity_spread(&query, 10, 16).expect("sample"),
+                y.similarity_spread(&query, 10, 16).expect("sample"),
+            );
+            assert_eq!(tx.sampled, ty.sampled, "{context}");
+            assert!(tx.sampled <= 10, "{context}: {}", tx.sampled);
+            let req = SearchRequest::new(vec![question.to_string()], 5, access.clone());
+            let hits = embedded.search_docs(&req).expect("search").hits;
+            for hit in &hits {
+                let a = x
+                    .similarity(&query, &hit.chunk_id)
+                    .expect("embedded similarity");
+                let b = y
+                    .similarity(&query, &hit.chunk_id)
+                    .expect("postgres similarity");
+                assert!(close(a, b), "{context}, {}: {a} vs {b}", hit.chunk_id);
+                let (za, zb) = ((a - sx.mean) / sx.spread, (b - sy.mean) / sy.spread);
+                assert!((za - zb).abs() <= 1e-3, "{context}: z {za} vs {zb}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 50, "only {compared} hits compared");
+    assert_eq!(
+        pg.searcher(&AccessContext::default())
+            .similarity(&[0.5; 384], "c_missing"),
+        None
+    );
+}
+
 #[test]
 fn reindex_reproduces_identical_bm25_results() {
     let db = TestDb::new();

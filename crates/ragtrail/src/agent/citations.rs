@@ -9,15 +9,23 @@ use crate::text::quote_in_text;
 /// Longest quote accepted, in characters: a quote is a short extract, not the whole chunk.
 pub const MAX_QUOTE_CHARS: usize = 300;
 
-/// Checks every citation against the chunks returned in this run (id → full text).
-pub fn check(
-    citations: &[ProposedCitation],
-    returned: &HashMap<String, String>,
-) -> Vec<RefusalReason> {
+/// The full text of each chunk returned in this run, by id.
+pub trait ReturnedTexts {
+    fn text_of(&self, chunk_id: &str) -> Option<&str>;
+}
+
+impl ReturnedTexts for HashMap<String, String> {
+    fn text_of(&self, chunk_id: &str) -> Option<&str> {
+        self.get(chunk_id).map(String::as_str)
+    }
+}
+
+/// Checks every citation against the chunks returned in this run.
+pub fn check(citations: &[ProposedCitation], returned: &impl ReturnedTexts) -> Vec<RefusalReason> {
     citations
         .iter()
         .filter_map(|c| {
-            let reason = match returned.get(&c.chunk_id) {
+            let reason = match returned.text_of(&c.chunk_id) {
                 None => "this chunk id was not returned by any search in this run".to_string(),
                 Some(_) if c.quote.trim().is_empty() => "the citation has no quote".to_string(),
                 Some(_) if crate::text::char_len(&c.quote) > MAX_QUOTE_CHARS => {

@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::search::SearchResponse;
+use crate::search::fusion::{Fusion, FusionWeights};
 use crate::search::sufficiency::Sufficiency;
-use crate::search::{LegStats, SearchHit};
+use crate::search::{Found, LegStats, SearchHit};
 
 /// Turns kept per session (older ones are dropped).
 pub const MAX_TURNS: usize = 8;
@@ -39,24 +39,79 @@ pub struct CachedSearch {
     pub content_hashes: Vec<String>,
     pub sufficiency: Sufficiency,
     pub fusion: String,
-    /// See [`SearchResponse::weights`] (absent in conversations saved before it existed).
+    /// See [`crate::search::SearchResponse::weights`] (absent in conversations saved before it
+    /// existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<crate::search::fusion::FusionWeights>,
     pub legs: std::collections::BTreeMap<String, LegStats>,
 }
 
+/// A hit as the planner saw it, with the content hash of its chunk when it was returned (what
+/// the trace records of it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HashedHit {
+    pub hit: SearchHit,
+    pub content_hash: String,
+}
+
+/// A search round's result as a run keeps it (and a conversation caches it): each hit with
+/// the content hash of its chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundResult {
+    pub hits: Vec<HashedHit>,
+    pub legs: std::collections::BTreeMap<String, LegStats>,
+    pub fusion: Fusion,
+    pub weights: Option<FusionWeights>,
+    pub sufficiency: Sufficiency,
+}
+
+impl From<Found<'_>> for RoundResult {
+    fn from(found: Found<'_>) -> Self {
+        Self {
+            hits: found
+                .hits
+                .into_iter()
+                .map(|h| HashedHit {
+                    content_hash: h.chunk.content_hash.clone(),
+                    hit: h.hit,
+                })
+                .collect(),
+            legs: found.legs,
+            fusion: found.fusion,
+            weights: found.weights,
+            sufficiency: found.sufficiency,
+        }
+    }
+}
+
 impl CachedSearch {
-    pub fn new(key: String, turn: u32, round: u32, resp: &SearchResponse) -> Self {
+    pub fn new(key: String, turn: u32, round: u32, result: &RoundResult) -> Self {
         Self {
             key,
             turn,
             round,
-            hits: resp.hits.clone(),
-            content_hashes: resp.content_hashes.clone(),
-            sufficiency: resp.sufficiency.clone(),
-            fusion: resp.fusion.to_string(),
-            weights: resp.weights,
-            legs: resp.legs.clone(),
+            hits: result.hits.iter().map(|h| h.hit.clone()).collect(),
+            content_hashes: result.hits.iter().map(|h| h.content_hash.clone()).collect(),
+            sufficiency: result.sufficiency.clone(),
+            fusion: result.fusion.to_string(),
+            weights: result.weights,
+            legs: result.legs.clone(),
+        }
+    }
+
+    /// The cached round as a run keeps it; `fusion` when the recorded one no longer parses.
+    pub fn result(self, fusion: Fusion) -> RoundResult {
+        RoundResult {
+            hits: self
+                .hits
+                .into_iter()
+                .zip(self.content_hashes)
+                .map(|(hit, content_hash)| HashedHit { hit, content_hash })
+                .collect(),
+            legs: self.legs,
+            fusion: self.fusion.parse().unwrap_or(fusion),
+            weights: self.weights,
+            sufficiency: self.sufficiency,
         }
     }
 }

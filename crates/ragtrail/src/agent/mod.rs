@@ -32,8 +32,10 @@ pub use planner::{
 
 use crate::access::AccessContext;
 use crate::engine::Engine;
-use crate::search::SearchHit;
+use crate::knowledge::Chunk;
 use crate::search::sufficiency::Sufficiency;
+use crate::search::{FoundHit, SearchHit, Searcher};
+use crate::store::ChunkTerms;
 use crate::trace::{Citation, FinishedTrace, RunStatus, TraceError};
 use conversation::Conversation;
 
@@ -189,37 +191,59 @@ pub enum AgentError {
     Trace(#[from] TraceError),
 }
 
+/// What the planner may look up during a run, all through the run's [`Searcher`]: term
+/// counts over what the run may see, the chunks its searches returned, how far a chunk's
+/// similarity to the question stands out, whether a word occurs at all.
 struct Lookup<'a> {
-    engine: &'a Engine,
-    access: &'a AccessContext,
+    searcher: Searcher<'a>,
     question: &'a str,
     /// The question's similarity over the visible chunks, computed when first asked for.
     profile: std::cell::OnceCell<Option<standout::SimilarityProfile>>,
-    /// Term counts over what the run may see; `None` if the index could not count them (then
-    /// every term counts as unseen, which only ever makes the planner more careful).
-    counts: Option<crate::index::ScopedCounts>,
-    returned: HashMap<String, String>,
+    returned: HashMap<String, Returned<'a>>,
+}
+
+/// A chunk a search of this run returned, as read when its hit was found.
+struct Returned<'a> {
+    chunk: &'a Chunk,
+    terms: &'a ChunkTerms,
+}
+
+impl citations::ReturnedTexts for HashMap<String, Returned<'_>> {
+    fn text_of(&self, chunk_id: &str) -> Option<&str> {
+        self.get(chunk_id).map(|r| r.chunk.text.as_str())
+    }
 }
 
 impl<'a> Lookup<'a> {
-    fn new(engine: &'a Engine, access: &'a AccessContext, question: &'a str) -> Self {
+    fn new(engine: &'a Engine, access: &AccessContext, question: &'a str) -> Self {
         Self {
-            engine,
-            access,
+            searcher: engine.searcher(access),
             question,
             profile: std::cell::OnceCell::new(),
-            counts: engine.index().scoped_counts(access, false).ok(),
             returned: HashMap::new(),
         }
     }
 
-    /// Keeps the full text of a search's hits: the planner may read them, and citations are
-    /// checked against them.
-    fn remember(&mut self, hits: &[SearchHit]) {
+    /// Keeps the chunks of a search's hits, as the search read them: the planner may read
+    /// them, and citations are checked against them.
+    fn remember(&mut self, hits: &[FoundHit<'a>]) {
         for hit in hits {
-            if let Some(chunk) = self.engine.store().get(&hit.chunk_id) {
+            self.returned.insert(
+                hit.hit.chunk_id.clone(),
+                Returned {
+                    chunk: hit.chunk,
+                    terms: hit.terms,
+                },
+            );
+        }
+    }
+
+    /// [`Lookup::remember`] for hits served from the conversation's cache (read once here).
+    fn remember_cached(&mut self, hits: &[conversation::HashedHit]) {
+        for traced in hits {
+            if let Some((chunk, terms)) = self.searcher.chunk(&traced.hit.chunk_id) {
                 self.returned
-                    .insert(hit.chunk_id.clone(), chunk.text.clone());
+                    .insert(traced.hit.chunk_id.clone(), Returned { chunk, terms });
             }
         }
     }
@@ -227,25 +251,26 @@ impl<'a> Lookup<'a> {
 
 impl EvidenceLookup for Lookup<'_> {
     fn doc_freq(&self, term: &str) -> u64 {
-        self.counts.as_ref().map_or(0, |c| c.doc_freq(term))
+        self.searcher.doc_freq(term)
     }
 
     fn num_chunks(&self) -> u64 {
-        self.counts.as_ref().map_or(0, |c| c.num_chunks())
+        self.searcher.num_chunks()
     }
 
     fn returned_chunk_text(&self, chunk_id: &str) -> Option<&str> {
-        self.returned.get(chunk_id).map(String::as_str)
+        self.returned.get(chunk_id).map(|r| r.chunk.text.as_str())
     }
 
     fn returned_chunk_terms(&self, chunk_id: &str, title_path: &str) -> Option<ChunkTermSet<'_>> {
-        let text = self.returned.get(chunk_id)?;
-        // `returned` holds this store's text of the chunk, so the store's analysis of the
-        // record is the same analysis whenever the hit's titlePath is the record's too (checked:
-        // a hit served from a conversation's cache was recorded in an earlier turn).
-        Some(match self.engine.store().get_analysed(chunk_id) {
-            Some((chunk, terms)) if chunk.title_path == title_path => ChunkTermSet::cached(terms),
-            _ => ChunkTermSet::analyse(title_path, text),
+        let returned = self.returned.get(chunk_id)?;
+        // The store's analysis of the record is the same analysis whenever the hit's titlePath
+        // is the record's too (checked: a hit served from a conversation's cache was recorded
+        // in an earlier turn).
+        Some(if returned.chunk.title_path == title_path {
+            ChunkTermSet::cached(returned.terms)
+        } else {
+            ChunkTermSet::analyse(title_path, &returned.chunk.text)
         })
     }
 
@@ -255,28 +280,14 @@ impl EvidenceLookup for Lookup<'_> {
         }
         let profile = self
             .profile
-            .get_or_init(|| {
-                standout::SimilarityProfile::of(self.engine, self.access, self.question)
-            })
+            .get_or_init(|| standout::SimilarityProfile::of(&self.searcher, self.question))
             .as_ref()?;
-        let position = self.engine.store().position(chunk_id)?;
-        Some(profile.standout(self.engine, position))
+        profile.standout(&self.searcher, chunk_id)
     }
 
     fn mentions(&self, word: &str) -> bool {
-        let keywords = [word.to_string()];
-        let query = crate::index::Bm25Query {
-            keywords: &keywords,
-            access: self.access,
-            include_superseded: false,
-            limit: 1,
-            title_boost: 1.0,
-        };
         // A failed lookup counts as a mention: it must never be the reason an answer is refused.
-        self.engine
-            .index()
-            .search(&query)
-            .map_or(true, |matches| !matches.is_empty())
+        self.searcher.mentions(word).unwrap_or(true)
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::citations;
-use super::conversation::{CachedSearch, PriorTurn};
+use super::conversation::{CachedSearch, PriorTurn, RoundResult};
 use super::planner::{
     EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerStep,
     ProposedCitation, RefusalReason,
@@ -16,8 +16,9 @@ use super::{
     AgentError, AgentEvent, AgentOutcome, AgentRagOptions, FinalAnswer, Lookup, MAX_QUESTION_CHARS,
     ModelCall, RoundRecord, RunSettings, normalized_set, validate_keywords,
 };
-use crate::engine::{Engine, EngineError};
-use crate::search::{MAX_QUERY_CHARS, SearchRequest, SearchResponse};
+use crate::engine::Engine;
+use crate::search::SearchError;
+use crate::search::{MAX_QUERY_CHARS, SearchRequest};
 use crate::text::Lang;
 use crate::trace::{
     AnswerEvent, Citation, EarlierTurn, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
@@ -399,7 +400,6 @@ impl<'a> Run<'a> {
         };
         self.searched.insert(key, round);
         self.keyword_sets_tried.push(keywords.clone());
-        self.lookup.remember(&resp.hits);
         self.recorder.event(EventBody::Search(SearchRound {
             round,
             keywords: keywords.clone(),
@@ -411,8 +411,8 @@ impl<'a> Run<'a> {
             legs: (resp.legs.iter())
                 .map(|(name, leg)| (name.clone(), leg.into()))
                 .collect(),
-            hits: (resp.hits.iter().zip(&resp.content_hashes))
-                .map(|(h, c)| TracedHit::of(h, c))
+            hits: (resp.hits.iter())
+                .map(|h| TracedHit::of(&h.hit, &h.content_hash))
                 .collect(),
             sufficiency: (&resp.sufficiency).into(),
             repeated: false,
@@ -420,11 +420,12 @@ impl<'a> Run<'a> {
             query: query.clone(),
             overrode_give_up,
         }))?;
+        let hits: Vec<_> = resp.hits.into_iter().map(|h| h.hit).collect();
         let record = RoundRecord {
             round,
             keywords: keywords.clone(),
             reason,
-            hits: resp.hits.clone(),
+            hits: hits.clone(),
             sufficiency: resp.sufficiency.clone(),
         };
         on_event(AgentEvent::Round(&record));
@@ -432,7 +433,7 @@ impl<'a> Run<'a> {
         let obs = Observation::Hits {
             round,
             keywords,
-            hits: resp.hits,
+            hits,
             sufficiency: resp.sufficiency,
         };
         self.search_observations.push(obs.clone());
@@ -474,17 +475,18 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The response to a search: the conversation's cached one when it ran the same keyword set
-    /// under the same access context, top k and index; else a fresh `searchDocs`, cached for the
-    /// conversation's later turns.
+    /// The result of a search: the conversation's cached one when it ran the same keyword set
+    /// under the same access context, top k and index; else a fresh search through the run's
+    /// searcher, cached for the conversation's later turns. Either way the hits' chunks are
+    /// kept for the planner and the citation checks.
     fn cached_or_searched(
-        &self,
+        &mut self,
         key: &[String],
         keywords: &[String],
         query: Option<&str>,
         top_k: u32,
         round: u32,
-    ) -> Result<(SearchResponse, CachedFrom), EngineError> {
+    ) -> Result<(RoundResult, CachedFrom), SearchError> {
         let settings = self.settings;
         let cache_key = format!(
             "{}|{}|{}|{}|{}|{}",
@@ -500,30 +502,24 @@ impl<'a> Run<'a> {
             .as_ref()
             .and_then(|c| c.lock().ok().and_then(|s| s.cached(&cache_key).cloned()));
         if let Some(c) = cached {
-            let resp = SearchResponse {
-                hits: c.hits,
-                content_hashes: c.content_hashes,
-                legs: c.legs,
-                fusion: c
-                    .fusion
-                    .parse()
-                    .unwrap_or(self.engine.settings.agent_fusion),
-                weights: c.weights,
-                sufficiency: c.sufficiency,
-            };
-            return Ok((resp, Some((c.turn, c.round))));
+            let from = (c.turn, c.round);
+            let result = c.result(self.engine.settings.agent_fusion);
+            self.lookup.remember_cached(&result.hits);
+            return Ok((result, Some(from)));
         }
         let mut req =
             SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
         req.query = query.map(str::to_string);
         req.fusion = Some(self.engine.settings.agent_fusion);
-        let resp = self.engine.search_docs(&req)?;
+        let found = self.lookup.searcher.search(&req)?;
+        self.lookup.remember(&found.hits);
+        let result = RoundResult::from(found);
         if let Some(conv) = &settings.conversation
             && let Ok(mut s) = conv.lock()
         {
-            s.remember(CachedSearch::new(cache_key, self.turn_no, round, &resp));
+            s.remember(CachedSearch::new(cache_key, self.turn_no, round, &result));
         }
-        Ok((resp, None))
+        Ok((result, None))
     }
 
     fn filters(&self) -> SearchFilters {

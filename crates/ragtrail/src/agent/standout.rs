@@ -7,8 +7,7 @@
 //! the knowledge base, a passage about what was asked stands apart from the rest whatever the
 //! model's scale and whatever words the question uses, in any language the model reads.
 
-use crate::access::AccessContext;
-use crate::engine::Engine;
+use crate::search::Searcher;
 
 /// Chunks the mean and spread are taken over at most: every visible chunk of a small knowledge
 /// base, an even sample of a large one.
@@ -24,70 +23,29 @@ pub(super) struct SimilarityProfile {
 }
 
 impl SimilarityProfile {
-    /// `None` for the hashing embedder, when the store keeps no vectors in memory
-    /// (PostgreSQL), when the question cannot be embedded, or when the run may see too few chunks.
-    pub(super) fn of(engine: &Engine, access: &AccessContext, question: &str) -> Option<Self> {
+    /// `None` for the hashing embedder, when the store has no vectors, when the question cannot
+    /// be embedded, or when the run may see too few chunks. The vector leg answers, in memory
+    /// or in PostgreSQL.
+    pub(super) fn of(searcher: &Searcher<'_>, question: &str) -> Option<Self> {
         // The hashing embedder's vectors are character n-grams, a second view of the words the
         // verdict's key-term coverage already weighs, not of meaning: with it, three of the
         // golden set's nine unanswerable questions were given evidence (BENCHMARKS.md).
-        if engine.embedder().info().kind == crate::embed::hashing::KIND {
+        if searcher.embedder().info().kind == crate::embed::hashing::KIND || !searcher.has_vectors()
+        {
             return None;
         }
-        let store = engine.store();
-        let vectors = store.vectors();
-        if vectors.len() != store.chunks().len() {
-            return None;
-        }
-        let query = engine
-            .embedder()
-            .embed_query(&[question])
-            .ok()?
-            .into_iter()
-            .next()?;
-        if query.len() != vectors.dims() {
-            return None;
-        }
-        let visibility = store.visibility(access, false);
-        let visible: Vec<usize> = (0..vectors.len())
-            .filter(|&i| visibility.allows(i))
-            .collect();
-        if visible.len() < MIN_SAMPLE {
-            return None;
-        }
-        let step = visible.len().div_ceil(SAMPLE);
-        let sims: Vec<f64> = visible
-            .iter()
-            .step_by(step)
-            .map(|&i| cosine(&query, vectors.row(i)))
-            .collect();
-        let n = sims.len() as f64;
-        let mean = sims.iter().sum::<f64>() / n;
-        let spread = (sims.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n).sqrt();
-        (spread > 1e-9).then_some(Self {
+        let query = searcher.embed_query(question)?;
+        let spread = searcher.similarity_spread(&query, SAMPLE, MIN_SAMPLE)?;
+        (spread.spread > 1e-9).then_some(Self {
             query,
-            mean,
-            spread,
+            mean: spread.mean,
+            spread: spread.spread,
         })
     }
 
-    /// The z-score of the chunk at `position` in the store.
-    pub(super) fn standout(&self, engine: &Engine, position: usize) -> f64 {
-        let row = engine.store().vectors().row(position);
-        (cosine(&self.query, row) - self.mean) / self.spread
-    }
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
+    /// The z-score of the chunk `chunk_id`.
+    pub(super) fn standout(&self, searcher: &Searcher<'_>, chunk_id: &str) -> Option<f64> {
+        let similarity = searcher.similarity(&self.query, chunk_id)?;
+        Some((similarity - self.mean) / self.spread)
     }
 }

@@ -18,11 +18,10 @@ use super::{
 use crate::embed::Embedder;
 use crate::index::Bm25Index;
 use crate::knowledge::{self, Chunk, Document};
-use crate::search::fusion::Fusion;
-use crate::search::{self, SearchError, SearchSettings};
+use crate::search::{self, SearchSettings};
 use crate::store::embedded::StoreManifest;
 use crate::store::postgres::{PgSettings, PgStore, PgVectorLeg, RunCounts, Snapshot, Space};
-use crate::store::{ChunkStore, EmbeddedVectorLeg, VectorLeg};
+use crate::store::{ChunkStore, VectorLeg};
 
 /// The BM25 index of a Postgres-backed engine, beside (not instead of) the embedded one's.
 const INDEX_DIR: &str = "pg-index";
@@ -211,33 +210,14 @@ impl Engine {
         self.rebuild_pg_index(progress)
     }
 
-    /// The vector leg over pgvector, with the version check that keeps both legs on the same
-    /// chunks: carried by the vector query, or asked for when no vector query will run.
-    pub(super) fn pg_vector_leg<'a>(
-        &'a self,
-        pg: &'a PgBackend,
-        fusion: Fusion,
-    ) -> Result<Box<dyn VectorLeg + 'a>, EngineError> {
-        let expected = self.store.generation();
-        if pg.space.is_none() || matches!(fusion, Fusion::Bm25Only) {
-            // No vector query to carry the version check: ask for it.
-            let database = pg.store.data_version()?;
-            if database != expected {
-                return Err(SearchError::StaleIndex {
-                    index: expected,
-                    database,
-                }
-                .into());
-            }
-        }
-        Ok(match &pg.space {
-            Some(space) => Box::new(PgVectorLeg {
-                store: &pg.store,
-                space,
-                expected,
-            }),
-            // No embedding space yet: the in-memory records carry no vectors either.
-            None => Box::new(EmbeddedVectorLeg::new(&self.store)),
+    /// The vector leg over pgvector; it checks that the database is still at the version of the
+    /// in-memory chunks and the BM25 index (carried by the vector query, or asked for when no
+    /// vector query runs: [`VectorLeg::check_current`]).
+    pub(super) fn pg_vector_leg<'a>(&'a self, pg: &'a PgBackend) -> Box<dyn VectorLeg + 'a> {
+        Box::new(PgVectorLeg {
+            store: &pg.store,
+            space: pg.space.as_ref(),
+            expected: self.store.generation(),
         })
     }
 

@@ -124,6 +124,27 @@ pub fn decide(
     hit_terms: &[std::collections::HashSet<String>],
     thresholds: SufficiencyThresholds,
 ) -> Sufficiency {
+    decide_over(key_terms, hit_terms, thresholds)
+}
+
+/// The judgement stage of a [`super::Searcher`]: [`decide`] over the key terms each found hit
+/// contains.
+pub(crate) fn judge(
+    key_terms: &[KeyTerm],
+    hits: &[super::FoundHit<'_>],
+    thresholds: SufficiencyThresholds,
+) -> Sufficiency {
+    let terms: Vec<&std::collections::HashSet<String>> =
+        hits.iter().map(|h| &h.key_terms).collect();
+    decide_over(key_terms, &terms, thresholds)
+}
+
+/// [`decide`] over any borrowed term sets.
+fn decide_over<S: std::borrow::Borrow<std::collections::HashSet<String>>>(
+    key_terms: &[KeyTerm],
+    hit_terms: &[S],
+    thresholds: SufficiencyThresholds,
+) -> Sufficiency {
     if hit_terms.is_empty() {
         return Sufficiency {
             sufficient: false,
@@ -148,7 +169,7 @@ pub fn decide(
         .map(|terms| {
             key_terms
                 .iter()
-                .filter(|k| terms.contains(&k.term))
+                .filter(|k| terms.borrow().contains(&k.term))
                 .map(|k| k.weight)
                 .sum::<f64>()
                 / total
@@ -156,7 +177,11 @@ pub fn decide(
         .fold(0.0, f64::max);
     let missing_terms: Vec<String> = key_terms
         .iter()
-        .filter(|k| !hit_terms.iter().any(|terms| terms.contains(&k.term)))
+        .filter(|k| {
+            !hit_terms
+                .iter()
+                .any(|terms| terms.borrow().contains(&k.term))
+        })
         .map(|k| k.term.clone())
         .collect();
     let missing_weight: f64 = key_terms

@@ -18,7 +18,7 @@ pub mod versions;
 
 pub use embedded::ChunkStore;
 pub use terms::ChunkTerms;
-pub use vector_leg::{EmbeddedVectorLeg, VectorLeg, VectorLegError};
+pub use vector_leg::{EmbeddedVectorLeg, SimilaritySpread, VectorLeg, VectorLegError};
 pub use versions::{ChunkVersion, KeepVersions, VersionLog};
 
 #[derive(Debug, thiserror::Error)]

@@ -38,6 +38,75 @@ pub trait VectorLeg: Sync {
         access: &AccessContext,
         include_superseded: bool,
     ) -> Result<Vec<(String, f32)>, VectorLegError>;
+
+    /// Fails when the leg's vectors are no longer those of the chunks in memory (and the BM25
+    /// index). A search that runs [`VectorLeg::search`] is checked by it; one that does not
+    /// (BM25 alone, no vectors yet) asks here. Nothing to check for the embedded store.
+    fn check_current(&self) -> Result<(), VectorLegError> {
+        Ok(())
+    }
+
+    /// The mean and spread (population standard deviation) of `query`'s cosine similarity over
+    /// the current chunks `access` may see: every one of them, or an even sample of at most
+    /// `sample` (every `ceil(visible / sample)`-th in store order). A chunk whose vector is zero
+    /// counts as similarity 0. `None` when fewer than `min_visible` are visible, when not every
+    /// chunk has a vector, or when `query` has another dimension than the vectors.
+    fn similarity_spread(
+        &self,
+        query: &[f32],
+        access: &AccessContext,
+        sample: usize,
+        min_visible: usize,
+    ) -> Result<Option<SimilaritySpread>, VectorLegError>;
+
+    /// `query`'s cosine similarity with the vector of the chunk `chunk_id` (0 for a zero
+    /// vector), or `None` when the leg holds no vector for it.
+    fn similarity(&self, query: &[f32], chunk_id: &str) -> Result<Option<f64>, VectorLegError>;
+}
+
+/// How similar a query is to the chunks a reader may see, on the whole
+/// ([`VectorLeg::similarity_spread`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimilaritySpread {
+    /// Mean cosine similarity over the chunks taken.
+    pub mean: f64,
+    /// Their population standard deviation.
+    pub spread: f64,
+    /// How many chunks were taken.
+    pub sampled: usize,
+}
+
+impl SimilaritySpread {
+    /// The mean and spread of `sims` (`None` for none).
+    pub fn of(sims: &[f64]) -> Option<Self> {
+        if sims.is_empty() {
+            return None;
+        }
+        let n = sims.len() as f64;
+        let mean = sims.iter().sum::<f64>() / n;
+        let spread = (sims.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n).sqrt();
+        Some(Self {
+            mean,
+            spread,
+            sampled: sims.len(),
+        })
+    }
+}
+
+/// Cosine similarity in f64 (0 when either vector is zero).
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
 }
 
 /// The embedded store's vectors, scanned exactly in memory.
@@ -78,5 +147,41 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
             .into_iter()
             .map(|(row, score)| (chunks[row].id.clone(), score))
             .collect())
+    }
+
+    fn similarity_spread(
+        &self,
+        query: &[f32],
+        access: &AccessContext,
+        sample: usize,
+        min_visible: usize,
+    ) -> Result<Option<SimilaritySpread>, VectorLegError> {
+        let vectors = self.store.vectors();
+        if vectors.len() != self.store.chunks().len() || query.len() != vectors.dims() {
+            return Ok(None);
+        }
+        let visibility = self.store.visibility(access, false);
+        let visible: Vec<usize> = (0..vectors.len())
+            .filter(|&i| visibility.allows(i))
+            .collect();
+        if visible.len() < min_visible || visible.is_empty() {
+            return Ok(None);
+        }
+        let step = visible.len().div_ceil(sample.max(1));
+        let sims: Vec<f64> = visible
+            .iter()
+            .step_by(step)
+            .map(|&i| cosine(query, vectors.row(i)))
+            .collect();
+        Ok(SimilaritySpread::of(&sims))
+    }
+
+    fn similarity(&self, query: &[f32], chunk_id: &str) -> Result<Option<f64>, VectorLegError> {
+        let vectors = self.store.vectors();
+        Ok(self
+            .store
+            .position(chunk_id)
+            .filter(|&i| i < vectors.len() && query.len() == vectors.dims())
+            .map(|i| cosine(query, vectors.row(i))))
     }
 }

@@ -40,6 +40,7 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use crate::access::AccessContext;
 use crate::embed::{EmbedderInfo, Marking};
 use crate::knowledge::{Chunk, DocStatus, Document};
+use crate::store::vector_leg::SimilaritySpread;
 
 /// First key of the advisory locks that are ingest runs' leases (`pg_advisory_lock(NS, run)`),
 /// so they never meet another application's locks keyed by one number.
@@ -1064,6 +1065,93 @@ impl PgStore {
                 .collect(),
             data_version,
         })
+    }
+
+    /// [`VectorLeg::similarity_spread`](crate::store::VectorLeg::similarity_spread) in SQL:
+    /// the visible rows of `space` in the in-memory store's order (document, then position),
+    /// every `ceil(visible / sample)`-th taken, their mean and population spread of cosine
+    /// similarity to `query`. `None` for a query of another dimension, or the zero vector.
+    pub fn similarity_spread(
+        &self,
+        space: &Space,
+        query: &[f32],
+        access: &AccessContext,
+        sample: usize,
+        min_visible: usize,
+    ) -> Result<Option<SimilaritySpread>, PgError> {
+        if query.len() != space.info.dims as usize {
+            return Ok(None);
+        }
+        let Some(query) = self.query_vector(space, query)? else {
+            return Ok(None);
+        };
+        let table = &space.table;
+        let sql = format!(
+            "with visible as (
+               select case when v.embedding is null then 0
+                           else 1 - (v.embedding <=> $1) end::float8 as sim,
+                      row_number() over (order by c.document collate \"C\", c.seq) - 1 as i,
+                      count(*) over () as n
+               from {table} v join chunks c on c.pk = v.chunk_pk
+               where v.tenant = $2 and v.access_roles && $3 and v.status <> 'superseded'
+             )
+             select coalesce(max(n), 0)::int8, count(*)::int8, avg(sim)::float8,
+                    stddev_pop(sim)::float8
+             from visible where i % ((n + $4 - 1) / $4) = 0"
+        );
+        let roles = access_roles(access);
+        let row = self
+            .block_on(
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(query)
+                    .bind(&access.tenant)
+                    .bind(&roles)
+                    .bind(sample.max(1) as i64)
+                    .fetch_one(&self.pool),
+            )
+            .map_err(|e| self.err(e))?;
+        let visible: i64 = row.try_get(0).map_err(|e| self.err(e))?;
+        let sampled: i64 = row.try_get(1).map_err(|e| self.err(e))?;
+        let mean: Option<f64> = row.try_get(2).map_err(|e| self.err(e))?;
+        let spread: Option<f64> = row.try_get(3).map_err(|e| self.err(e))?;
+        if (visible as usize) < min_visible {
+            return Ok(None);
+        }
+        Ok(mean.zip(spread).map(|(mean, spread)| SimilaritySpread {
+            mean,
+            spread,
+            sampled: sampled as usize,
+        }))
+    }
+
+    /// [`VectorLeg::similarity`](crate::store::VectorLeg::similarity) in SQL: `query`'s cosine
+    /// similarity with the chunk's row of `space` (`None`: no row, another dimension or the
+    /// zero query).
+    pub fn similarity(
+        &self,
+        space: &Space,
+        query: &[f32],
+        chunk_id: &str,
+    ) -> Result<Option<f64>, PgError> {
+        if query.len() != space.info.dims as usize {
+            return Ok(None);
+        }
+        let Some(query) = self.query_vector(space, query)? else {
+            return Ok(None);
+        };
+        let sql = format!(
+            "select case when embedding is null then 0
+                         else 1 - (embedding <=> $1) end::float8
+             from {} where chunk_id = $2 limit 1",
+            space.table
+        );
+        self.block_on(
+            sqlx::query_scalar(AssertSqlSafe(sql))
+                .bind(query)
+                .bind(chunk_id)
+                .fetch_optional(&self.pool),
+        )
+        .map_err(|e| self.err(e))
     }
 
     /// `EXPLAIN` of the vector leg's query (for tests and operators).

@@ -1,0 +1,168 @@
+//! The hydration stage: the fused ranking turned into hits a person reads. Each hit's chunk
+//! and its analysed terms are read from the store once and travel with the hit
+//! ([`FoundHit`]), so later stages, the trace (its content hash) and the agent (its text for
+//! citation checks) need not read the store again.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::knowledge::Chunk;
+use crate::store::{ChunkStore, ChunkTerms};
+
+use super::fusion::FusedHit;
+use super::request::ValidRequest;
+use super::snippet::snippet_by;
+use super::sufficiency::{KeyTerm, covered_by, key_terms};
+use super::{SearchHit, SearchSettings};
+
+/// One hit of a [`super::Searcher`] with what it was built from: the chunk record (its text
+/// and content hash) and the chunk's analysed terms, borrowed from the store it was read from.
+#[derive(Debug, Clone)]
+pub struct FoundHit<'e> {
+    /// The hit as `searchDocs` returns it.
+    pub hit: SearchHit,
+    /// The chunk record the hit shows.
+    pub chunk: &'e Chunk,
+    /// The chunk's analysed terms (the store's cache).
+    pub terms: &'e ChunkTerms,
+    /// The request's key terms this hit contains (what the judgement weighs).
+    pub key_terms: HashSet<String>,
+}
+
+impl FoundHit<'_> {
+    /// Hash of the chunk's content as returned (the trace records it, audit compares it).
+    pub fn content_hash(&self) -> &str {
+        &self.chunk.content_hash
+    }
+}
+
+/// What hydration reads besides the ranking.
+pub(crate) struct Hydration<'a, 'e> {
+    pub store: &'e ChunkStore,
+    pub settings: &'a SearchSettings,
+    pub req: &'a ValidRequest<'a>,
+    pub keys: &'a [KeyTerm],
+    /// The fused hits' first cut, and how long it was asked to be.
+    pub fused: Vec<FusedHit>,
+    pub first_cut: usize,
+}
+
+/// Up to `top_k` hits from the fused ranking: chunks the caller may see, each containing a key
+/// term or found by the vector leg with at least [`SearchSettings::vector_only_floor`]; the
+/// ranking is fused again at the whole candidate set (`widen`) if the first cut runs out.
+pub(crate) fn hydrate<'e>(
+    h: Hydration<'_, 'e>,
+    widen: impl Fn() -> Vec<FusedHit>,
+) -> Vec<FoundHit<'e>> {
+    let Hydration {
+        store,
+        settings,
+        req,
+        keys,
+        mut fused,
+        first_cut,
+    } = h;
+    let top_k = req.top_k;
+    let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
+    // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
+    // analysed once, not once per key term).
+    let per_keyword: Vec<(&String, Vec<KeyTerm>)> = req
+        .keywords
+        .iter()
+        .map(|k| {
+            let own = key_terms(std::slice::from_ref(k), &|_| 1, 1);
+            (
+                k,
+                keys.iter()
+                    .filter(|t| own.iter().any(|kt| kt.term == t.term))
+                    .cloned()
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut hits = Vec::with_capacity(top_k);
+    let mut next = 0;
+    while hits.len() < top_k {
+        if next == fused.len() {
+            // Fewer than asked for means the legs have no more; the whole set was already fused.
+            if fused.len() < first_cut || first_cut == req.candidates {
+                break;
+            }
+            fused = widen();
+            if next == fused.len() {
+                break;
+            }
+        }
+        let f = &fused[next];
+        next += 1;
+        // One read: the record and its terms (analysed once per store generation).
+        let Some((chunk, terms)) = store.get_analysed(&f.id) else {
+            continue;
+        };
+        // Defence in depth: both legs filter by access; the store record is the authority.
+        if !req.access.allows(&chunk.tenant, &chunk.roles) {
+            continue;
+        }
+        let present = covered_by(keys, |t| terms.contains(t), terms.lowercase());
+        if present.is_empty()
+            && f.vector
+                .is_none_or(|v| v.score < settings.vector_only_floor)
+        {
+            continue;
+        }
+        let matched: Vec<&String> = per_keyword
+            .iter()
+            .filter(|(_, kts)| kts.iter().any(|kt| present.contains(&kt.term)))
+            .map(|(k, _)| *k)
+            .collect();
+        hits.push(FoundHit {
+            hit: SearchHit {
+                chunk_id: chunk.id.clone(),
+                title_path: chunk.title_path.clone(),
+                snippet: snippet_by(&chunk.text, settings.snippet_chars, |i, _| {
+                    terms.sentence_matches(&chunk.text, i, &wanted)
+                }),
+                source_uri: chunk.source_uri.clone(),
+                score: f.score,
+                metadata: metadata(chunk, f, &matched),
+            },
+            chunk,
+            terms,
+            key_terms: present,
+        });
+    }
+    hits
+}
+
+fn metadata(chunk: &Chunk, f: &FusedHit, matched: &[&String]) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert("tenant".to_string(), chunk.tenant.clone());
+    m.insert("status".to_string(), chunk.status.as_str().to_string());
+    if let Some(v) = &chunk.version {
+        m.insert("version".to_string(), v.clone());
+    }
+    if let Some(u) = &chunk.updated {
+        m.insert("updated".to_string(), u.clone());
+    }
+    if let Some(page) = chunk.page() {
+        m.insert("page".to_string(), page.to_string());
+    }
+    if let Some(r) = f.bm25 {
+        m.insert("bm25Rank".to_string(), r.rank.to_string());
+        m.insert("bm25Score".to_string(), format!("{:.4}", r.score));
+    }
+    if let Some(r) = f.vector {
+        m.insert("vectorRank".to_string(), r.rank.to_string());
+        m.insert("vectorScore".to_string(), format!("{:.4}", r.score));
+    }
+    if !matched.is_empty() {
+        m.insert(
+            "matchedKeywords".to_string(),
+            matched
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    m
+}

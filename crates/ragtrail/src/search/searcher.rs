@@ -1,0 +1,336 @@
+//! The [`Searcher`]: one caller's view of a knowledge base (store, BM25 index, vector leg,
+//! embedder, settings, and term statistics scoped to the caller's access), running
+//! `searchDocs` as named stages, each in its own file: [`request`](super::request) (checked
+//! request), [`legs`](super::legs) (BM25 and vector legs), [`fusion`](super::fusion),
+//! [`hydrate`](super::hydrate) (hits with their chunk, read once),
+//! [`stages`](super::stages) (further steps over the hits), and
+//! [`sufficiency`](super::sufficiency) (the judgement). The agent's evidence lookups go through
+//! it too, so they see what its searches see, on either store.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashSet};
+
+use crate::access::AccessContext;
+use crate::embed::Embedder;
+use crate::index::{Bm25Index, Bm25Query, ScopedCounts};
+use crate::knowledge::Chunk;
+use crate::store::{ChunkStore, ChunkTerms, SimilaritySpread, VectorLeg};
+
+use super::fusion::{self, FusedHit, Fusion, FusionWeights, LegRank, QuerySignals, fuse_with};
+use super::hydrate::{FoundHit, Hydration, hydrate};
+use super::legs::{self, Legs, Sources};
+use super::request::{RankedRequest, SearchRequest, ValidRequest};
+use super::stages::{AFTER_HYDRATION, HitStage, StageInput};
+use super::sufficiency::{KeyTerm, Sufficiency, judge, key_terms};
+use super::{LegStats, SearchError, SearchResponse, SearchSettings};
+
+/// Runs searches for one caller (see the module's documentation); made by
+/// [`crate::Engine::searcher`]. Cheap to make; keep one for a run of searches under the same
+/// access to count the caller's term statistics once.
+pub struct Searcher<'e> {
+    store: &'e ChunkStore,
+    index: &'e Bm25Index,
+    embedder: &'e dyn Embedder,
+    vector_leg: Box<dyn VectorLeg + 'e>,
+    settings: &'e SearchSettings,
+    access: AccessContext,
+    /// Term counts over what `access` may see (superseded chunks left out), counted when first
+    /// needed; `None` when the index could not count them.
+    counts: OnceCell<Option<ScopedCounts>>,
+    stages: &'static [&'static dyn HitStage],
+}
+
+/// The hits of a [`Searcher::search`] and how they were found: [`SearchResponse`] with each
+/// hit's chunk beside it.
+#[derive(Debug, Clone)]
+pub struct Found<'e> {
+    pub hits: Vec<FoundHit<'e>>,
+    pub legs: BTreeMap<String, LegStats>,
+    pub fusion: Fusion,
+    /// See [`SearchResponse::weights`].
+    pub weights: Option<FusionWeights>,
+    pub sufficiency: Sufficiency,
+}
+
+impl Found<'_> {
+    /// The response as `searchDocs` returns it (the hits without their chunks).
+    pub fn into_response(self) -> SearchResponse {
+        SearchResponse {
+            hits: self.hits.into_iter().map(|h| h.hit).collect(),
+            legs: self.legs,
+            fusion: self.fusion,
+            weights: self.weights,
+            sufficiency: self.sufficiency,
+        }
+    }
+}
+
+impl<'e> Searcher<'e> {
+    pub(crate) fn new(
+        store: &'e ChunkStore,
+        index: &'e Bm25Index,
+        embedder: &'e dyn Embedder,
+        vector_leg: Box<dyn VectorLeg + 'e>,
+        settings: &'e SearchSettings,
+        access: &AccessContext,
+    ) -> Self {
+        Self {
+            store,
+            index,
+            embedder,
+            vector_leg,
+            settings,
+            access: access.clone(),
+            counts: OnceCell::new(),
+            stages: AFTER_HYDRATION,
+        }
+    }
+
+    /// This searcher with other stages after hydration (tests of the stage list).
+    #[cfg(test)]
+    pub(crate) fn with_stages(mut self, stages: &'static [&'static dyn HitStage]) -> Self {
+        self.stages = stages;
+        self
+    }
+
+    /// Whose view this is.
+    pub fn access(&self) -> &AccessContext {
+        &self.access
+    }
+
+    /// The embedder of the vector leg's query.
+    pub fn embedder(&self) -> &'e dyn Embedder {
+        self.embedder
+    }
+
+    fn sources(&self) -> Sources<'_> {
+        Sources {
+            store: self.store,
+            index: self.index,
+            embedder: self.embedder,
+            vector_leg: self.vector_leg.as_ref(),
+            settings: self.settings,
+        }
+    }
+
+    /// The caller's term counts, when the index could count them.
+    pub fn counts(&self) -> Option<&ScopedCounts> {
+        self.counts
+            .get_or_init(|| self.index.scoped_counts(&self.access, false).ok())
+            .as_ref()
+    }
+
+    /// In how many chunks the caller may see `term` (an analysed term) occurs; 0 when the
+    /// index could not count (which only makes a term look rarer).
+    pub fn doc_freq(&self, term: &str) -> u64 {
+        self.counts().map_or(0, |c| c.doc_freq(term))
+    }
+
+    /// How many chunks the caller may see (0 when the index could not count them).
+    pub fn num_chunks(&self) -> u64 {
+        self.counts().map_or(0, ScopedCounts::num_chunks)
+    }
+
+    /// The key terms of `keywords`, weighted by their rarity in what `access` may see (the
+    /// held counts when they are the caller's).
+    fn key_terms(
+        &self,
+        keywords: &[String],
+        access: &AccessContext,
+        include_superseded: bool,
+    ) -> Result<Vec<KeyTerm>, SearchError> {
+        let held = (!include_superseded && *access == self.access)
+            .then(|| self.counts())
+            .flatten();
+        let fresh;
+        let counts = match held {
+            Some(c) => c,
+            None => {
+                fresh = self.index.scoped_counts(access, include_superseded)?;
+                &fresh
+            }
+        };
+        Ok(key_terms(
+            keywords,
+            &|t: &str| counts.doc_freq(t),
+            counts.num_chunks(),
+        ))
+    }
+
+    /// Fails when the vector leg's store moved on and no vector query will say so.
+    fn check_current(&self, fusion: Fusion) -> Result<(), SearchError> {
+        if legs::uses_vector(fusion, self.vector_leg.as_ref()) {
+            return Ok(());
+        }
+        self.vector_leg
+            .check_current()
+            .map_err(|e| SearchError::from_leg(e, self.embedder.info().model))
+    }
+
+    /// `searchDocs`: the legs, fused, hydrated into at most `topK` hits the caller may see,
+    /// the stages after hydration, then the judgement of whether the hits are evidence enough.
+    /// The request's own access context decides what is searched.
+    pub fn search(&self, req: &SearchRequest) -> Result<Found<'e>, SearchError> {
+        self.check_current(req.fusion.unwrap_or(self.settings.fusion))?;
+        let req = ValidRequest::search(req, self.settings)?;
+        let legs = legs::run(self.sources(), &req)?;
+        // Weak hits are dropped in hydration, so more than top-k fused hits may be needed:
+        // twice top-k first (sorting only those is the cheap part of fusion), the whole
+        // candidate set if the first cut runs out.
+        let first_cut = req.top_k.saturating_mul(2).min(req.candidates);
+        let keys = self.key_terms(&req.keywords, req.access, req.include_superseded)?;
+        let signals = legs::query_signals(self.store, req.fusion, &keys, &legs.bm25);
+        // A per-query weight (agreement, confidence, standout) worked out once, for both cuts
+        // and the record.
+        let resolved = req.fusion.for_query(&legs.bm25, &legs.vector, signals);
+        let fused = fuse_with(resolved, &legs.bm25, &legs.vector, first_cut, signals);
+        let mut hits = hydrate(
+            Hydration {
+                store: self.store,
+                settings: self.settings,
+                req: &req,
+                keys: &keys,
+                fused,
+                first_cut,
+            },
+            || fuse_with(resolved, &legs.bm25, &legs.vector, req.candidates, signals),
+        );
+        let input = StageInput {
+            keywords: &req.keywords,
+            query: req.query,
+            key_terms: &keys,
+            top_k: req.top_k,
+        };
+        for stage in self.stages {
+            stage.apply(&input, &mut hits);
+        }
+        let sufficiency = judge(&keys, &hits, self.settings.sufficiency);
+        Ok(Found {
+            hits,
+            legs: legs.stats(),
+            fusion: req.fusion,
+            weights: weights(req.fusion, resolved, &legs, signals),
+            sufficiency,
+        })
+    }
+
+    /// The fused ranking alone, `depth` long, for evaluation and benchmarks: the same legs and
+    /// fusion as [`Searcher::search`] (each leg contributes `max(candidates, depth)`
+    /// candidates), without its top-k cap, hydration, stages or judgement. Each leg filters by
+    /// the request's access before ranking, as in `searchDocs`.
+    pub fn ranked(&self, req: &RankedRequest<'_>) -> Result<Vec<FusedHit>, SearchError> {
+        self.check_current(req.fusion)?;
+        let req = ValidRequest::ranked(req, self.settings)?;
+        let legs = legs::run(self.sources(), &req)?;
+        // One leg alone needs no fusion: its hits in its order, as `fuse` would give them
+        // (first occurrence of an id only), without re-hashing and copying every id.
+        let (hits, is_bm25) = match req.fusion {
+            Fusion::Bm25Only if legs.vector.is_empty() => (legs.bm25, true),
+            Fusion::VectorOnly if legs.bm25.is_empty() => (legs.vector, false),
+            _ => {
+                let signals = if req.fusion.lexical_signal().is_some() {
+                    let keys = self.key_terms(&req.keywords, req.access, false)?;
+                    legs::query_signals(self.store, req.fusion, &keys, &legs.bm25)
+                } else {
+                    QuerySignals::default()
+                };
+                return Ok(fuse_with(
+                    req.fusion,
+                    &legs.bm25,
+                    &legs.vector,
+                    req.top_k,
+                    signals,
+                ));
+            }
+        };
+        let first: Vec<bool> = {
+            let mut seen = HashSet::with_capacity(hits.len());
+            hits.iter().map(|h| seen.insert(h.id.as_str())).collect()
+        };
+        Ok(hits
+            .into_iter()
+            .zip(first)
+            .filter_map(|(h, first)| first.then_some(h))
+            .take(req.top_k)
+            .enumerate()
+            .map(|(i, h)| {
+                let rank = Some(LegRank {
+                    rank: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                    score: h.score,
+                });
+                FusedHit {
+                    score: f64::from(h.score),
+                    bm25: if is_bm25 { rank } else { None },
+                    vector: if is_bm25 { None } else { rank },
+                    id: h.id,
+                }
+            })
+            .collect())
+    }
+
+    /// Whether any chunk the caller may see holds `word` (BM25, one hit is enough).
+    pub fn mentions(&self, word: &str) -> Result<bool, SearchError> {
+        let keywords = [word.to_string()];
+        let matches = self.index.search(&Bm25Query {
+            keywords: &keywords,
+            access: &self.access,
+            include_superseded: false,
+            limit: 1,
+            title_boost: 1.0,
+        })?;
+        Ok(!matches.is_empty())
+    }
+
+    /// The chunk `id` and its analysed terms, if the caller may see it: for a hit served from
+    /// a conversation's cache, which was read when it was first found.
+    pub fn chunk(&self, id: &str) -> Option<(&'e Chunk, &'e ChunkTerms)> {
+        self.store
+            .get_analysed(id)
+            .filter(|(c, _)| self.access.allows(&c.tenant, &c.roles))
+    }
+
+    /// Whether the vector leg has vectors to compare a query with.
+    pub fn has_vectors(&self) -> bool {
+        self.vector_leg.has_vectors()
+    }
+
+    /// `text` embedded as a query (`None` when the embedder fails).
+    pub fn embed_query(&self, text: &str) -> Option<Vec<f32>> {
+        self.embedder.embed_query(&[text]).ok()?.into_iter().next()
+    }
+
+    /// How `query` compares with the chunks the caller may see, on the whole (see
+    /// `VectorLeg::similarity_spread`); `None` also when the leg fails.
+    pub fn similarity_spread(
+        &self,
+        query: &[f32],
+        sample: usize,
+        min_visible: usize,
+    ) -> Option<SimilaritySpread> {
+        self.vector_leg
+            .similarity_spread(query, &self.access, sample, min_visible)
+            .ok()
+            .flatten()
+    }
+
+    /// `query`'s cosine similarity with the chunk `chunk_id` (see `VectorLeg::similarity`);
+    /// `None` also when the leg fails.
+    pub fn similarity(&self, query: &[f32], chunk_id: &str) -> Option<f64> {
+        self.vector_leg.similarity(query, chunk_id).ok().flatten()
+    }
+}
+
+/// The legs' weights in this query's min-max sum (`None` for RRF and one leg alone).
+fn weights(
+    fusion: Fusion,
+    resolved: Fusion,
+    legs: &Legs,
+    signals: QuerySignals,
+) -> Option<FusionWeights> {
+    fusion::bm25_weight(resolved, &legs.bm25, &legs.vector, signals).map(|bm25| FusionWeights {
+        bm25,
+        lexical_confidence: fusion
+            .lexical_signal()
+            .map(|signal| fusion::lexical_confidence(signal, &legs.bm25, signals)),
+    })
+}
