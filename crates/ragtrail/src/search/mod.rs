@@ -86,7 +86,7 @@ pub struct SearchSettings {
 
 impl SearchSettings {
     /// The defaults, with the fusion chosen for the configured embedder's kind
-    /// ([`default_fusion_for`]).
+    /// (`default_fusion_for`).
     pub fn for_embedder(embedder_kind: &str) -> Self {
         Self {
             fusion: default_fusion_for(embedder_kind),

@@ -1067,7 +1067,7 @@ impl PgStore {
         })
     }
 
-    /// [`VectorLeg::similarity_spread`](crate::store::VectorLeg::similarity_spread) in SQL:
+    /// `VectorLeg::similarity_spread` in SQL:
     /// the visible rows of `space` in the in-memory store's order (document, then position),
     /// every `ceil(visible / sample)`-th taken, their mean and population spread of cosine
     /// similarity to `query`. `None` for a query of another dimension, or the zero vector.
@@ -1124,7 +1124,7 @@ impl PgStore {
         }))
     }
 
-    /// [`VectorLeg::similarity`](crate::store::VectorLeg::similarity) in SQL: `query`'s cosine
+    /// `VectorLeg::similarity` in SQL: `query`'s cosine
     /// similarity with the chunk's row of `space` (`None`: no row, another dimension or the
     /// zero query).
     pub fn similarity(
