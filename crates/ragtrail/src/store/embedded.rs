@@ -102,6 +102,17 @@ impl ChunkStore {
         }
     }
 
+    /// A store at `generation` that holds nothing: nothing ingested yet, or a generation
+    /// written in another format that is read as empty (and rebuilt by the next ingest).
+    fn empty(dir: &Path, generation: u64) -> Self {
+        let manifest = StoreManifest {
+            format: FORMAT,
+            generation,
+            ..StoreManifest::default()
+        };
+        Self::from_parts(dir.to_path_buf(), manifest, Vec::new(), VectorIndex::new(0))
+    }
+
     /// The store of generation folder `named` (`None`: nothing ingested yet). Reads only.
     fn open_generation(
         dir: &Path,
@@ -109,32 +120,12 @@ impl ChunkStore {
         discard_other_format: bool,
     ) -> Result<Self, StoreError> {
         let Some(name) = named else {
-            let manifest = StoreManifest {
-                format: FORMAT,
-                ..StoreManifest::default()
-            };
-            return Ok(Self::from_parts(
-                dir.to_path_buf(),
-                manifest,
-                Vec::new(),
-                VectorIndex::new(0),
-            ));
+            return Ok(Self::empty(dir, 0));
         };
         let gen_dir = dir.join(name);
         let manifest = match read_manifest(&gen_dir) {
             Err(StoreError::Format { .. }) if discard_other_format => {
-                let generation = read_generation(&gen_dir).unwrap_or(0);
-                let manifest = StoreManifest {
-                    format: FORMAT,
-                    generation,
-                    ..StoreManifest::default()
-                };
-                return Ok(Self::from_parts(
-                    dir.to_path_buf(),
-                    manifest,
-                    Vec::new(),
-                    VectorIndex::new(0),
-                ));
+                return Ok(Self::empty(dir, read_generation(&gen_dir).unwrap_or(0)));
             }
             other => other?,
         };
