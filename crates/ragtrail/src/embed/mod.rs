@@ -13,11 +13,15 @@
 #[cfg(feature = "local-embed")]
 pub mod bert;
 mod config;
+#[cfg(feature = "local-embed")]
+pub mod e5_file;
 pub mod hashing;
 pub mod http;
 #[cfg(feature = "local-embed")]
 pub mod local;
 pub mod marking;
+#[cfg(feature = "local-embed")]
+pub mod xlmr_tokenizer;
 
 pub use config::{EmbedConfig, EmbedderChoice, from_config};
 pub use hashing::HashingEmbedder;
