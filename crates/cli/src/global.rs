@@ -134,12 +134,13 @@ impl GlobalArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Embeddings")]
 pub struct EmbedArgs {
-    /// `hashing` (offline, lexical), `local` (a model folder) or `http` (an OpenAI-compatible
+    /// `hashing` (offline, lexical), `local` (a model folder or file) or `http` (an OpenAI-compatible
     /// endpoint) [default: local if a model folder is set, else http if an endpoint is set,
     /// else hashing].
     #[arg(long, global = true, env = "RAGTRAIL_EMBEDDER", value_name = "KIND")]
     pub embedder: Option<EmbedderChoice>,
-    /// Local sentence-transformers model folder (config.json, tokenizer.json, model.safetensors).
+    /// Local sentence-transformers model folder (config.json, tokenizer.json, model.safetensors),
+    /// or the packed multilingual-e5-small file e5-small-q4.bin.
     #[arg(
         long,
         global = true,

@@ -198,14 +198,17 @@ pub use store::postgres::{MIGRATOR, PgError, PgSettings, PgStore, redact_databas
 /// The largest topK one `searchDocs` call accepts.
 pub use search::MAX_TOP_K;
 
+/// Which side of a search a text is embedded as (a query or a passage).
+pub use embed::marking::Side as EmbedSide;
+/// The in-process model embedders: a sentence-transformers folder (with its options), and
+/// multilingual-e5-small from its packed 4-bit file.
+#[cfg(feature = "local-embed")]
+pub use embed::{E5Embedder, LocalEmbedder, LocalOptions};
 /// The embedders: hashing (no model), an OpenAI-compatible endpoint, a local model.
 pub use embed::{
     EmbedError, EmbedderChoice, EmbedderInfo, HashingEmbedder, HttpEmbedder, HttpEmbedderConfig,
     LOCAL_KIND, Marking,
 };
-/// The in-process model embedder and its options.
-#[cfg(feature = "local-embed")]
-pub use embed::{LocalEmbedder, LocalOptions};
 /// The kind names an [`EmbedderInfo`] carries for the hashing and HTTP embedders.
 pub use embed::{hashing::KIND as HASHING_KIND, http::KIND as HTTP_KIND};
 /// How HTTP calls to a model or embeddings server are retried.

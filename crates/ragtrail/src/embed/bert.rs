@@ -1,7 +1,10 @@
 //! The BERT encoder's forward pass on CPU, for sentence embeddings.
 //!
 //! Weights are read with candle (safetensors, any float type) and kept as plain `f32` rows;
-//! matrix products go to the `gemm` crate (candle's own CPU kernel). Written out rather than
+//! matrix products go to the `gemm` crate (candle's own CPU kernel). The same pass runs a model
+//! with 4-bit weights (the packed multilingual-e5-small of [`super::e5`]): its projections are
+//! candle's quantized Q4_0 products (activations quantized to 8 bits per block of 32, as ggml
+//! does), its word embeddings are dequantized row by row as tokens look them up. Written out rather than
 //! run through candle's generic BERT because embedding is the slow part of an ingest and a
 //! forward pass for sentence vectors can skip most of the generic work:
 //!
@@ -20,7 +23,10 @@
 
 use std::collections::HashMap;
 
-use candle_core::{DType, Tensor};
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QMatMul, ggml_file::qtensor_from_ggml};
+use candle_core::{DType, Device, Module, Tensor};
 use gemm::Parallelism;
 use serde::Deserialize;
 
@@ -53,43 +59,84 @@ fn default_eps() -> f64 {
     1e-12
 }
 
-struct Linear {
-    /// `out × in`, row-major (the checkpoint's layout).
-    w: Vec<f32>,
-    b: Vec<f32>,
-    input: usize,
-    output: usize,
+/// A projection's weights, `out × in`, row-major (the checkpoint's layout).
+pub(super) enum Weights {
+    F32(Vec<f32>),
+    /// Q4_0 blocks, multiplied by candle's quantized kernel.
+    Q4(QMatMul),
 }
 
-struct Norm {
-    gamma: Vec<f32>,
-    beta: Vec<f32>,
+impl Weights {
+    /// `rows × cols` weights from Q4_0 blocks (ggml's layout: 18 bytes per 32 weights).
+    pub(super) fn q4(blocks: &[u8], rows: usize, cols: usize) -> Result<Self, String> {
+        // candle reads the blocks in place as its `BlockQ4_0`, whose f16 scale wants 2-byte
+        // alignment: hand it an aligned copy (it copies them anyway).
+        let mut aligned = vec![0u16; blocks.len().div_ceil(2)];
+        for (d, s) in aligned.iter_mut().zip(blocks.chunks(2)) {
+            *d = u16::from_ne_bytes([s[0], s.get(1).copied().unwrap_or(0)]);
+        }
+        // SAFETY: u8 has no alignment requirement and the view covers initialised memory the
+        // Vec owns for as long as the view lives.
+        let view =
+            unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), blocks.len()) };
+        let t = qtensor_from_ggml(GgmlDType::Q4_0, view, vec![rows, cols], &Device::Cpu)
+            .map_err(|e| format!("4-bit weights {rows}×{cols}: {e}"))?;
+        QMatMul::from_qtensor(t)
+            .map(Weights::Q4)
+            .map_err(|e| format!("4-bit weights {rows}×{cols}: {e}"))
+    }
 }
 
-struct Layer {
-    /// Query, key and value stacked (`3H × H`); the query rows are pre-scaled by 1/√d.
-    qkv: Linear,
-    attn_out: Linear,
-    attn_norm: Norm,
-    up: Linear,
-    down: Linear,
-    out_norm: Norm,
+pub(super) struct Linear {
+    pub(super) w: Weights,
+    pub(super) b: Vec<f32>,
+    pub(super) input: usize,
+    pub(super) output: usize,
+}
+
+pub(super) struct Norm {
+    pub(super) gamma: Vec<f32>,
+    pub(super) beta: Vec<f32>,
+}
+
+pub(super) struct Layer {
+    /// Query, key and value stacked (`3H × H`).
+    pub(super) qkv: Linear,
+    /// Applied to the query columns after the product: 1 when the query rows were pre-scaled
+    /// by 1/√d (f32 weights), 1/√d for 4-bit weights (which cannot be rescaled exactly).
+    pub(super) query_scale: f32,
+    pub(super) attn_out: Linear,
+    pub(super) attn_norm: Norm,
+    pub(super) up: Linear,
+    pub(super) down: Linear,
+    pub(super) out_norm: Norm,
+}
+
+/// The word-embedding table.
+pub(super) enum WordTable {
+    /// `vocab × hidden`, row-major.
+    F32(Vec<f32>),
+    /// Q4_0 rows (hidden / 32 blocks each) in place in a mapped model file, from byte `start`.
+    Q4 {
+        file: Arc<super::e5_file::E5File>,
+        start: usize,
+    },
 }
 
 /// A loaded BERT encoder.
 pub struct Bert {
-    hidden: usize,
-    heads: usize,
-    head_dim: usize,
-    eps: f32,
-    vocab: usize,
-    max_positions: usize,
-    word: Vec<f32>,
-    position: Vec<f32>,
+    pub(super) hidden: usize,
+    pub(super) heads: usize,
+    pub(super) head_dim: usize,
+    pub(super) eps: f32,
+    pub(super) vocab: usize,
+    pub(super) max_positions: usize,
+    pub(super) word: WordTable,
+    pub(super) position: Vec<f32>,
     /// Token type 0's embedding (sentence embeddings use a single segment).
-    token_type: Vec<f32>,
-    emb_norm: Norm,
-    layers: Vec<Layer>,
+    pub(super) token_type: Vec<f32>,
+    pub(super) emb_norm: Norm,
+    pub(super) layers: Vec<Layer>,
 }
 
 struct Tensors {
@@ -132,7 +179,7 @@ impl Tensors {
 
     fn linear(&self, name: &str, output: usize, input: usize) -> Result<Linear, String> {
         Ok(Linear {
-            w: self.get(&format!("{name}.weight"), &[output, input])?,
+            w: Weights::F32(self.get(&format!("{name}.weight"), &[output, input])?),
             b: self.get(&format!("{name}.bias"), &[output])?,
             input,
             output,
@@ -180,21 +227,25 @@ impl Bert {
             let q = t.linear(&format!("{p}attention.self.query"), h, h)?;
             let k = t.linear(&format!("{p}attention.self.key"), h, h)?;
             let v = t.linear(&format!("{p}attention.self.value"), h, h)?;
+            let (Weights::F32(qw), Weights::F32(kw), Weights::F32(vw)) = (&q.w, &k.w, &v.w) else {
+                return Err("safetensors weights are read as f32".into());
+            };
             let mut w = Vec::with_capacity(3 * h * h);
-            w.extend(q.w.iter().map(|x| x * scale));
-            w.extend_from_slice(&k.w);
-            w.extend_from_slice(&v.w);
+            w.extend(qw.iter().map(|x| x * scale));
+            w.extend_from_slice(kw);
+            w.extend_from_slice(vw);
             let mut b = Vec::with_capacity(3 * h);
             b.extend(q.b.iter().map(|x| x * scale));
             b.extend_from_slice(&k.b);
             b.extend_from_slice(&v.b);
             layers.push(Layer {
                 qkv: Linear {
-                    w,
+                    w: Weights::F32(w),
                     b,
                     input: h,
                     output: 3 * h,
                 },
+                query_scale: 1.0,
                 attn_out: t.linear(&format!("{p}attention.output.dense"), h, h)?,
                 attn_norm: t.norm(&format!("{p}attention.output.LayerNorm"), h)?,
                 up: t.linear(&format!("{p}intermediate.dense"), i, h)?,
@@ -213,7 +264,9 @@ impl Bert {
             eps: config.layer_norm_eps as f32,
             vocab: config.vocab_size,
             max_positions: config.max_position_embeddings,
-            word: t.get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
+            word: WordTable::F32(
+                t.get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
+            ),
             position: t.get(
                 "embeddings.position_embeddings.weight",
                 &[config.max_position_embeddings, h],
@@ -258,11 +311,16 @@ impl Bert {
         } else {
             Parallelism::None
         };
-        let offsets = self.run(seqs, par, scratch);
+        let offsets = self.run(seqs, par, scratch)?;
         Ok((&scratch.x, offsets))
     }
 
-    fn run(&self, seqs: &[&[u32]], par: Parallelism, s: &mut Scratch) -> Vec<usize> {
+    fn run(
+        &self,
+        seqs: &[&[u32]],
+        par: Parallelism,
+        s: &mut Scratch,
+    ) -> Result<Vec<usize>, String> {
         let h = self.hidden;
         let mut offsets = Vec::with_capacity(seqs.len());
         let mut total = 0;
@@ -279,10 +337,18 @@ impl Bert {
         for seq in seqs {
             for (pos, &id) in seq.iter().enumerate() {
                 let out = &mut s.x[row * h..(row + 1) * h];
-                let w = &self.word[id as usize * h..(id as usize + 1) * h];
+                let id = id as usize;
+                match &self.word {
+                    WordTable::F32(word) => out.copy_from_slice(&word[id * h..(id + 1) * h]),
+                    WordTable::Q4 { file, start } => {
+                        let row_bytes = h / 32 * 18;
+                        let at = start + id * row_bytes;
+                        dequantize_q4(&file.bytes()[at..at + row_bytes], out);
+                    }
+                }
                 let p = &self.position[pos * h..(pos + 1) * h];
                 for j in 0..h {
-                    out[j] = w[j] + p[j] + self.token_type[j];
+                    out[j] += p[j] + self.token_type[j];
                 }
                 row += 1;
             }
@@ -298,7 +364,12 @@ impl Bert {
                 total,
                 &layer.qkv,
                 par,
-            );
+            )?;
+            if layer.query_scale != 1.0 {
+                for row in s.qkv[..total * 3 * h].chunks_exact_mut(3 * h) {
+                    row[..h].iter_mut().for_each(|v| *v *= layer.query_scale);
+                }
+            }
             // Attention, per sequence and head, at the sequence's own length.
             let stride = 3 * h;
             let d = self.head_dim;
@@ -367,7 +438,7 @@ impl Bert {
                 total,
                 &layer.attn_out,
                 par,
-            );
+            )?;
             layer_norm(&mut s.tmp[..total * h], h, &layer.attn_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
             // Feed-forward: up, GELU, down + residual, LayerNorm.
@@ -379,7 +450,7 @@ impl Bert {
                 total,
                 &layer.up,
                 par,
-            );
+            )?;
             gelu(&mut s.inter[..total * i]);
             linear_into(
                 &mut s.tmp[..total * h],
@@ -388,12 +459,12 @@ impl Bert {
                 total,
                 &layer.down,
                 par,
-            );
+            )?;
             layer_norm(&mut s.tmp[..total * h], h, &layer.out_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
         }
         s.x.truncate(total * h);
-        offsets
+        Ok(offsets)
     }
 }
 
@@ -478,6 +549,17 @@ fn matmul(m: usize, n: usize, k: usize, out: Out, a: In, b: In, par: Parallelism
     }
 }
 
+/// Dequantizes one row of Q4_0 blocks into `out` (32 values per 18-byte block).
+pub(super) fn dequantize_q4(blocks: &[u8], out: &mut [f32]) {
+    for (b, o) in blocks.chunks_exact(18).zip(out.chunks_exact_mut(32)) {
+        let d = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+        for (j, &q) in b[2..18].iter().enumerate() {
+            o[j] = ((q & 0x0F) as i32 - 8) as f32 * d;
+            o[j + 16] = ((q >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
 /// `out = x · Wᵀ + bias (+ residual)` for `rows` rows.
 fn linear_into(
     out: &mut [f32],
@@ -486,7 +568,33 @@ fn linear_into(
     rows: usize,
     l: &Linear,
     par: Parallelism,
-) {
+) -> Result<(), String> {
+    let w = match &l.w {
+        Weights::F32(w) => w,
+        Weights::Q4(q) => {
+            let y = Tensor::from_slice(&x[..rows * l.input], (rows, l.input), &Device::Cpu)
+                .and_then(|t| q.forward(&t))
+                .and_then(|y| y.flatten_all())
+                .and_then(|y| y.to_vec1::<f32>())
+                .map_err(|e| format!("4-bit product: {e}"))?;
+            for (r, (row, y)) in out
+                .chunks_exact_mut(l.output)
+                .zip(y.chunks_exact(l.output))
+                .take(rows)
+                .enumerate()
+            {
+                for ((o, y), b) in row.iter_mut().zip(y).zip(&l.b) {
+                    *o = y + b;
+                }
+                if let Some(res) = residual {
+                    for (o, v) in row.iter_mut().zip(&res[r * l.output..(r + 1) * l.output]) {
+                        *o += v;
+                    }
+                }
+            }
+            return Ok(());
+        }
+    };
     for (r, row) in out.chunks_exact_mut(l.output).take(rows).enumerate() {
         row.copy_from_slice(&l.b);
         if let Some(res) = residual {
@@ -512,13 +620,14 @@ fn linear_into(
         },
         // Wᵀ: element (k, n) is W[n][k].
         In {
-            data: &l.w,
+            data: w,
             offset: 0,
             rs: 1,
             cs: l.input,
         },
         par,
     );
+    Ok(())
 }
 
 /// Sum with eight independent accumulators, so it vectorises (a single running sum cannot be

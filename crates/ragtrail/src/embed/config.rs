@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+#[cfg(feature = "local-embed")]
+use super::e5::{self, E5Embedder};
 use super::http::{
     DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, DEFAULT_MAX_INPUT_CHARS, HttpEmbedder,
     HttpEmbedderConfig,
@@ -21,7 +23,8 @@ pub enum EmbedderChoice {
     Auto,
     /// The offline, lexical hashing embedder.
     Hashing,
-    /// A local sentence-transformers folder (`RAGTRAIL_EMBED_MODEL_DIR`).
+    /// A local model (`RAGTRAIL_EMBED_MODEL_DIR`): a sentence-transformers folder, or the
+    /// packed 4-bit multilingual-e5-small file `e5-small-q4.bin`.
     Local,
     /// An OpenAI-compatible endpoint (`RAGTRAIL_EMBED_BASE_URL`).
     Http,
@@ -124,6 +127,23 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
                         "the local embedder needs a model folder: set RAGTRAIL_EMBED_MODEL_DIR (or --embed-model-dir)".into(),
                     )
                 })?;
+            // A file, not a folder: the packed multilingual-e5-small, which writes the e5
+            // prefixes itself.
+            if dir.is_file() {
+                if let Some(m) = config.marking.as_ref().filter(|m| !m.is_none())
+                    && *m != e5::marking()
+                {
+                    return Err(EmbedError::Config(format!(
+                        "{} is multilingual-e5-small, which marks queries and passages with the e5 prefixes itself; RAGTRAIL_EMBED_MARKING={m} does not apply: unset it",
+                        dir.display()
+                    )));
+                }
+                let mut e5 = E5Embedder::load(dir)?;
+                if let Some(b) = config.batch_size {
+                    e5 = e5.with_batch_size(b);
+                }
+                return Ok(Arc::new(e5));
+            }
             if config.marking.as_ref().is_some_and(|m| !m.is_none()) {
                 return Err(EmbedError::Config(
                     "the local embedder embeds queries and passages alike (RAGTRAIL_EMBED_MARKING is for the http embedder): unset it, or set it to none".into(),
@@ -231,6 +251,31 @@ mod tests {
         assert!("bert".parse::<EmbedderChoice>().is_err());
         let hashing = from_config(&EmbedConfig::default()).expect("hashing");
         assert_eq!(hashing.info().kind, "hashing");
+    }
+
+    #[cfg(feature = "local-embed")]
+    #[test]
+    fn a_model_file_is_read_as_the_packed_e5_model() {
+        use std::io::Write;
+        // A file, not a folder: read as e5-small-q4.bin, whose errors name the file.
+        let mut f = tempfile::NamedTempFile::new().expect("temp file");
+        f.write_all(b"not a model").expect("write");
+        let e = error_of(EmbedConfig {
+            model_dir: Some(f.path().to_path_buf()),
+            ..EmbedConfig::default()
+        });
+        let msg = e.to_string();
+        assert!(
+            msg.contains("E5S1") && msg.contains(&f.path().display().to_string()),
+            "{msg}"
+        );
+        // It marks queries and passages itself: another marking is refused before loading.
+        let e = error_of(EmbedConfig {
+            model_dir: Some(f.path().to_path_buf()),
+            marking: Some("input-type".parse().expect("marking")),
+            ..EmbedConfig::default()
+        });
+        assert!(e.to_string().contains("RAGTRAIL_EMBED_MARKING"), "{e}");
     }
 
     #[test]

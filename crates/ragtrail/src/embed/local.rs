@@ -420,7 +420,7 @@ impl Embedder for LocalEmbedder {
 /// A short content fingerprint of the model: the small files whole, the weights by size and
 /// their first and last MiB (which hold the header and weights of the first and last layers),
 /// so a fine-tuned or different model never passes for this one, at little cost.
-fn fingerprint(parts: &[&[u8]], weights: &Path) -> std::io::Result<String> {
+pub(super) fn fingerprint(parts: &[&[u8]], weights: &Path) -> std::io::Result<String> {
     use std::io::{Read, Seek, SeekFrom};
     const WINDOW: u64 = 1 << 20;
     let mut hasher = Sha256::new();

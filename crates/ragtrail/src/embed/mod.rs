@@ -7,12 +7,15 @@
 //! tokenizer-free complement to BM25, and swap in a semantic model when one is available.
 //!
 //! Semantic embedders: `local::LocalEmbedder` runs a sentence-transformers folder in-process
-//! (candle, CPU; the `local-embed` feature); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
+//! (candle, CPU; the `local-embed` feature), `e5::E5Embedder` the packed 4-bit
+//! multilingual-e5-small file (likewise); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
 //! [`from_config`] picks one from the configuration (see `docs/embeddings.md`).
 
 #[cfg(feature = "local-embed")]
 pub mod bert;
 mod config;
+#[cfg(feature = "local-embed")]
+pub mod e5;
 #[cfg(feature = "local-embed")]
 pub mod e5_file;
 pub mod hashing;
@@ -24,6 +27,8 @@ pub mod marking;
 pub mod xlmr_tokenizer;
 
 pub use config::{EmbedConfig, EmbedderChoice, from_config};
+#[cfg(feature = "local-embed")]
+pub use e5::E5Embedder;
 pub use hashing::HashingEmbedder;
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 #[cfg(feature = "local-embed")]

