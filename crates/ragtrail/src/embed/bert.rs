@@ -762,6 +762,94 @@ mod tests {
         assert!((mean - 0.5).abs() < 1e-5 && (var - 1.0).abs() < 1e-4);
     }
 
+    /// Q4_0 blocks of `rows × cols` pseudo-random weights, and the weights they stand for.
+    fn q4_blocks(rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut bytes = Vec::new();
+        for _ in 0..rows * cols / 32 {
+            let scale = half::f16::from_f32(0.01 + (next() % 100) as f32 / 1000.0);
+            bytes.extend_from_slice(&scale.to_bits().to_le_bytes());
+            bytes.extend((0..16).map(|_| next() as u8));
+        }
+        let mut dense = vec![0.0f32; rows * cols];
+        for (b, o) in bytes
+            .chunks_exact(cols / 32 * 18)
+            .zip(dense.chunks_exact_mut(cols))
+        {
+            dequantize_q4(b, o);
+        }
+        (bytes, dense)
+    }
+
+    #[test]
+    fn q4_blocks_dequantize_as_ggml_lays_them_out() {
+        // Scale 0.5; byte j holds weight j (low nibble) and weight j + 16 (high nibble).
+        let mut block = half::f16::from_f32(0.5).to_bits().to_le_bytes().to_vec();
+        block.extend((0..16u8).map(|j| (15 - j) << 4 | j));
+        let mut out = [0.0f32; 32];
+        dequantize_q4(&block, &mut out);
+        assert_eq!(out[0], -4.0); // (0 - 8) · 0.5
+        assert_eq!(out[15], 3.5); // (15 - 8) · 0.5
+        assert_eq!(out[16], 3.5); // high nibble of byte 0 is 15
+        assert_eq!(out[31], -4.0);
+    }
+
+    #[test]
+    fn q4_products_agree_with_the_dequantized_weights() {
+        let (rows, cols, tokens) = (64, 96, 3);
+        let (bytes, dense) = q4_blocks(rows, cols);
+        let bias: Vec<f32> = (0..rows).map(|i| i as f32 / 100.0).collect();
+        let x: Vec<f32> = (0..tokens * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        let q = Linear {
+            w: Weights::q4(&bytes, rows, cols).expect("q4 weights"),
+            b: bias.clone(),
+            input: cols,
+            output: rows,
+        };
+        let f = Linear {
+            w: Weights::F32(dense),
+            b: bias,
+            input: cols,
+            output: rows,
+        };
+        let residual: Vec<f32> = (0..tokens * rows).map(|i| i as f32 / 7.0).collect();
+        let mut got = vec![0.0f32; tokens * rows];
+        let mut want = vec![0.0f32; tokens * rows];
+        linear_into(&mut got, Some(&residual), &x, tokens, &q, Parallelism::None).expect("q4");
+        linear_into(
+            &mut want,
+            Some(&residual),
+            &x,
+            tokens,
+            &f,
+            Parallelism::None,
+        )
+        .expect("f32");
+        // The 4-bit product quantizes activations to 8 bits per block: close, not equal.
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        let scale = want.iter().map(|v| v.abs()).fold(0.0f32, f32::max);
+        assert!(
+            err < scale * 0.01,
+            "largest difference {err} on values up to {scale}"
+        );
+        assert!(
+            got.iter().zip(&want).any(|(a, b)| a != b),
+            "activations were not quantized?"
+        );
+    }
+
     #[test]
     fn matmul_with_strides() {
         // a = [[1,2],[3,4]], b = aᵀ read through strides: a·aᵀ = [[5,11],[11,25]].

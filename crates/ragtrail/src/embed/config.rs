@@ -243,6 +243,7 @@ mod tests {
                 ..EmbedConfig::default()
             });
             assert!(e.to_string().contains("/nonexistent/model"), "{e}");
+            assert!(e.to_string().contains("e5-small-q4.bin"), "{e}");
         }
         assert_eq!(
             "HTTP".parse::<EmbedderChoice>().expect("parse"),

@@ -128,7 +128,7 @@ impl LocalEmbedder {
         };
         if !dir.is_dir() {
             return Err(err(
-                "not a folder; set RAGTRAIL_EMBED_MODEL_DIR (or --embed-model-dir) to a sentence-transformers model folder".into(),
+                "neither a folder nor a file; set RAGTRAIL_EMBED_MODEL_DIR (or --embed-model-dir) to a sentence-transformers model folder, or to multilingual-e5-small's e5-small-q4.bin".into(),
             ));
         }
         let read = |name: &str| -> Result<Vec<u8>, EmbedError> {
