@@ -69,7 +69,7 @@ impl E5Embedder {
             message,
         };
         let file = Arc::new(E5File::open(path).map_err(|e| err(e.to_string()))?);
-        let tokenizer = XlmrTokenizer::from_file(&file).map_err(err)?;
+        let tokenizer = XlmrTokenizer::from_file(Arc::clone(&file)).map_err(err)?;
         let model = encoder(&file).map_err(err)?;
         let fingerprint =
             super::local::fingerprint(&[], path).map_err(|e| err(format!("cannot read: {e}")))?;
@@ -106,9 +106,7 @@ impl E5Embedder {
             Side::Query => QUERY_PREFIX,
             Side::Passage => PASSAGE_PREFIX,
         };
-        self.tokenizer
-            .content_ids(&format!("{prefix}{text}"))
-            .map_err(|m| self.failed(m))
+        Ok(self.tokenizer.content_ids(&format!("{prefix}{text}")))
     }
 
     /// The tokenizer (normalisation and pieces), for inspection.

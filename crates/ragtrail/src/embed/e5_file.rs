@@ -440,6 +440,18 @@ impl E5File {
         self.scores.len()
     }
 
+    /// The UTF-8 bytes of piece `id`, in place in the mapping.
+    pub fn piece_bytes(&self, id: usize) -> Option<&[u8]> {
+        let start = *self.piece_offsets.get(id)? as usize;
+        let end = *self.piece_offsets.get(id + 1)? as usize;
+        self.map[self.pieces_text.clone()].get(start..end)
+    }
+
+    /// Every piece's score, in id order.
+    pub fn scores(&self) -> &[f32] {
+        &self.scores
+    }
+
     /// The character normalization table, sorted by code point.
     pub fn normalization(&self) -> &[(char, Vec<char>)] {
         &self.normalization
