@@ -113,6 +113,8 @@ pub use agent::Planner;
 pub use agent::RunSettings;
 /// Where and how a run's trace is written (directory, keys).
 pub use agent::TraceSettings;
+/// The cause of a run that ended with status `error`, from its reason (`search_error: CAUSE`).
+pub use agent::error_cause;
 /// The planner that asks an OpenAI-compatible chat model.
 pub use agent::llm::LlmPlanner;
 /// The planner that needs no model: deterministic keywords and extractive answers.
