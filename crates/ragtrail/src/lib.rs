@@ -230,6 +230,9 @@ pub use session::TurnError;
 pub use text::Lang;
 /// Cuts a text to at most so many characters, on a character boundary.
 pub use text::truncate_chars;
+/// The words of a text as written whose index terms are among some (stems, as the sufficiency
+/// judgement's `missingTerms`): what a person reads in their place.
+pub use text::written_words;
 
 /// Internals the workspace's own tests, examples and benchmarks reach into: hidden from the
 /// documentation, with no promise that they stay.
