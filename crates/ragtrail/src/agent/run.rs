@@ -686,8 +686,6 @@ impl<'a> Run<'a> {
             RunStatus::Error => Some(error_message(self.question, &reason)),
             RunStatus::InsufficientEvidence => Some(insufficient_message(
                 self.question,
-                &status,
-                &reason,
                 &self.rounds,
                 &self.keyword_sets_tried,
             )),
@@ -793,27 +791,36 @@ pub fn error_cause(reason: &str) -> &str {
         .unwrap_or(reason)
 }
 
+/// The key terms some round missed that no round found: a term a round searched and did not
+/// report missing was found there.
+fn never_found(rounds: &[RoundRecord]) -> Vec<String> {
+    let mut missing: Vec<String> = Vec::new();
+    for r in rounds {
+        for t in &r.sufficiency.missing_terms {
+            if !missing.contains(t) {
+                missing.push(t.clone());
+            }
+        }
+    }
+    missing.retain(|t| {
+        !rounds.iter().any(|r| {
+            !r.sufficiency.missing_terms.contains(t)
+                && !crate::text::written_words(&r.keywords.join(" "), std::slice::from_ref(t))
+                    .is_empty()
+        })
+    });
+    missing
+}
+
 /// The user-facing explanation when there is no grounded answer, in the question's language.
-fn insufficient_message(
-    question: &str,
-    status: &RunStatus,
-    reason: &str,
-    rounds: &[RoundRecord],
-    tried: &[Vec<String>],
-) -> String {
+fn insufficient_message(question: &str, rounds: &[RoundRecord], tried: &[Vec<String>]) -> String {
     let lang = Lang::of(question);
-    let mut out = match status {
-        RunStatus::Error => match lang {
-            Lang::Zh => format!("运行出错而停止：{reason}。"),
-            Lang::En => format!("The run stopped with an error: {reason}."),
-        },
-        _ => lang
-            .pick(
-                "The knowledge base does not hold enough evidence to answer this question.",
-                "知识库中没有足够的依据回答这个问题。",
-            )
-            .to_string(),
-    };
+    let mut out = lang
+        .pick(
+            "The knowledge base does not hold enough evidence to answer this question.",
+            "知识库中没有足够的依据回答这个问题。",
+        )
+        .to_string();
     if tried.is_empty() {
         out.push_str(lang.pick(" No search was run.", "未进行检索。"));
     } else {
@@ -826,20 +833,18 @@ fn insufficient_message(
             Lang::En => format!(" Keywords tried: {}.", sets.join("; ")),
         });
     }
-    // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
-    // search's decision only about its keywords, and may even have been sufficient.
-    let why = match reason.split_once(": ") {
-        Some((_, why)) if *status != RunStatus::Error => Some((true, why.to_string())),
-        _ => rounds
-            .last()
-            .map(|last| (false, last.sufficiency.reason.clone())),
-    };
-    if let Some((planner_said, why)) = why {
-        out.push_str(&match (lang, planner_said) {
-            (Lang::Zh, true) => format!("原因：{why}。"),
-            (Lang::Zh, false) => format!("最后一次检索：{why}。"),
-            (Lang::En, true) => format!(" Why: {why}."),
-            (Lang::En, false) => format!(" Last search: {why}."),
+    // What none of the passages found holds, in the asker's own words: never the analyser's
+    // stems (`invoic`) nor the coverage figures, which the trace and `--json` keep with the
+    // planner's own account.
+    let said = format!("{question} {}", tried.concat().join(" "));
+    let missing = crate::text::written_words(&said, &never_found(rounds));
+    if !missing.is_empty() {
+        out.push_str(&match lang {
+            Lang::Zh => format!("找到的段落都不含：{}。", missing.join("、")),
+            Lang::En => format!(
+                " None of the passages found contains: {}.",
+                missing.join(", ")
+            ),
         });
     }
     out
