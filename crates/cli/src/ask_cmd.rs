@@ -93,9 +93,14 @@ pub struct AskArgs {
     /// Today's date for the run (YYYY-MM-DD) [default: the local date].
     #[arg(long, value_name = "DATE")]
     pub today: Option<chrono::NaiveDate>,
-    /// Print one JSON object (status, answer, citations, rounds, trace path) instead of text.
+    /// Print one JSON object (status, answer, citations, rounds, trace path) instead of text;
+    /// on an error, `status: "error"` with the cause in `error`.
     #[arg(long)]
     pub json: bool,
+    /// Show each search round as it runs, with its scored hits, before the answer [default:
+    /// one line per round after it].
+    #[arg(long)]
+    pub rounds: bool,
     /// Do not write a trace for this run.
     #[arg(long)]
     pub no_trace: bool,
@@ -170,6 +175,29 @@ pub fn run_settings(
 }
 
 pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
+    if !args.json {
+        return ask(global, args);
+    }
+    // With --json every failure is an object on stdout too, said once (not again on stderr).
+    match ask(global, args) {
+        Ok(code) => Ok(code),
+        Err(err) => {
+            let failed = serde_json::json!({
+                "status": "error",
+                "reason": SETUP_ERROR,
+                "error": format!("{err:#}"),
+            });
+            println!("{}", serde_json::to_string_pretty(&failed)?);
+            Ok(ExitCode::from(crate::output::EXIT_ERROR))
+        }
+    }
+}
+
+/// The `reason` of `ask --json` when the run could not start (the engine, the embedder or the
+/// planner could not be set up): no `runId`, no trace.
+pub const SETUP_ERROR: &str = "setup_error";
+
+fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     let mut planner = choose_planner(args.planner, &args.llm)?;
     let engine = open_current_engine(global)?;
     let settings = run_settings(
@@ -181,24 +209,11 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         !args.no_trace,
     )?;
     let json = args.json;
+    let live = args.rounds && !json;
     let lang = Lang::of(&args.question);
     let mut show = |event: AgentEvent<'_>| {
-        if json {
-            return;
-        }
-        match event {
-            AgentEvent::Round(r) => print!("{}", round_text(r, lang)),
-            AgentEvent::Repeated { keywords } => {
-                println!("skipped: [{}] was already searched", keywords.join(", "))
-            }
-            AgentEvent::Rejected { message } => {
-                println!("rejected: {}", output::terminal_safe(message))
-            }
-            AgentEvent::Refused(refused) => {
-                for r in refused {
-                    println!("refused citation {}: {}", r.chunk_id, r.reason);
-                }
-            }
+        if live {
+            print!("{}", event_text(&event, lang));
         }
     };
     let outcome = match &args.session {
@@ -219,7 +234,13 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
                 &mut show,
             )?;
             if !json {
-                eprintln!("session {id}, turn {turn}");
+                eprintln!(
+                    "{}",
+                    match lang {
+                        Lang::Zh => format!("会话 {id}，第 {turn} 问"),
+                        Lang::En => format!("session {id}, turn {turn}"),
+                    }
+                );
             }
             outcome
         }
@@ -230,18 +251,63 @@ pub fn run(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
             "{}",
             serde_json::to_string_pretty(&outcome_json(&outcome)?)?
         );
-    } else {
-        print!("{}", outcome_text(&outcome, lang));
+    } else if outcome.status == RunStatus::Error {
+        // The cause once, where errors go; the trace still tells what ran before it.
+        eprintln!(
+            "{}",
+            output::terminal_safe(outcome.message.as_deref().unwrap_or("error"))
+        );
         if let Some(t) = &outcome.trace {
-            print!("{}", output::review_hint(global, &t.path));
+            print!("{}", output::trace_line(&t.path, lang));
+        }
+    } else {
+        print!("{}", outcome_text(&outcome, lang, !args.rounds));
+        if let Some(t) = &outcome.trace {
+            print!("{}", output::review_hint(global, &t.path, lang));
         }
     }
-    Ok(ExitCode::from(match outcome.status {
+    Ok(ExitCode::from(exit_status(outcome.status)))
+}
+
+/// `ask`'s exit status for a run's status: 0 answered, 1 insufficient evidence, 3 error, 4
+/// evidence (as `ask --help` lists them).
+pub fn exit_status(status: RunStatus) -> u8 {
+    match status {
         RunStatus::Answered => 0,
         RunStatus::InsufficientEvidence => 1,
         RunStatus::Evidence => EXIT_EVIDENCE,
         _ => crate::output::EXIT_ERROR,
-    }))
+    }
+}
+
+/// A live event of `ask --rounds`: a round with its hits, a search skipped or refused, citations
+/// refused.
+fn event_text(event: &AgentEvent<'_>, lang: Lang) -> String {
+    match event {
+        AgentEvent::Round(r) => round_text(r, lang),
+        AgentEvent::Repeated { keywords } => {
+            let keywords = output::terminal_safe(&keywords.join(", "));
+            match lang {
+                Lang::Zh => format!("跳过：[{keywords}] 已检索过\n"),
+                Lang::En => format!("skipped: [{keywords}] was already searched\n"),
+            }
+        }
+        AgentEvent::Rejected { message } => format!(
+            "{} {}\n",
+            lang.pick("rejected:", "未执行："),
+            output::terminal_safe(message)
+        ),
+        AgentEvent::Refused(refused) => refused
+            .iter()
+            .map(|r| {
+                let reason = output::terminal_safe(&r.reason);
+                match lang {
+                    Lang::Zh => format!("引用 {} 被拒：{reason}\n", r.chunk_id),
+                    Lang::En => format!("refused citation {}: {reason}\n", r.chunk_id),
+                }
+            })
+            .collect(),
+    }
 }
 
 /// `ask`'s exit status when it gives passages as evidence instead of an answer.
@@ -323,15 +389,20 @@ fn round_text(r: &RoundRecord, lang: Lang) -> String {
     out
 }
 
-fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
-    let mut out = String::from("\n");
+/// What a person reads after the run: the answer or the evidence first, then its sources,
+/// then (`summary`) one line per search round; or, without either, what the run says.
+fn outcome_text(o: &AgentOutcome, lang: Lang, summary: bool) -> String {
+    let mut out = String::new();
+    if !summary {
+        out.push('\n');
+    }
     match &o.answer {
         // Evidence: the statement that this is not an answer, then the passages themselves.
         Some(answer) if o.status == RunStatus::Evidence => {
             let statement = answer.text.lines().next().unwrap_or_default();
             out.push_str(&output::terminal_safe(statement));
             out.push_str("\n\n");
-            out.push_str(&sources_text(o, answer, lang));
+            out.push_str(&sources_text(o, answer, lang, !summary));
         }
         Some(answer) if answer.unsourced => {
             out.push_str(&output::terminal_safe(&answer.text));
@@ -343,14 +414,20 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
         Some(answer) => {
             out.push_str(&output::terminal_safe(&answer.text));
             out.push_str("\n\n");
-            out.push_str(&sources_text(o, answer, lang));
+            out.push_str(&sources_text(o, answer, lang, !summary));
         }
         None => {
             out.push_str(&output::terminal_safe(
-                o.message.as_deref().unwrap_or("No answer."),
+                o.message
+                    .as_deref()
+                    .unwrap_or(lang.pick("No answer.", "没有回答。")),
             ));
             out.push('\n');
         }
+    }
+    if summary && o.answer.as_ref().is_some_and(|a| !a.unsourced) {
+        out.push('\n');
+        out.push_str(&rounds_summary(&o.rounds, lang));
     }
     if let Some(line) = model_usage_line(&o.model_calls, lang) {
         out.push('\n');
@@ -358,16 +435,44 @@ fn outcome_text(o: &AgentOutcome, lang: Lang) -> String {
         out.push('\n');
     }
     if let Some(t) = &o.trace {
-        out.push_str(&format!("\ntrace: {}\n", t.path.display()));
+        out.push('\n');
+        out.push_str(&output::trace_line(&t.path, lang));
     }
     out
 }
 
-/// The cited passages, numbered as the text cites them, each with where the run first found it.
-fn sources_text(o: &AgentOutcome, answer: &FinalAnswer, lang: Lang) -> String {
+/// The searches behind a reply, one line each: their keywords and how many hits they gave
+/// (`ask --rounds` shows the hits themselves).
+fn rounds_summary(rounds: &[RoundRecord], lang: Lang) -> String {
+    let n = rounds.len();
+    let mut out = match lang {
+        Lang::Zh => format!("检索 {n} 轮（--rounds 显示各轮结果）：\n"),
+        Lang::En => format!(
+            "{} (--rounds shows the hits):\n",
+            output::count(n, "search", "searches")
+        ),
+    };
+    for r in rounds {
+        let keywords = output::terminal_safe(&r.keywords.join(", "));
+        let hits = r.hits.len();
+        out.push_str(&match lang {
+            Lang::Zh => format!("  第 {} 轮：[{keywords}]，{hits} 条结果\n", r.round),
+            Lang::En => format!(
+                "  round {}: [{keywords}], {}\n",
+                r.round,
+                output::count(hits, "hit", "hits")
+            ),
+        });
+    }
+    out
+}
+
+/// The cited passages, numbered as the text cites them; with `seen`, where the run first found
+/// each (the rounds shown above it).
+fn sources_text(o: &AgentOutcome, answer: &FinalAnswer, lang: Lang, seen: bool) -> String {
     let mut out = lang.pick("Sources:\n", "来源：\n").to_string();
     for (i, c) in answer.citations.iter().enumerate() {
-        let seen = match output::first_seen(&o.rounds, &c.chunk_id) {
+        let seen = match output::first_seen(&o.rounds, &c.chunk_id).filter(|_| seen) {
             Some((round, n)) => match lang {
                 Lang::Zh => format!("  第 {round} 轮 #{n}"),
                 Lang::En => format!("  round {round} #{n}"),

@@ -57,6 +57,8 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
         }
     )?;
     let mut last: Option<AgentOutcome> = None;
+    // The language of the last question: `/trace` labels its lines in it.
+    let mut last_lang = Lang::En;
     let mut lines = Lines::new();
     while let Some(line) = lines.next()? {
         let line = line.trim().to_string();
@@ -90,9 +92,9 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                 Some(t) => {
                     write!(
                         out,
-                        "trace: {}\n{}",
-                        t.path.display(),
-                        super::output::review_hint(global, &t.path)
+                        "{}{}",
+                        super::output::trace_line(&t.path, last_lang),
+                        super::output::review_hint(global, &t.path, last_lang)
                     )?;
                 }
                 None => writeln!(out, "No turn yet.")?,
@@ -159,6 +161,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                             }
                         }
                         last = Some(outcome);
+                        last_lang = lang;
                     }
                     Err(e) => writeln!(out, "error: {e}")?,
                 }

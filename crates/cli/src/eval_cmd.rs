@@ -37,15 +37,21 @@ pub enum EvalCommand {
     /// is the keywords (one keyword when short). Scoring follows trec_eval / BEIR: graded gain,
     /// log2 discount, ideal ranking from the qrels; queries without a relevant document are
     /// left out and counted.
+    ///
+    /// Exit status: 0 measured, 3 error.
     Retrieval(RetrievalArgs),
     /// Agent quality on a golden question set, over the knowledge base of --data-dir.
     ///
     /// Evidence recall (in any round and by round), citation precision, answered vs refused,
     /// facts in the answer, mean rounds, latency. Every run's trace is kept under --out and
     /// linked from `report.md` there.
+    ///
+    /// Exit status: 0 measured, 3 error.
     Agent(AgentArgs),
     /// Multi-round recall on a multi-hop BEIR-format set (e.g. HotpotQA): the share of
     /// questions whose relevant documents were all seen after round 1, 2, 3.
+    ///
+    /// Exit status: 0 measured, 3 error.
     Multihop(MultihopArgs),
 }
 

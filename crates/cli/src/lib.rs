@@ -30,7 +30,14 @@ pub use output::{EXIT_CLOSED_PIPE, EXIT_ERROR};
 /// Put Markdown or text files in `knowledge/`, then ask or search. The first command that needs
 /// the index builds it from `knowledge/`.
 #[derive(Debug, Parser)]
-#[command(name = "ragtrail", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "ragtrail",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "Exit status: each command's --help lists its own; 2 is a usage error, 141 a reader of stdout that went away (`| head`)."
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -43,13 +50,23 @@ pub enum Command {
     /// Answer a question from the knowledge base, citing its sources, and write a trace.
     ///
     /// The planner searches in rounds (keywords, not sentences), then answers only from the hits
-    /// it was shown, each claim cited with a verbatim quote. Without evidence it says so and lists
-    /// the keywords it tried. Exit status: 0 answered, 1 insufficient evidence, 3 error.
+    /// it was shown, each claim cited with a verbatim quote. Without an answer it quotes the
+    /// passages that bear on the question as evidence, or says there is none and lists the
+    /// keywords it tried. The answer comes first, then its sources and one line per search;
+    /// `--rounds` shows each search's hits as it runs.
+    ///
+    /// Exit status: 0 answered, 1 insufficient evidence, 3 error (an index embedded with another
+    /// model, an embeddings or chat server that does not answer, a missing model included;
+    /// `--json` then prints `status: "error"` with the cause), 4 evidence: passages to read, not
+    /// an answer.
     Ask(ask_cmd::AskArgs),
     /// Talk with the knowledge base: follow-up questions may omit their topic.
     ///
     /// Each turn is answered like `ask` (cited, traced); the last turns and a cache of searches
     /// are kept per session in the data directory, so `--session ID` resumes after a restart.
+    ///
+    /// Exit status: 0 when you leave (a question's error is printed and the chat goes on), 3
+    /// error before the first question.
     Chat(chat_cmd::ChatArgs),
     /// Read a knowledge folder into the index: only what changed since the last ingest.
     ///
@@ -61,6 +78,8 @@ pub enum Command {
     /// the index; the summary counts files per format. Malformed front matter stops the ingest
     /// (the index is left as it was), and so does access metadata that would not be applied
     /// (TOML `+++`, nested or merged access keys, an empty `tenant:`, two sidecars).
+    ///
+    /// Exit status: 0 ingested (skipped files included), 3 error (the ingest stopped).
     Ingest(ingest_cmd::IngestArgs),
     /// Re-run a recorded run's searches against the current index and show what changed.
     ///
@@ -83,6 +102,8 @@ pub enum Command {
     /// (an invalid signature included).
     Audit(trace_cmds::AuditArgs),
     /// List recent runs, newest first (yours only: your --tenant, and roles you hold).
+    ///
+    /// Exit status: 0 listed (none included), 3 error.
     Traces(trace_cmds::TracesArgs),
     /// Check a trace as a third party: hash chain, ledger entry and the operator's signature,
     /// with the public key only (no store, no secret).
@@ -93,10 +114,17 @@ pub enum Command {
     Verify(sign_cmds::VerifyArgs),
     /// The operator's Ed25519 signing key and the keyring of keys trusted to have signed runs:
     /// `keys generate`, `keys public`, `keys list`, `keys trust FILE`.
+    ///
+    /// Exit status: 0 done, 3 error.
     Keys(sign_cmds::KeysArgs),
     /// The trace ledger: `ledger head` prints its last entry, to pin elsewhere.
+    ///
+    /// Exit status: 0 printed, 3 error.
     Ledger(sign_cmds::LedgerArgs),
     /// Search the knowledge base with keywords (terms, not query syntax) and show the hits.
+    ///
+    /// Exit status: 0 searched (no hits included), 3 error (an index embedded with another
+    /// model, an embeddings server that does not answer included).
     Search(search_cmd::SearchArgs),
     /// Print a chunk: today's text (`show c_…`) or a past one (`show c_…@HASH`, the content
     /// hash `audit` prints), kept even after its document was edited or removed.
@@ -106,24 +134,38 @@ pub enum Command {
     /// input.
     Show(search_cmd::ShowArgs),
     /// Apply pending database migrations (needs DATABASE_URL).
+    ///
+    /// Exit status: 0 migrated, 3 error.
     Migrate,
     /// Rebuild the BM25 index from the system of record (PostgreSQL when DATABASE_URL is set).
+    ///
+    /// Exit status: 0 rebuilt, 3 error.
     Reindex,
     /// Show the data directory, the embedder of the index and the configured one, counts and
     /// the index's age.
+    ///
+    /// Exit status: 0 shown, 3 error.
     Status(status_cmd::StatusArgs),
     /// Measure retrieval and agent quality: BEIR-format sets, golden questions, multi-hop sets.
+    ///
+    /// Exit status: 0 measured, 3 error.
     Eval(eval_cmd::EvalArgs),
     /// Serve the HTTP API: /v1/search, /v1/ask, /v1/traces (and audit, replay), /healthz, /readyz.
     ///
     /// Every /v1 request needs `Authorization: Bearer <token>` (see `ragtrail tokens`); the
     /// token alone decides the tenant and roles, and each run's trace records its name.
+    ///
+    /// Exit status: 0 stopped, 3 error (it could not start).
     Serve(serve_cmd::ServeArgs),
     /// Serve MCP over stdin/stdout: tools `searchDocs` and `ask`, each call traced.
     ///
     /// Access is the operator's (--tenant, --role), as for `ask`; no tool argument changes it.
+    ///
+    /// Exit status: 0 when the client closes the connection, 3 error.
     Mcp(serve_cmd::McpArgs),
     /// Make, list and revoke the bearer tokens of `ragtrail serve`.
+    ///
+    /// Exit status: 0 done, 3 error.
     Tokens(serve_cmd::TokensArgs),
 }
 
@@ -203,5 +245,53 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve_cmd::serve(&cli.global, &args),
         Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
         Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command's `--help`, nested ones included, lists its exit statuses; `ask`'s include
+    /// the evidence status and the error of a broken setup.
+    #[test]
+    fn every_help_lists_exit_statuses() {
+        fn walk(cmd: &mut clap::Command, path: String, missing: &mut Vec<String>) {
+            let help = cmd.render_long_help().to_string();
+            if !help.contains("Exit status") {
+                missing.push(path.clone());
+            }
+            for sub in cmd.get_subcommands_mut() {
+                if sub.get_name() == "help" {
+                    continue;
+                }
+                let path = format!("{path} {}", sub.get_name());
+                walk(sub, path, missing);
+            }
+        }
+        let mut cli = super::Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        walk(&mut cli, "ragtrail".to_string(), &mut missing);
+        assert!(
+            missing.is_empty(),
+            "no exit statuses in the help of {missing:?}"
+        );
+        let ask = cli
+            .find_subcommand_mut("ask")
+            .expect("ask")
+            .render_long_help()
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for status in [
+            "0 answered",
+            "1 insufficient evidence",
+            "3 error",
+            "4 evidence",
+        ] {
+            assert!(ask.contains(status), "ask --help lacks {status:?}:\n{ask}");
+        }
     }
 }

@@ -189,11 +189,25 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
 }
 
-/// The `next:` lines after a traced run: replay and audit commands that read the same data.
-pub fn review_hint(global: &crate::global::GlobalArgs, trace: &std::path::Path) -> String {
+/// Where a run's trace was written, labelled in the asker's language.
+pub fn trace_line(trace: &std::path::Path, lang: Lang) -> String {
+    format!("{}{}\n", lang.pick("trace: ", "轨迹："), trace.display())
+}
+
+/// The lines after a traced run: replay and audit commands that read the same data, labelled
+/// in the asker's language (the commands are commands).
+pub fn review_hint(
+    global: &crate::global::GlobalArgs,
+    trace: &std::path::Path,
+    lang: Lang,
+) -> String {
     let flags = review_flags(global);
     let path = shell_word(&trace.display().to_string());
-    format!("next:  ragtrail{flags} replay {path}\n       ragtrail{flags} audit {path}\n")
+    let (label, indent) = match lang {
+        Lang::En => ("next:  ", "       "),
+        Lang::Zh => ("复核：", "      "),
+    };
+    format!("{label}ragtrail{flags} replay {path}\n{indent}ragtrail{flags} audit {path}\n")
 }
 
 /// A readable list of hits: rank, score, titlePath, sourceUri, then the snippet.

@@ -50,23 +50,41 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&resp.hits)?);
     } else if resp.hits.is_empty() {
-        println!("No hits for {:?}.", args.keywords);
+        let keywords = output::terminal_safe(&args.keywords.join(", "));
+        match output::Lang::of(&args.keywords.join(" ")) {
+            output::Lang::En => println!("No hits for [{keywords}]."),
+            output::Lang::Zh => println!("没有结果：[{keywords}]。"),
+        }
     } else {
         print!("{}", output::hits_table(&resp.hits));
     }
     if !args.json {
-        let s = &resp.sufficiency;
-        eprintln!(
-            "evidence: {} ({})",
-            if s.sufficient {
-                "sufficient"
-            } else {
-                "insufficient"
-            },
-            s.reason
-        );
+        eprintln!("{}", evidence_line(&args.keywords, &resp.sufficiency));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the hits hold evidence for the keywords, in the keywords' language, naming the
+/// keywords no hit holds as they were typed (never the analyser's stems, never the coverage
+/// figures: `--json` and traces keep those).
+fn evidence_line(keywords: &[String], s: &ragtrail::Sufficiency) -> String {
+    let typed = keywords.join(" ");
+    let lang = output::Lang::of(&typed);
+    let mut line = match (s.sufficient, lang) {
+        (true, output::Lang::En) => "evidence: sufficient".to_string(),
+        (false, output::Lang::En) => "evidence: insufficient".to_string(),
+        (true, output::Lang::Zh) => "证据：充分".to_string(),
+        (false, output::Lang::Zh) => "证据：不足".to_string(),
+    };
+    let missing = ragtrail::written_words(&typed, &s.missing_terms);
+    if !missing.is_empty() {
+        let missing = output::terminal_safe(&missing.join(", "));
+        line.push_str(&match lang {
+            output::Lang::En => format!("; no hit holds {missing}"),
+            output::Lang::Zh => format!("；没有结果包含：{missing}"),
+        });
+    }
+    line
 }
 
 #[derive(Debug, Args)]

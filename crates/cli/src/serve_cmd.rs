@@ -97,13 +97,19 @@ pub struct TokensArgs {
 #[derive(Debug, Subcommand)]
 pub enum TokensCommand {
     /// Make a token for NAME granting --tenant and --role; printed once, on the last line.
+    ///
+    /// Exit status: 0 made, 3 error.
     Add {
         /// Who the token is for (recorded in the traces of its runs).
         name: String,
     },
     /// List the tokens: name, tenant, roles, when made and revoked (never the tokens).
+    ///
+    /// Exit status: 0 listed, 3 error.
     List,
     /// Revoke NAME's token: refused from the next request on.
+    ///
+    /// Exit status: 0 revoked, 3 error.
     Revoke { name: String },
 }
 

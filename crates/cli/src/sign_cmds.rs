@@ -18,18 +18,26 @@ use ragtrail::trace::{
 pub enum KeysCommand {
     /// Make a new Ed25519 signing key: `signing-key` in the data directory (mode 0600), or the
     /// file RAGTRAIL_SIGNING_KEY names. From then on every run is signed. Prints the public key.
+    ///
+    /// Exit status: 0 made, 3 error.
     Generate,
     /// Print the public key (one line) to hand to whoever verifies traces:
     /// `ragtrail keys public > ragtrail.pub`.
+    ///
+    /// Exit status: 0 printed, 3 error (no signing key).
     Public,
     /// Add a public key file to the data directory's keyring: runs signed with it verify in
     /// `audit` and `replay` (a retired key made before the keyring existed, say).
+    ///
+    /// Exit status: 0 trusted, 3 error.
     Trust {
         /// A public key file, as `ragtrail keys public` prints it.
         file: PathBuf,
     },
     /// List the keyring: every key whose runs `audit` and `replay` verify (delete a key's line
     /// from `keyring` in the data directory to stop trusting it).
+    ///
+    /// Exit status: 0 listed, 3 error.
     List,
 }
 
@@ -43,6 +51,8 @@ pub struct KeysArgs {
 pub enum LedgerCommand {
     /// Print the ledger's last entry as SEQ:HASH. Keep it somewhere the trace directory's
     /// writers cannot reach; `verify --ledger-head` then tells whether runs were removed since.
+    ///
+    /// Exit status: 0 printed, 3 error.
     Head {
         /// Print {"seq": …, "hash": …} instead.
         #[arg(long)]

@@ -113,6 +113,8 @@ pub use agent::Planner;
 pub use agent::RunSettings;
 /// Where and how a run's trace is written (directory, keys).
 pub use agent::TraceSettings;
+/// The cause of a run that ended with status `error`, from its reason (`search_error: CAUSE`).
+pub use agent::error_cause;
 /// The planner that asks an OpenAI-compatible chat model.
 pub use agent::llm::LlmPlanner;
 /// The planner that needs no model: deterministic keywords and extractive answers.
@@ -231,6 +233,9 @@ pub use session::TurnError;
 pub use text::Lang;
 /// Cuts a text to at most so many characters, on a character boundary.
 pub use text::truncate_chars;
+/// The words of a text as written whose index terms are among some (stems, as the sufficiency
+/// judgement's `missingTerms`): what a person reads in their place.
+pub use text::written_words;
 
 /// Internals the workspace's own tests, examples and benchmarks reach into: hidden from the
 /// documentation, with no promise that they stay.

@@ -136,6 +136,34 @@ pub fn terms(text: &str) -> Vec<Term> {
     })
 }
 
+/// The words of `text` as written whose index terms are among `wanted` (an analyser's terms,
+/// `invoic` for `invoice`), each once, in the order written: what a person reads in their
+/// place. A CJK term `text` holds as written is its own word; a term `text` does not yield is
+/// left out, never shown as a stem.
+pub fn written_words(text: &str, wanted: &[String]) -> Vec<String> {
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for t in terms(text) {
+        if wanted.contains(&t.text)
+            && let Some(word) = text.get(t.start..t.end)
+        {
+            found.push((t.start, word.to_string()));
+        }
+    }
+    for w in wanted.iter().filter(|w| w.chars().any(is_cjk)) {
+        if let Some(at) = text.find(w.as_str()) {
+            found.push((at, w.clone()));
+        }
+    }
+    found.sort_by_key(|(at, _)| *at);
+    let mut out: Vec<String> = Vec::new();
+    for (_, word) in found {
+        if !out.contains(&word) {
+            out.push(word);
+        }
+    }
+    out
+}
+
 /// A word's count in jieba's dictionary (counts over a general Chinese corpus) from which it is
 /// an everyday word: about the commonest 7,000 of its 349,000 words (孩子 17,465, 老婆 3,000,
 /// 领导 31,739; 婚假 8, 年终奖 58, 月薪 491).
@@ -481,6 +509,18 @@ fn squash_whitespace(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stems_are_shown_as_the_words_written() {
+        let wanted = ["invoic", "taxpay", "礼物", "nowher"].map(String::from);
+        assert_eq!(
+            written_words(
+                "Taxpayer number on an invoice, and invoices; 收到礼物",
+                &wanted
+            ),
+            ["Taxpayer", "invoice", "invoices", "礼物"]
+        );
+    }
 
     #[test]
     fn everyday_words_are_the_dictionarys_common_ones() {

@@ -105,6 +105,7 @@ fn default_top_k() -> usize {
         (status = 400, description = "Malformed JSON, an unknown, missing or out-of-range field, bad keywords, or a tenant or role in the body", body = crate::openapi::ErrorBody),
         (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
         (status = 413, description = "A body over 64 KiB", body = crate::openapi::ErrorBody),
+        (status = 503, description = "The server's setup failed: an index embedded with another model, an embeddings or chat server that does not answer, a missing model (setup_error, with the cause)", body = crate::openapi::ErrorBody),
     ))]
 async fn search(
     State(app): State<Arc<App>>,
@@ -146,11 +147,12 @@ const MAX_ROUNDS: u32 = 10;
 /// text/event-stream`, each round as it happens and then the outcome.
 #[utoipa::path(post, path = "/v1/ask", tag = "ask", request_body = AskBody,
     responses(
-        (status = 200, description = "The outcome, as `ragtrail ask --json` prints it; with `Accept: text/event-stream`, Server-Sent Events: one `round` per search, then `outcome` (this object) or `error`",
+        (status = 200, description = "The outcome, as `ragtrail ask --json` prints it; with `Accept: text/event-stream`, Server-Sent Events: one `round` per search, then `outcome` (this object) or `error` (`setup_error` when the setup failed)",
             content((crate::openapi::AskOutcome = "application/json"), (String = "text/event-stream"))),
         (status = 400, description = "Malformed JSON, a bad question or an out-of-range option", body = crate::openapi::ErrorBody),
         (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
         (status = 413, description = "A body over 64 KiB", body = crate::openapi::ErrorBody),
+        (status = 503, description = "The server's setup failed: an index embedded with another model, an embeddings or chat server that does not answer, a missing model (setup_error, with the cause)", body = crate::openapi::ErrorBody),
     ))]
 async fn ask(
     State(app): State<Arc<App>>,

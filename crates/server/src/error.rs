@@ -24,6 +24,7 @@ pub mod code {
     pub const INTEGRITY_FAILURE: &str = "integrity_failure";
     pub const NOT_READY: &str = "not_ready";
     pub const HOST_NOT_ALLOWED: &str = "host_not_allowed";
+    pub const SETUP_ERROR: &str = "setup_error";
     pub const INTERNAL: &str = "internal";
 }
 
@@ -49,7 +50,7 @@ pub struct ErrorDetail {
     /// A stable code: unauthorized, body_too_large, body_timeout, malformed_json,
     /// unknown_field, missing_field, invalid_field, out_of_range, access_in_request,
     /// invalid_keywords, invalid_question, invalid_run_id, not_found, access_mismatch,
-    /// integrity_failure, not_ready, host_not_allowed, internal.
+    /// integrity_failure, not_ready, host_not_allowed, setup_error, internal.
     #[schema(value_type = String)]
     code: &'static str,
     message: String,
@@ -83,6 +84,14 @@ impl ApiError {
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, code::UNAUTHORIZED, message)
+    }
+
+    /// A run the server's setup stopped (an index embedded with another model, an embeddings
+    /// or chat server that does not answer, a missing model): 503 with the cause, which the
+    /// run's trace records too, so the caller may read it there anyway (a search: the cause).
+    pub fn setup(message: String) -> Self {
+        tracing::error!("the setup failed: {message}");
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, code::SETUP_ERROR, message)
     }
 
     /// A failure on our side: logged in full, answered without internals.

@@ -104,7 +104,9 @@ pub struct ToolCitation {
 #[serde(rename_all = "camelCase")]
 pub struct AskResult {
     pub run_id: String,
-    /// `answered`, `insufficient_evidence` or `error`.
+    /// `answered`, `evidence` or `insufficient_evidence`; a broken setup (an index embedded
+    /// with another model, an embeddings or chat server that does not answer) is the tool's
+    /// error instead, `setup_error: CAUSE`.
     pub status: String,
     pub reason: String,
     /// The answer, or what to tell the user when there is none.

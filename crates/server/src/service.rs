@@ -9,7 +9,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use axum::http::StatusCode;
 use ragtrail::review::runs::{self, ListedRun, RunFilter, RunSummary};
 use ragtrail::review::{self, AuditReport, ReplayReport};
-use ragtrail::trace::{CheckedTrace, Integrity, LedgerPolicy, TraceFile, Verdict, check_trace};
+use ragtrail::trace::{
+    CheckedTrace, Integrity, LedgerPolicy, RunStatus, TraceFile, Verdict, check_trace,
+};
 use ragtrail::{
     AgentError, AgentEvent, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner,
     RunSettings, TraceSettings,
@@ -100,6 +102,7 @@ fn search_error(e: EngineError) -> ApiError {
             | SearchError::TooManyKeywords { .. }
             | SearchError::KeywordTooLong { .. }),
         ) => ApiError::bad_request(code::INVALID_KEYWORDS, e.to_string()).with_field("keywords"),
+        EngineError::Search(e) if e.is_setup() => ApiError::setup(e.to_string()),
         e => ApiError::internal(e),
     }
 }
@@ -111,6 +114,19 @@ fn agent_error(e: AgentError) -> ApiError {
         }
         e => ApiError::internal(e),
     }
+}
+
+/// A run that ended with status `error` is the setup's failure, answered as an error (503
+/// `setup_error`), never as an outcome a client could take for a refusal.
+fn setup_failed(outcome: AgentOutcome) -> Result<AgentOutcome, ApiError> {
+    if outcome.status == RunStatus::Error {
+        return Err(ApiError::setup(format!(
+            "run {} stopped: {}",
+            outcome.run_id,
+            ragtrail::error_cause(&outcome.reason)
+        )));
+    }
+    Ok(outcome)
 }
 
 impl App {
@@ -207,6 +223,7 @@ impl App {
             on_event,
         )
         .map_err(agent_error)
+        .and_then(setup_failed)
     }
 
     /// A `searchDocs` call by an outside agent, traced as a run of one search round (planner
@@ -233,7 +250,8 @@ impl App {
             &settings,
             &mut |_| {},
         )
-        .map_err(agent_error)?;
+        .map_err(agent_error)
+        .and_then(setup_failed)?;
         if let Some(message) = planner.rejected() {
             return Err(
                 ApiError::bad_request(code::INVALID_KEYWORDS, message).with_field("keywords")

@@ -1,6 +1,6 @@
 //! What a person reads is plain text: chunk text, snippets, quotes, answers and titlePaths hold
 //! no Markdown link syntax, template tags, emphasis marks or HTML tags, and a table row names its
-//! header cells wherever it is shown. Over the bundled `knowledge/` and five real handbook pages
+//! header cells wherever it is shown. Over the bundled `knowledge/` and six real handbook pages
 //! (`tests/fixtures/handbook-sample/`).
 
 use std::path::{Path, PathBuf};
@@ -98,6 +98,7 @@ fn the_handbook_sample_holds_the_markup_this_guards_against() {
         "general-information-and-resources/general-contacts.md",
         "general-information-and-resources/reasonable-accommodations.md",
         "18f/project-lifecycle.md",
+        "travel-and-leave/first-time-travel-get-in-concur-pre-olu.md",
     ] {
         all.push_str(&std::fs::read_to_string(handbook_sample().join(rel)).expect("fixture"));
     }
@@ -109,6 +110,7 @@ fn the_handbook_sample_holds_the_markup_this_guards_against() {
         "## **Resources**",
         "<a href",
         "| ---",
+        "title: Get set up to travel for TTS <em>before</em> GSA onboarding",
     ] {
         assert!(all.contains(mark), "{mark}");
     }
@@ -136,6 +138,8 @@ fn headings_keep_their_words_and_lose_their_markup() {
     for expected in [
         "Voluntary Leave Transfer Program / Resources",
         "Reasonable Accommodations / Role and Responsibilities of the LRAC",
+        // The front matter's title held `<em>before</em>`.
+        "Get set up to travel for TTS before GSA onboarding",
     ] {
         assert!(paths.contains(&expected), "{expected} not in {paths:#?}");
     }

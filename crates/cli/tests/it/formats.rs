@@ -446,6 +446,56 @@ fn ask_on_the_bundled_knowledge_cites_the_pdf_page_that_holds_the_answer() {
     );
 }
 
+/// The first PDF line-break or run-join artifact in `s`: a space inside brackets or before
+/// punctuation, or a word hyphenated across a line with a space left in it (`add- in`).
+fn pdf_artifact(s: &str) -> Option<String> {
+    for bad in ["( ", " )", "（ ", " ）", " ,", " ;", " ."] {
+        if let Some(i) = s.find(bad) {
+            return Some(s[i.saturating_sub(20)..(i + 10).min(s.len())].to_string());
+        }
+    }
+    let chars: Vec<char> = s.chars().collect();
+    chars.windows(4).find_map(|w| {
+        (w[0].is_alphabetic() && w[1] == '-' && w[2] == ' ' && w[3].is_lowercase())
+            .then(|| w.iter().collect())
+    })
+}
+
+#[test]
+fn the_bundled_pdf_reads_without_line_break_or_run_join_artifacts() {
+    // The meeting-room policy as LibreOffice set it: "add-in" broken after its hyphen at a line
+    // end, "办公通" in a CJK font between a Latin font's brackets.
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.knowledge()).expect("mkdir");
+    for name in ["meeting-rooms-en.pdf", "meeting-rooms-en.pdf.yaml"] {
+        std::fs::copy(
+            repo_root().join("knowledge/facilities").join(name),
+            ws.knowledge().join(name),
+        )
+        .expect("copy");
+    }
+    let mut engine = ws.engine();
+    let summary = ws.ingest(&mut engine);
+    assert!(summary.skipped.is_empty(), "{:?}", summary.skipped);
+    let chunks = engine.store().chunks();
+    let all: String = chunks
+        .iter()
+        .map(|c| c.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(all.contains("through the calendar add-in, never"), "{all}");
+    assert!(all.contains("Workplace app (办公通) or"), "{all}");
+    for chunk in chunks {
+        assert_eq!(pdf_artifact(&chunk.text), None, "{}", chunk.title_path);
+    }
+    let hits = search(&engine, &["calendar", "add-in"], 1);
+    assert!(
+        hits[0].snippet.contains("calendar add-in"),
+        "{}",
+        hits[0].snippet
+    );
+}
+
 /// `# 探亲假规定` / `员工每年享有探亲假十二天。` saved as GBK (as an older Windows editor saves it).
 const GBK_MARKDOWN: &[u8] = b"\x23\x20\xcc\xbd\xc7\xd7\xbc\xd9\xb9\xe6\xb6\xa8\x0a\x0a\xd4\xb1\xb9\
 \xa4\xc3\xbf\xc4\xea\xcf\xed\xd3\xd0\xcc\xbd\xc7\xd7\xbc\xd9\xca\xae\xb6\xfe\xcc\xec\xa1\xa3\x0a";

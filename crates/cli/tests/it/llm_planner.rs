@@ -950,10 +950,17 @@ fn ragtrail_ask_planner_llm_through_the_binary() {
         .expect("trace");
     assert!(text.contains("\"planner\":\"offline\""));
     // --planner llm without an endpoint: an error naming the settings, before any work.
+    // With --json, said once as `status: "error"` and its cause.
     let out = run(Some("llm"), false);
     assert_eq!(out.status.code(), Some(3));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("RAGTRAIL_LLM_BASE_URL"), "{stderr}");
+    let failed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(failed["status"], "error", "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("RAGTRAIL_LLM_BASE_URL")),
+        "{failed}"
+    );
 }
 
 /// The second turn of a session sends the first turn to the model, which turns the follow-up

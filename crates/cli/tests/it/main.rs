@@ -6,6 +6,7 @@ mod common;
 mod adversarial;
 mod agent;
 mod ask_display;
+mod broken_setup;
 mod browser;
 mod clean_text;
 mod cli_embedder;

@@ -97,7 +97,10 @@ fn an_evidence_run_is_shown_as_evidence_and_audits_and_replays() {
     );
     let trace = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("trace: "))
+        .find_map(|l| {
+            l.strip_prefix("trace: ")
+                .or_else(|| l.strip_prefix("轨迹："))
+        })
         .expect("trace line")
         .trim()
         .to_string();

@@ -54,7 +54,10 @@ impl Dirs {
         let (code, stdout, stderr) = self.run(&args);
         let trace = stdout
             .lines()
-            .find_map(|l| l.strip_prefix("trace: "))
+            .find_map(|l| {
+                l.strip_prefix("trace: ")
+                    .or_else(|| l.strip_prefix("轨迹："))
+            })
             .unwrap_or_else(|| panic!("no trace line: {stdout}\n{stderr}"));
         (code, stdout.clone(), PathBuf::from(trace))
     }
@@ -75,6 +78,7 @@ fn next_hints_repeat_the_directory_flags_and_the_printed_command_replays() {
         .lines()
         .find_map(|l| {
             l.trim_start_matches("next:")
+                .trim_start_matches("复核：")
                 .trim()
                 .strip_prefix("ragtrail ")
         })

@@ -29,7 +29,10 @@ fn ask(ws: &Workspace, question: &str) -> PathBuf {
     assert!(code == Some(0) || code == Some(1), "{stdout}\n{stderr}");
     let trace = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("trace: "))
+        .find_map(|l| {
+            l.strip_prefix("trace: ")
+                .or_else(|| l.strip_prefix("轨迹："))
+        })
         .expect("trace line");
     ws.dir.path().join(trace)
 }
@@ -298,7 +301,10 @@ fn a_key_elsewhere_and_a_rotated_key_both_verify_with_their_own_public_keys() {
     let second = ws.dir.path().join(
         stdout
             .lines()
-            .find_map(|l| l.strip_prefix("trace: "))
+            .find_map(|l| {
+                l.strip_prefix("trace: ")
+                    .or_else(|| l.strip_prefix("轨迹："))
+            })
             .expect("trace"),
     );
     // Each run verifies with the key that signed it; the other key alone is refused.

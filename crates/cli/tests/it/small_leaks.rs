@@ -113,11 +113,15 @@ fn another_tenants_session_is_refused_and_carries_nothing_over() {
     let out = ask("globex", "and per night?");
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    // With --json the error is the object on stdout, said once.
+    let failed: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(failed["status"], "error", "{stdout}");
+    let error = failed["error"].as_str().unwrap_or_default();
     assert!(
-        stderr.contains("session trip was started under another tenant or other roles"),
-        "{stderr}"
+        error.contains("session trip was started under another tenant or other roles"),
+        "{error}"
     );
-    assert!(stderr.contains("leave out --session"), "{stderr}");
+    assert!(error.contains("leave out --session"), "{error}");
     // Neither the other tenant's name nor its topic words come back.
     for leaked in ["acme", "zanzibar", "Zanzibar"] {
         assert!(

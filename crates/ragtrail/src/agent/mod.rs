@@ -14,7 +14,7 @@ pub mod question_search;
 mod run;
 mod standout;
 
-pub use run::GAVE_UP_BEFORE_SEARCHING;
+pub use run::{GAVE_UP_BEFORE_SEARCHING, error_cause};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

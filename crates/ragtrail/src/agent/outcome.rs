@@ -33,11 +33,17 @@ pub struct AskOutcome {
     pub model_usage: ModelUsage,
     /// The trace file, relative to the working directory of whoever ran it.
     pub trace: Option<String>,
+    /// With status `error` only: what failed, in its own words (an index embedded with another
+    /// model, an embeddings or chat server that does not answer, a missing model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl From<AgentOutcome> for AskOutcome {
     fn from(o: AgentOutcome) -> Self {
         let model_usage = ModelUsage::of(&o.model_calls);
+        let error =
+            (o.status == RunStatus::Error).then(|| super::run::error_cause(&o.reason).to_string());
         let (answer, citations) = match o.answer {
             Some(a) => (Some(a.text), a.citations),
             None => (o.message, Vec::new()),
@@ -52,6 +58,7 @@ impl From<AgentOutcome> for AskOutcome {
             model_calls: o.model_calls,
             model_usage,
             trace: o.trace.map(|t| t.path.display().to_string()),
+            error,
         }
     }
 }

@@ -28,6 +28,14 @@ use crate::trace::{
 /// Starts the reason of the search the loop ran instead of a give-up before any search.
 pub const GAVE_UP_BEFORE_SEARCHING: &str = "the planner gave up before any search";
 
+/// Starts the reason of a run a search ended for its setup's sake (`search_error: the index
+/// was embedded with …`), as `planner_error` starts one a failing planner ended.
+pub const SEARCH_ERROR: &str = "search_error";
+
+/// Starts the reason of a run its planner's failure ended (a chat endpoint that does not
+/// answer, a missing model).
+pub const PLANNER_ERROR: &str = "planner_error";
+
 /// Writes trace events when a trace is configured.
 struct Recorder {
     writer: Option<TraceWriter>,
@@ -193,7 +201,7 @@ impl<'a> Run<'a> {
                 Err(e) => {
                     return Ok(Some(Finish {
                         status: RunStatus::Error,
-                        reason: format!("planner_error: {e}"),
+                        reason: format!("{PLANNER_ERROR}: {e}"),
                         answer: None,
                     }));
                 }
@@ -281,8 +289,7 @@ impl<'a> Run<'a> {
                             overrode_give_up: None,
                         },
                         on_event,
-                    )?;
-                    None
+                    )?
                 }
                 PlannerAction::Answer { text, citations } => {
                     self.answer(text, citations, on_event)?
@@ -302,8 +309,7 @@ impl<'a> Run<'a> {
                             query: Some(self.question.to_string()),
                             overrode_give_up: Some(reason),
                         };
-                        self.search_round(asked, on_event)?;
-                        None
+                        self.search_round(asked, on_event)?
                     }
                     None => Some(Finish {
                         status: RunStatus::InsufficientEvidence,
@@ -346,12 +352,14 @@ impl<'a> Run<'a> {
 
     /// One search round: refused when no searches are left or the keywords are invalid, not run
     /// again for a keyword set this run already searched, served from the session cache when
-    /// the conversation ran the same search on the same index.
+    /// the conversation ran the same search on the same index. A search that fails for the
+    /// setup's sake (embedder, model server, index) ends the run as an error: other keywords
+    /// would fail the same way, and a refusal would blame the knowledge base.
     fn search_round(
         &mut self,
         asked: SearchAsked,
         on_event: &mut dyn FnMut(AgentEvent<'_>),
-    ) -> Result<(), AgentError> {
+    ) -> Result<Option<Finish>, AgentError> {
         let SearchAsked {
             keywords,
             reason,
@@ -367,18 +375,19 @@ impl<'a> Run<'a> {
                 self.options.max_search_rounds
             );
             self.reject(message, on_event);
-            return Ok(());
+            return Ok(None);
         }
         let keywords = match validate_keywords(&keywords) {
             Ok(k) => k,
             Err(e) => {
                 self.reject(e.to_string(), on_event);
-                return Ok(());
+                return Ok(None);
             }
         };
         let key = normalized_set(&keywords);
         if let Some(&first_round) = self.searched.get(&key) {
-            return self.repeated(keywords, reason, first_round, on_event);
+            self.repeated(keywords, reason, first_round, on_event)?;
+            return Ok(None);
         }
         let round = self.rounds.len() as u32 + 1;
         let top_k = top_k
@@ -387,9 +396,16 @@ impl<'a> Run<'a> {
         let (resp, cached_from) =
             match self.cached_or_searched(&key, &keywords, query.as_deref(), top_k, round) {
                 Ok(found) => found,
+                Err(e) if e.is_setup() => {
+                    return Ok(Some(Finish {
+                        status: RunStatus::Error,
+                        reason: format!("{SEARCH_ERROR}: {e}"),
+                        answer: None,
+                    }));
+                }
                 Err(e) => {
                     self.reject(format!("search failed: {e}"), on_event);
-                    return Ok(());
+                    return Ok(None);
                 }
             };
         let reason = match cached_from {
@@ -438,7 +454,7 @@ impl<'a> Run<'a> {
         };
         self.search_observations.push(obs.clone());
         self.observations.push(obs);
-        Ok(())
+        Ok(None)
     }
 
     /// A keyword set this run already searched: traced as repeated, not searched again.
@@ -666,16 +682,15 @@ impl<'a> Run<'a> {
             reason,
             answer,
         } = finish.unwrap_or_else(|| self.out_of_turns());
-        let message =
-            matches!(status, RunStatus::InsufficientEvidence | RunStatus::Error).then(|| {
-                insufficient_message(
-                    self.question,
-                    &status,
-                    &reason,
-                    &self.rounds,
-                    &self.keyword_sets_tried,
-                )
-            });
+        let message = match status {
+            RunStatus::Error => Some(error_message(self.question, &reason)),
+            RunStatus::InsufficientEvidence => Some(insufficient_message(
+                self.question,
+                &self.rounds,
+                &self.keyword_sets_tried,
+            )),
+            _ => None,
+        };
         if let Some(message) = &message
             && status == RunStatus::InsufficientEvidence
         {
@@ -757,27 +772,55 @@ fn evidence_text(question: &str, cited: &[Citation]) -> String {
     out
 }
 
+/// What the user is told when the run failed: the cause, once, in the question's language
+/// (the cause itself is the failing part's own words). No keywords or searches: a broken setup
+/// says nothing about the knowledge base.
+fn error_message(question: &str, reason: &str) -> String {
+    let cause = error_cause(reason);
+    match Lang::of(question) {
+        Lang::Zh => format!("运行出错而停止：{cause}"),
+        Lang::En => format!("The run stopped with an error: {cause}"),
+    }
+}
+
+/// The cause of an error's reason: `search_error: X` and `planner_error: X` are X.
+pub fn error_cause(reason: &str) -> &str {
+    [SEARCH_ERROR, PLANNER_ERROR]
+        .iter()
+        .find_map(|code| reason.strip_prefix(code)?.strip_prefix(": "))
+        .unwrap_or(reason)
+}
+
+/// The key terms some round missed that no round found: a term a round searched and did not
+/// report missing was found there.
+fn never_found(rounds: &[RoundRecord]) -> Vec<String> {
+    let mut missing: Vec<String> = Vec::new();
+    for r in rounds {
+        for t in &r.sufficiency.missing_terms {
+            if !missing.contains(t) {
+                missing.push(t.clone());
+            }
+        }
+    }
+    missing.retain(|t| {
+        !rounds.iter().any(|r| {
+            !r.sufficiency.missing_terms.contains(t)
+                && !crate::text::written_words(&r.keywords.join(" "), std::slice::from_ref(t))
+                    .is_empty()
+        })
+    });
+    missing
+}
+
 /// The user-facing explanation when there is no grounded answer, in the question's language.
-fn insufficient_message(
-    question: &str,
-    status: &RunStatus,
-    reason: &str,
-    rounds: &[RoundRecord],
-    tried: &[Vec<String>],
-) -> String {
+fn insufficient_message(question: &str, rounds: &[RoundRecord], tried: &[Vec<String>]) -> String {
     let lang = Lang::of(question);
-    let mut out = match status {
-        RunStatus::Error => match lang {
-            Lang::Zh => format!("运行出错而停止：{reason}。"),
-            Lang::En => format!("The run stopped with an error: {reason}."),
-        },
-        _ => lang
-            .pick(
-                "The knowledge base does not hold enough evidence to answer this question.",
-                "知识库中没有足够的依据回答这个问题。",
-            )
-            .to_string(),
-    };
+    let mut out = lang
+        .pick(
+            "The knowledge base does not hold enough evidence to answer this question.",
+            "知识库中没有足够的依据回答这个问题。",
+        )
+        .to_string();
     if tried.is_empty() {
         out.push_str(lang.pick(" No search was run.", "未进行检索。"));
     } else {
@@ -790,20 +833,18 @@ fn insufficient_message(
             Lang::En => format!(" Keywords tried: {}.", sets.join("; ")),
         });
     }
-    // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
-    // search's decision only about its keywords, and may even have been sufficient.
-    let why = match reason.split_once(": ") {
-        Some((_, why)) if *status != RunStatus::Error => Some((true, why.to_string())),
-        _ => rounds
-            .last()
-            .map(|last| (false, last.sufficiency.reason.clone())),
-    };
-    if let Some((planner_said, why)) = why {
-        out.push_str(&match (lang, planner_said) {
-            (Lang::Zh, true) => format!("原因：{why}。"),
-            (Lang::Zh, false) => format!("最后一次检索：{why}。"),
-            (Lang::En, true) => format!(" Why: {why}."),
-            (Lang::En, false) => format!(" Last search: {why}."),
+    // What none of the passages found holds, in the asker's own words: never the analyser's
+    // stems (`invoic`) nor the coverage figures, which the trace and `--json` keep with the
+    // planner's own account.
+    let said = format!("{question} {}", tried.concat().join(" "));
+    let missing = crate::text::written_words(&said, &never_found(rounds));
+    if !missing.is_empty() {
+        out.push_str(&match lang {
+            Lang::Zh => format!("找到的段落都不含：{}。", missing.join("、")),
+            Lang::En => format!(
+                " None of the passages found contains: {}.",
+                missing.join(", ")
+            ),
         });
     }
     out

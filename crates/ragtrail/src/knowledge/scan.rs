@@ -222,11 +222,13 @@ fn read_file(
             ),
         });
     }
+    // A title in front matter or a sidecar is written as a heading is (`Set up <em>before</em>
+    // onboarding`, `**Draft**`): read as one, it names the document in every titlePath.
     let title = fm
         .title
-        .clone()
-        .filter(|t| !t.trim().is_empty())
-        .map(|t| t.trim().to_string())
+        .as_deref()
+        .map(super::plain::inline_to_plain)
+        .filter(|t| !t.is_empty())
         .or(read.title)
         .unwrap_or_else(|| {
             path.file_stem()

@@ -200,6 +200,18 @@ pub enum SearchError {
 }
 
 impl SearchError {
+    /// A failure of the setup (the embedder or its server, a model, the index, the database)
+    /// rather than of the request: searching again with other keywords fails the same way.
+    pub fn is_setup(&self) -> bool {
+        !matches!(
+            self,
+            SearchError::NoKeywords
+                | SearchError::TooManyKeywords { .. }
+                | SearchError::KeywordTooLong { .. }
+                | SearchError::QueryTooLong { .. }
+        )
+    }
+
     /// A vector leg's failure, as `searchDocs` reports it (`model`: the embedder's).
     pub(crate) fn from_leg(e: VectorLegError, model: String) -> Self {
         match e {

@@ -221,12 +221,11 @@ impl PageTexts {
 
 impl Line {
     fn add(&mut self, text: &str, style: Style, glue: bool) {
-        if glue && !self.text.is_empty() && !text.is_empty() {
-            let cjk = self.text.chars().last().is_some_and(is_cjk)
-                && text.chars().next().is_some_and(is_cjk);
-            if !cjk {
-                self.text.push(' ');
-            }
+        if glue
+            && let (Some(before), Some(after)) = (self.text.chars().last(), text.chars().next())
+            && spaced(before, after)
+        {
+            self.text.push(' ');
         }
         self.text.push_str(text);
         let visible = text.chars().filter(|c| !c.is_whitespace()).count();
@@ -569,8 +568,31 @@ fn push_heading(stack: &mut Vec<(usize, String)>, level: usize, text: String, ti
     }
 }
 
-/// A page's lines as paragraphs: blank lines separate them; wrapped lines join with a space,
-/// or with nothing between two CJK characters.
+/// Whether two runs of text set apart in the PDF (two text blocks on a line, or a wrapped
+/// line and the next) read with a space between them: not between two CJK characters, not
+/// inside brackets or quotes (`(办公通)`, never `( 办公通 )`), not before punctuation that
+/// follows a word.
+fn spaced(before: char, after: char) -> bool {
+    let cjk = |c: char| {
+        is_cjk(c)
+            || ('\u{3000}'..='\u{303F}').contains(&c)
+            || ('\u{FF00}'..='\u{FFEF}').contains(&c)
+    };
+    !((cjk(before) && cjk(after))
+        || "([{“‘（【《「".contains(before)
+        || ")]}”’）】》」,.;:!?，。、；：！？".contains(after))
+}
+
+/// A line that ends in a hyphen after a letter, continued by a lowercase word on the next
+/// line: one word set across the break (`add-` / `in` is `add-in`). The hyphen is kept, as a
+/// compound's is; a word the typesetter hyphenated keeps it too, which loses nothing.
+fn hyphen_wrapped(paragraph: &str, next: char) -> bool {
+    let mut end = paragraph.chars().rev();
+    end.next() == Some('-') && end.next().is_some_and(char::is_alphabetic) && next.is_lowercase()
+}
+
+/// A page's lines as paragraphs: blank lines separate them; wrapped lines join as [`spaced`]
+/// says, a word hyphenated across the break ([`hyphen_wrapped`]) without a space.
 fn page_blocks(lines: &[&str]) -> Vec<Block> {
     let mut blocks = Vec::new();
     let mut paragraph = String::new();
@@ -582,9 +604,10 @@ fn page_blocks(lines: &[&str]) -> Vec<Block> {
             }
             continue;
         }
-        let joins_cjk =
-            paragraph.chars().last().is_some_and(is_cjk) && line.chars().next().is_some_and(is_cjk);
-        if !paragraph.is_empty() && !joins_cjk {
+        if let (Some(before), Some(after)) = (paragraph.chars().last(), line.chars().next())
+            && spaced(before, after)
+            && !hyphen_wrapped(&paragraph, after)
+        {
             paragraph.push(' ');
         }
         paragraph.push_str(&line);
