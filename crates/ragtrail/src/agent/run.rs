@@ -741,14 +741,15 @@ fn cite(proposed: &[ProposedCitation], rounds: &[RoundRecord]) -> Vec<Citation> 
         .collect()
 }
 
-/// The text of an evidence outcome, in the question's language: it says plainly that the
-/// passages are to be read, not taken as an answer, and quotes each with its citation number.
+/// The text of an evidence outcome, in the question's language: one plain sentence saying
+/// that no passage states the answer outright, then the passages, best first, each quoted with
+/// its citation number.
 fn evidence_text(question: &str, cited: &[Citation]) -> String {
     let lang = Lang::of(question);
     let mut out = lang
         .pick(
-            "No answer could be composed that the evidence fully supports. These passages bear on the question; read them, they are evidence, not an answer:",
-            "未能组成有充分依据的回答。以下段落与问题相关，请阅读原文判断——这是证据，不是回答：",
+            "No passage states the answer outright; these are the closest, best first:",
+            "没有哪段原文直接写明答案；以下是最接近的段落，按相关程度排列：",
         )
         .to_string();
     for (i, c) in cited.iter().enumerate() {
@@ -757,7 +758,12 @@ fn evidence_text(question: &str, cited: &[Citation]) -> String {
     out
 }
 
-/// The user-facing explanation when there is no grounded answer, in the question's language.
+/// The sections a refused run came nearest to (at most this many are named, as related).
+const RELATED_SECTIONS: usize = 3;
+
+/// The user-facing explanation when there is no grounded answer, in the question's language:
+/// that the knowledge base does not answer, why (the planner's account in the asker's words),
+/// the words tried, and the nearest sections, named as related rather than as an answer.
 fn insufficient_message(
     question: &str,
     status: &RunStatus,
@@ -778,32 +784,44 @@ fn insufficient_message(
             )
             .to_string(),
     };
+    // A planner's own account ("no_relevant_hits: …"), written for the asker; a bare reason
+    // code (round_limit) or a search's sufficiency figures are for traces, not for them.
+    if *status != RunStatus::Error
+        && let Some((_, why)) = reason.split_once(": ")
+    {
+        out.push_str(&match lang {
+            Lang::Zh => format!("原因：{why}。"),
+            Lang::En => format!(" Why: {why}."),
+        });
+    }
     if tried.is_empty() {
         out.push_str(lang.pick(" No search was run.", "未进行检索。"));
     } else {
-        let sets: Vec<String> = tried
-            .iter()
-            .map(|k| format!("[{}]", k.join(", ")))
-            .collect();
+        let mut words: Vec<&str> = Vec::new();
+        for w in tried.iter().flatten() {
+            if !words.contains(&w.as_str()) {
+                words.push(w);
+            }
+        }
         out.push_str(&match lang {
-            Lang::Zh => format!("已尝试的关键词：{}。", sets.join("；")),
-            Lang::En => format!(" Keywords tried: {}.", sets.join("; ")),
+            Lang::Zh => format!("已尝试的词：{}。", words.join("、")),
+            Lang::En => format!(" Words tried: {}.", words.join(", ")),
         });
     }
-    // A planner's own account ("no_relevant_hits: …") is about the whole run; the last
-    // search's decision only about its keywords, and may even have been sufficient.
-    let why = match reason.split_once(": ") {
-        Some((_, why)) if *status != RunStatus::Error => Some((true, why.to_string())),
-        _ => rounds
-            .last()
-            .map(|last| (false, last.sufficiency.reason.clone())),
-    };
-    if let Some((planner_said, why)) = why {
-        out.push_str(&match (lang, planner_said) {
-            (Lang::Zh, true) => format!("原因：{why}。"),
-            (Lang::Zh, false) => format!("最后一次检索：{why}。"),
-            (Lang::En, true) => format!(" Why: {why}."),
-            (Lang::En, false) => format!(" Last search: {why}."),
+    // The nearest sections, best-ranked first, each once: a place to look, not an answer.
+    let mut related: Vec<&str> = Vec::new();
+    for hit in rounds.iter().flat_map(|r| &r.hits) {
+        if related.len() == RELATED_SECTIONS {
+            break;
+        }
+        if !related.contains(&hit.title_path.as_str()) {
+            related.push(&hit.title_path);
+        }
+    }
+    if !related.is_empty() && *status != RunStatus::Error {
+        out.push_str(&match lang {
+            Lang::Zh => format!("相关章节（不是答案）：{}。", related.join("；")),
+            Lang::En => format!(" Related sections (not an answer): {}.", related.join("; ")),
         });
     }
     out
