@@ -85,8 +85,33 @@ impl OfflinePlanner {
             .iter()
             .filter_map(|c| Some((c.hit.chunk_id.as_str(), c.reference.clone()?)))
             .collect();
-        let delegates =
-            |sentence: &str| followed.iter().any(|(_, r)| sentence.contains(r.as_str()));
+        // What later rounds followed, found or not ("《员工手册》" the knowledge base lacks),
+        // named as a reference is named: in 《》 or “” quotes.
+        let searched: Vec<&str> = ctx
+            .rounds
+            .iter()
+            .skip(1)
+            .filter_map(|o| match o {
+                Observation::Hits { keywords, .. } => keywords.first().map(String::as_str),
+                _ => None,
+            })
+            .collect();
+        let delegates = |sentence: &str| {
+            searched.iter().any(|r| {
+                sentence.contains(&format!("《{r}》")) || sentence.contains(&format!("“{r}”"))
+            })
+        };
+        // The best-covering chunk first (its heading may name what is asked: 证明材料), then
+        // its sentences best first: a sentence merely sharing the question's words in a
+        // weaker chunk ("提供虚假病假证明的…") comes later.
+        let rank = |s: &Scored<'_>| {
+            chosen
+                .iter()
+                .position(|c| c.hit.chunk_id == s.chunk)
+                .unwrap_or(usize::MAX)
+        };
+        let mut in_order: Vec<&Scored<'_>> = scored.iter().collect();
+        in_order.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.score.total_cmp(&a.score)));
         let mut stating: Vec<&Scored<'_>> = Vec::new();
         for (clause, kind) in &parts {
             let part = if parts.len() == 1 {
@@ -107,7 +132,7 @@ impl OfflinePlanner {
                     .map(share)
                     .fold(0.0, f64::max)
             };
-            let found = scored.iter().find(|s| {
+            let found = in_order.iter().copied().find(|s| {
                 !delegates(s.sentence)
                     && asked::states(s.sentence, *kind)
                     && share(s).max(inherited(s)) >= SUBJECT_SHARE

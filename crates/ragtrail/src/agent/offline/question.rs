@@ -273,7 +273,12 @@ impl OfflinePlanner {
                 .unwrap_or_else(|| k.term.clone());
             let tag = tags.get(&word.to_lowercase()).map_or("", String::as_str);
             all.push(word.clone());
-            if tag.starts_with('n') || tag == "eng" || tag == "x" {
+            // Names of people, places and bodies (拉萨, "Spain": capitalised in English) are
+            // left out: a rule for "other cities" or "another country" covers one it does not
+            // list.
+            let name = matches!(tag, "nr" | "ns" | "nt")
+                || word.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+            if !name && (tag.starts_with('n') || tag == "eng" || tag == "x") {
                 things.push((k, word));
             }
         }
