@@ -236,11 +236,21 @@ impl OfflinePlanner {
     /// question about over-limit expenses), weigh nothing in the verdict and only keep an
     /// answer from being composed.
     fn weigh_absent_words(&mut self, ctx: &PlannerContext<'_>) {
+        // The asker's own word for a key term (an English key term is a stem, and analysing a
+        // stem again may not give it back: "expens" is no "expenses").
+        let word_for = |k: &KeyTerm| -> String {
+            self.question_words
+                .iter()
+                .map(|(w, _)| w)
+                .find(|w| w.to_lowercase() == k.term || analysed(w).contains(&k.term))
+                .cloned()
+                .unwrap_or_else(|| k.term.clone())
+        };
         let (absent, present): (Vec<KeyTerm>, Vec<KeyTerm>) = self
             .verdict_keys
             .iter()
             .cloned()
-            .partition(|k| !ctx.lookup.mentions(&k.term));
+            .partition(|k| !ctx.lookup.mentions(&word_for(k)));
         // One Chinese character (报, 交) is never an index term of its own, so that none is
         // "mentioned" says nothing about the documents: it neither refuses nor weighs.
         let (single, absent): (Vec<KeyTerm>, Vec<KeyTerm>) = absent
@@ -263,14 +273,7 @@ impl OfflinePlanner {
         let mut things: Vec<(&KeyTerm, String)> = Vec::new();
         let mut all: Vec<String> = Vec::new();
         for k in &absent {
-            // The asker's own word for the key term (an English key term is a stem).
-            let word = self
-                .question_words
-                .iter()
-                .map(|(w, _)| w)
-                .find(|w| w.to_lowercase() == k.term || analysed(w).contains(&k.term))
-                .cloned()
-                .unwrap_or_else(|| k.term.clone());
+            let word = word_for(k);
             let tag = tags.get(&word.to_lowercase()).map_or("", String::as_str);
             all.push(word.clone());
             // Names of people, places and bodies (拉萨, "Spain": capitalised in English) are
