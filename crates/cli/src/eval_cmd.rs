@@ -517,6 +517,27 @@ pub fn agent_summary(r: &agent_eval::AgentReport) -> String {
             "unanswerable questions given as evidence",
             format!("{:.3} (of {})", r.evidence_unanswerable, r.unanswerable),
         ),
+        (
+            "useful replies (an answer, or evidence in at most 3 passages, quoting an expected section), answerable",
+            r.useful_by_lang
+                .iter()
+                .map(|(lang, s)| format!("{lang} {:.3} (of {})", s.useful, s.of))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        (
+            "wrong answers (answered, no expected section quoted), of all answers",
+            format!(
+                "{} of {} ({:.1}%)",
+                r.wrong_answers,
+                r.answers,
+                100.0 * r.wrong_answers as f64 / r.answers.max(1) as f64
+            ),
+        ),
+        (
+            "unanswerable questions answered",
+            format!("{} (of {})", r.unanswerable_answered, r.unanswerable),
+        ),
         ("mean rounds", format!("{:.2}", r.mean_rounds)),
         (
             "latency p50 / p95 (no model)",

@@ -164,23 +164,6 @@ pub fn written_words(text: &str, wanted: &[String]) -> Vec<String> {
     out
 }
 
-/// A word's count in jieba's dictionary (counts over a general Chinese corpus) from which it is
-/// an everyday word: about the commonest 7,000 of its 349,000 words (孩子 17,465, 老婆 3,000,
-/// 领导 31,739; 婚假 8, 年终奖 58, 月薪 491).
-const EVERYDAY_WORD_COUNT: usize = 1000;
-
-/// An everyday word of general Chinese: that the documents never use it (they say 子女 for 孩子,
-/// 配偶 for 老婆) tells little about whether they answer the question, unlike a rare word such as
-/// 婚假 that names a topic of its own. Words outside jieba's dictionary, Latin ones among them,
-/// are never everyday words: nothing here counts them.
-pub fn is_everyday_word(word: &str) -> bool {
-    let jieba = jieba();
-    !word.is_empty()
-        && word.chars().all(is_cjk)
-        && jieba.has_word(word)
-        && jieba.suggest_freq(word) >= EVERYDAY_WORD_COUNT
-}
-
 /// The language a person wrote in, for the words around what ragtrail shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
@@ -323,6 +306,16 @@ pub fn is_stop_term(term: &str) -> bool {
         "哪里",
         "哪儿",
         "多少",
+        // Quantity frames: "几天" asks for a number of days, the number is what is asked.
+        "几天",
+        "几个",
+        "几年",
+        "几次",
+        "几号",
+        "多少天",
+        "多少钱",
+        "多长时间",
+        "多长",
         "多久",
         "几",
         "这",
@@ -411,6 +404,14 @@ pub fn is_stop_term(term: &str) -> bool {
         // Pronouns, the remains of contractions, indefinites (stemmed forms).
         "has", "them", "they", "their", "m", "don", "didn", "doesn", "isn", "aren", "wasn", "won",
         "ll", "re", "ve", "d", "someth", "anyth", "noth", "everyth", "someon", "anyon", "until",
+        // Adverbs, interjections and light verbs that frame a question in English the way
+        // 还/就/弄 do in Chinese: how it is asked, never what it is about.
+        "us", "now", "still", "alreadi", "ever", "even", "realli", "actual", "again", "often",
+        "becaus", "though", "anyway", "pleas", "yes", "oop", "hi", "okay", "like", "want", "know",
+        "think", "tell", "told", "say", "said", "gave", "give", "given", "got", "gotten", "go",
+        "goe", "went", "gone", "come", "came", "make", "made", "let", "put", "thing", "stuff",
+        "lot", "bit", "somebodi", "anybodi", "whatev", "whenev", "wherev", "guy", "kind", "sort",
+        "way",
     ];
     ZH.contains(&term) || EN.contains(&term)
 }
@@ -497,9 +498,15 @@ pub fn sentence_spans_with(s: &str, ends: SentenceEnds) -> Vec<(usize, usize)> {
 
 /// Whether `quote` occurs in `text`, ignoring differences in whitespace and a trailing `…`
 /// (how a citation's quote is checked against its chunk, by the agent and by the audit).
+/// A quote of several lines (a table row under its header row) occurs when each line does.
 pub fn quote_in_text(quote: &str, text: &str) -> bool {
-    let q = squash_whitespace(quote.trim().trim_end_matches('…').trim_start_matches('…'));
-    !q.is_empty() && squash_whitespace(text).contains(&q)
+    let text = squash_whitespace(text);
+    let mut lines = quote.lines().filter(|l| !l.trim().is_empty()).peekable();
+    lines.peek().is_some()
+        && lines.all(|line| {
+            let q = squash_whitespace(line.trim().trim_end_matches('…').trim_start_matches('…'));
+            !q.is_empty() && text.contains(&q)
+        })
 }
 
 fn squash_whitespace(s: &str) -> String {
@@ -523,10 +530,15 @@ mod tests {
     }
 
     #[test]
-    fn everyday_words_are_the_dictionarys_common_ones() {
-        assert!(is_everyday_word("孩子") && is_everyday_word("老婆") && is_everyday_word("领导"));
-        assert!(!is_everyday_word("婚假") && !is_everyday_word("年终奖"));
-        assert!(!is_everyday_word("globex") && !is_everyday_word("the") && !is_everyday_word(""));
+    fn english_question_framing_words_are_never_key_terms() {
+        let framing = "Oops, yes, I already told you: he gave us some stuff again because he \
+            still really wants to know, so please tell me now, whatever it is";
+        let left: Vec<String> = terms(framing)
+            .into_iter()
+            .map(|t| t.text)
+            .filter(|t| !is_stop_term(t))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

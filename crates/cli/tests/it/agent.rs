@@ -352,7 +352,10 @@ const LAUNDRY_QUESTION: &str = "出差期间酒店洗衣服的费用能报销吗
 /// may see mentions 洗衣服.
 fn refused_for_laundry(outcome: ragtrail::AgentOutcome) -> String {
     let message = no_evidence_message(outcome);
-    assert!(message.contains("找到的段落都不含：洗衣服"), "{message}");
+    assert!(
+        message.contains("原因：知识库中没有段落提到“洗衣服”。"),
+        "{message}"
+    );
     message
 }
 
@@ -391,13 +394,15 @@ fn insufficient_evidence_says_which_question_words_no_hit_holds() {
         outcome.reason
     );
     let message = no_evidence_message(outcome);
-    // What the knowledge base lacks, in the asker's words: never a stem, never a coverage
-    // figure (the trace keeps the planner's own account).
+    // The planner's account of the whole run, naming what the knowledge base lacks in the
+    // asker's words: never a stem, never a coverage figure (the trace keeps those).
+    assert!(message.contains("Why: "), "{message}");
     assert!(
-        message.contains("None of the passages found contains: astronauts, rocket."),
+        message.contains("no passage in English mentions"),
         "{message}"
     );
-    for internal in ["Why: ", "not found in any hit", "%", "bar", "Last search"] {
+    assert!(message.contains("“astronauts”"), "{message}");
+    for internal in ["not found in any hit", "%", "bar ", "Last search"] {
         assert!(!message.contains(internal), "{internal}: {message}");
     }
 }
@@ -502,7 +507,13 @@ fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
         .iter()
         .map(|c| c.title_path.as_str())
         .collect();
-    assert!(cited.contains(&"铁路客票规定 / 电子发票"), "{cited:?}");
+    // The answer quotes the rule the reference led to, not the sentence that only points at
+    // it ("见《铁路客票规定》" states nothing itself). Which of that rule's sections is meant
+    // (电子发票 for 凭证) no shared word tells: either is quoted from the followed rule.
+    assert!(
+        !cited.is_empty() && cited.iter().all(|t| t.starts_with("铁路客票规定 / ")),
+        "{cited:?}"
+    );
     for c in &answer.citations {
         let chunk = engine.store().get(&c.chunk_id).expect("cited chunk exists");
         assert!(
@@ -521,7 +532,7 @@ fn unanswerable_question_is_insufficient_evidence_listing_the_keywords() {
     let outcome = ws.ask(&engine, &mut planner, "公司的健身房会员费可以报销吗？");
     assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
     let message = outcome.message.expect("message");
-    assert!(message.contains("已尝试的关键词"), "{message}");
+    assert!(message.contains("已尝试的词："), "{message}");
     assert!(
         outcome
             .keyword_sets_tried
@@ -853,7 +864,7 @@ fn a_give_up_before_any_search_is_overridden_by_the_loop_for_any_planner() {
     let message = outcome.message.clone().unwrap_or_default();
     assert!(!message.contains("No search was run"), "{message}");
     assert!(!message.contains("未进行检索"), "{message}");
-    assert!(message.contains("已尝试的关键词"), "{message}");
+    assert!(message.contains("已尝试的词："), "{message}");
     // The trace says the loop overrode the planner, and with which reason.
     let file = trace::read_trace(&outcome.trace.as_ref().expect("trace").path).expect("read");
     let overrides: Vec<Option<String>> = file

@@ -152,7 +152,13 @@ fn pdf_outline_names_sections_and_pages_are_cited() {
         &mut OfflinePlanner::new(),
         "How many times per year can form FIN-12 be used for a lost receipt?",
     );
-    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    // An answer or, when no sentence covers enough of the question's words, evidence: either
+    // way the passage is cited on its page.
+    assert!(
+        matches!(outcome.status, RunStatus::Answered | RunStatus::Evidence),
+        "{:?}",
+        outcome.message
+    );
     let answer = outcome.answer.expect("answer");
     assert!(
         answer

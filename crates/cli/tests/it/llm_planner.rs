@@ -1135,7 +1135,7 @@ fn a_give_up_before_any_search_is_overridden_by_a_search_of_the_questions_words(
     );
     assert_eq!(outcome.rounds.len(), 1);
     let message = no_evidence_message(outcome);
-    assert!(message.contains("已尝试的关键词：["), "{message}");
+    assert!(message.contains("已尝试的词："), "{message}");
 }
 
 /// llama-cpp-python's server refuses an assistant message whose `content` is `null` (what the

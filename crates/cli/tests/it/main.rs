@@ -17,6 +17,7 @@ mod eval_retrieval;
 mod evidence_versions;
 mod formats;
 mod golden_set;
+mod honest_outcomes;
 mod http_embed;
 mod ingest_search;
 mod leaks;

@@ -99,8 +99,11 @@ fn a_fresh_trace_is_clean_and_replays_exactly() {
     for c in &audited.citations {
         assert_eq!(c.store_state, "unchanged");
         assert_eq!(c.quote_verified, Some(true));
-        assert_eq!(c.surfaced[0].round, 1);
+        assert!(!c.surfaced.is_empty(), "{c:?}");
     }
+    // The best passage was found by the question's own words; later ones may come from a
+    // followed reference (evidence shows up to three).
+    assert_eq!(audited.citations[0].surfaced[0].round, 1);
 }
 
 #[test]

@@ -686,6 +686,7 @@ impl<'a> Run<'a> {
             RunStatus::Error => Some(error_message(self.question, &reason)),
             RunStatus::InsufficientEvidence => Some(insufficient_message(
                 self.question,
+                &reason,
                 &self.rounds,
                 &self.keyword_sets_tried,
             )),
@@ -756,14 +757,15 @@ fn cite(proposed: &[ProposedCitation], rounds: &[RoundRecord]) -> Vec<Citation> 
         .collect()
 }
 
-/// The text of an evidence outcome, in the question's language: it says plainly that the
-/// passages are to be read, not taken as an answer, and quotes each with its citation number.
+/// The text of an evidence outcome, in the question's language: one plain sentence saying
+/// that no passage states the answer outright, then the passages, best first, each quoted with
+/// its citation number.
 fn evidence_text(question: &str, cited: &[Citation]) -> String {
     let lang = Lang::of(question);
     let mut out = lang
         .pick(
-            "No answer could be composed that the evidence fully supports. These passages bear on the question; read them, they are evidence, not an answer:",
-            "未能组成有充分依据的回答。以下段落与问题相关，请阅读原文判断——这是证据，不是回答：",
+            "No passage states the answer outright; these are the closest, best first:",
+            "没有哪段原文直接写明答案；以下是最接近的段落，按相关程度排列：",
         )
         .to_string();
     for (i, c) in cited.iter().enumerate() {
@@ -791,29 +793,18 @@ pub fn error_cause(reason: &str) -> &str {
         .unwrap_or(reason)
 }
 
-/// The key terms some round missed that no round found: a term a round searched and did not
-/// report missing was found there.
-fn never_found(rounds: &[RoundRecord]) -> Vec<String> {
-    let mut missing: Vec<String> = Vec::new();
-    for r in rounds {
-        for t in &r.sufficiency.missing_terms {
-            if !missing.contains(t) {
-                missing.push(t.clone());
-            }
-        }
-    }
-    missing.retain(|t| {
-        !rounds.iter().any(|r| {
-            !r.sufficiency.missing_terms.contains(t)
-                && !crate::text::written_words(&r.keywords.join(" "), std::slice::from_ref(t))
-                    .is_empty()
-        })
-    });
-    missing
-}
+/// The sections a refused run came nearest to (at most this many are named, as related).
+const RELATED_SECTIONS: usize = 3;
 
-/// The user-facing explanation when there is no grounded answer, in the question's language.
-fn insufficient_message(question: &str, rounds: &[RoundRecord], tried: &[Vec<String>]) -> String {
+/// The user-facing explanation when there is no grounded answer, in the question's language:
+/// that the knowledge base does not answer, why (the planner's account in the asker's words),
+/// the words tried, and the nearest sections, named as related rather than as an answer.
+fn insufficient_message(
+    question: &str,
+    reason: &str,
+    rounds: &[RoundRecord],
+    tried: &[Vec<String>],
+) -> String {
     let lang = Lang::of(question);
     let mut out = lang
         .pick(
@@ -821,30 +812,42 @@ fn insufficient_message(question: &str, rounds: &[RoundRecord], tried: &[Vec<Str
             "知识库中没有足够的依据回答这个问题。",
         )
         .to_string();
+    // A planner's own account ("no_relevant_hits: …"), written for the asker; a bare reason
+    // code (round_limit) or a search's sufficiency figures are for traces, not for them.
+    if let Some((_, why)) = reason.split_once(": ") {
+        out.push_str(&match lang {
+            Lang::Zh => format!("原因：{why}。"),
+            Lang::En => format!(" Why: {why}."),
+        });
+    }
     if tried.is_empty() {
         out.push_str(lang.pick(" No search was run.", "未进行检索。"));
     } else {
-        let sets: Vec<String> = tried
-            .iter()
-            .map(|k| format!("[{}]", k.join(", ")))
-            .collect();
+        let mut words: Vec<&str> = Vec::new();
+        for w in tried.iter().flatten() {
+            if !words.contains(&w.as_str()) {
+                words.push(w);
+            }
+        }
         out.push_str(&match lang {
-            Lang::Zh => format!("已尝试的关键词：{}。", sets.join("；")),
-            Lang::En => format!(" Keywords tried: {}.", sets.join("; ")),
+            Lang::Zh => format!("已尝试的词：{}。", words.join("、")),
+            Lang::En => format!(" Words tried: {}.", words.join(", ")),
         });
     }
-    // What none of the passages found holds, in the asker's own words: never the analyser's
-    // stems (`invoic`) nor the coverage figures, which the trace and `--json` keep with the
-    // planner's own account.
-    let said = format!("{question} {}", tried.concat().join(" "));
-    let missing = crate::text::written_words(&said, &never_found(rounds));
-    if !missing.is_empty() {
+    // The nearest sections, best-ranked first, each once: a place to look, not an answer.
+    let mut related: Vec<&str> = Vec::new();
+    for hit in rounds.iter().flat_map(|r| &r.hits) {
+        if related.len() == RELATED_SECTIONS {
+            break;
+        }
+        if !related.contains(&hit.title_path.as_str()) {
+            related.push(&hit.title_path);
+        }
+    }
+    if !related.is_empty() {
         out.push_str(&match lang {
-            Lang::Zh => format!("找到的段落都不含：{}。", missing.join("、")),
-            Lang::En => format!(
-                " None of the passages found contains: {}.",
-                missing.join(", ")
-            ),
+            Lang::Zh => format!("相关章节（不是答案）：{}。", related.join("；")),
+            Lang::En => format!(" Related sections (not an answer): {}.", related.join("; ")),
         });
     }
     out

@@ -1,6 +1,7 @@
 //! Agent evaluation on a golden set: does the run see the expected sections, cite them, state
 //! the facts, and refuse what the knowledge base cannot answer?
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -14,6 +15,8 @@ use crate::engine::Engine;
 #[serde(rename_all = "camelCase")]
 pub struct ItemResult {
     pub id: String,
+    /// The question's language, as the set gives it (`zh`, `en`).
+    pub lang: String,
     pub answerable: bool,
     pub status: String,
     pub rounds: u32,
@@ -24,6 +27,10 @@ pub struct ItemResult {
     pub citation_precision: Option<f64>,
     /// Facts found verbatim in the answer, over all facts (None: no facts).
     pub facts_found: Option<f64>,
+    /// Passages cited (an answer's or the evidence's).
+    pub passages: usize,
+    /// Whether a cited passage is in an expected section.
+    pub cites_expected: bool,
     pub latency_ms: f64,
     pub trace: Option<String>,
 }
@@ -46,11 +53,49 @@ pub struct AgentReport {
     pub refused_unanswerable: f64,
     /// Unanswerable questions given as evidence: not refused, but not answered either.
     pub evidence_unanswerable: f64,
+    /// Useful replies per language of the question (answerable questions only).
+    pub useful_by_lang: BTreeMap<String, LangShare>,
+    /// Answers (status answered, exit 0), to answerable and unanswerable questions alike.
+    pub answers: usize,
+    /// Answers that quote no expected section (every answer to an unanswerable question).
+    pub wrong_answers: usize,
+    /// Unanswerable questions answered.
+    pub unanswerable_answered: usize,
     pub mean_rounds: f64,
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
     pub items: Vec<ItemResult>,
 }
+
+/// The share of one language's answerable questions that got a useful reply.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LangShare {
+    pub useful: f64,
+    pub of: usize,
+}
+
+impl ItemResult {
+    /// A reply a person can act on: an answer quoting an expected section, or evidence quoting
+    /// one among at most [`MAX_USEFUL_PASSAGES`] passages (more is a search result, not a reply).
+    pub fn useful(&self) -> bool {
+        self.answerable
+            && self.cites_expected
+            && match self.status.as_str() {
+                "answered" => true,
+                "evidence" => self.passages <= MAX_USEFUL_PASSAGES,
+                _ => false,
+            }
+    }
+
+    /// An answer (exit 0) that quotes no expected section.
+    pub fn wrong_answer(&self) -> bool {
+        self.status == "answered" && !self.cites_expected
+    }
+}
+
+/// Evidence with more passages than this is not counted as a useful reply.
+pub const MAX_USEFUL_PASSAGES: usize = 3;
 
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
@@ -134,6 +179,7 @@ pub fn evaluate(
         });
         results.push(ItemResult {
             id: item.id.clone(),
+            lang: item.lang.clone(),
             answerable: item.answerable,
             status: serde_json::to_value(outcome.status)
                 .ok()
@@ -144,12 +190,27 @@ pub fn evaluate(
             recall: seen_by(u32::MAX),
             citation_precision,
             facts_found,
+            passages: citations.len(),
+            cites_expected: citations
+                .iter()
+                .any(|c| turn.expected.contains(&c.title_path)),
             latency_ms,
             trace: outcome.trace.as_ref().map(|t| t.path.display().to_string()),
         });
     }
     let ans: Vec<&ItemResult> = results.iter().filter(|r| r.answerable).collect();
     let unans: Vec<&ItemResult> = results.iter().filter(|r| !r.answerable).collect();
+    let mut useful_by_lang: BTreeMap<String, LangShare> = BTreeMap::new();
+    for lang in ans.iter().map(|r| r.lang.clone()) {
+        let of_lang: Vec<&ItemResult> = ans.iter().copied().filter(|r| r.lang == lang).collect();
+        useful_by_lang.insert(
+            lang,
+            LangShare {
+                useful: share(&of_lang, ItemResult::useful),
+                of: of_lang.len(),
+            },
+        );
+    }
     let mut lat: Vec<f64> = results.iter().map(|r| r.latency_ms).collect();
     lat.sort_by(f64::total_cmp);
     Ok(AgentReport {
@@ -170,6 +231,10 @@ pub fn evaluate(
         }),
         refused_unanswerable: share(&unans, |r| r.status == "insufficient_evidence"),
         evidence_unanswerable: share(&unans, |r| r.status == "evidence"),
+        useful_by_lang,
+        answers: results.iter().filter(|r| r.status == "answered").count(),
+        wrong_answers: results.iter().filter(|r| r.wrong_answer()).count(),
+        unanswerable_answered: unans.iter().filter(|r| r.status == "answered").count(),
         mean_rounds: mean(results.iter().map(|r| f64::from(r.rounds))),
         latency_p50_ms: percentile(&lat, 0.5),
         latency_p95_ms: percentile(&lat, 0.95),

@@ -3,9 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::asked::{self, asked_parts};
 use super::{
-    ANSWER_SENTENCES, MAX_CITED_CHUNKS, MAX_SENTENCE_CHARS, MAX_STANDOUT_CITED, MIN_CITATION_GAIN,
-    OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, all_hits, analysed, sentences,
+    EVIDENCE_SPREAD, MAX_CITED_CHUNKS, MAX_EVIDENCE, MAX_SENTENCE_CHARS, MAX_STANDOUT_CITED,
+    MIN_CITATION_GAIN, OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, SUBJECT_SHARE, all_hits,
+    analysed, sentences,
 };
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
@@ -58,33 +60,146 @@ struct Candidate<'h> {
 /// A sentence of a cited chunk, scored against the question.
 struct Scored<'a> {
     chunk: String,
+    /// The titlePath of its chunk: the headings it stands under.
+    title: &'a str,
     sentence: &'a str,
     score: f64,
     round: u32,
 }
 
 impl OfflinePlanner {
-    /// The answer from the chunks worth citing: their best sentences, each marked with its
-    /// citation; gives up when no sentence matches.
+    /// The answer, when for every part of the question a returned sentence states what it asks
+    /// (`asked::states`) about its subject (the sentence with its headings covers
+    /// [`SUBJECT_SHARE`] of the part's key terms): those sentences, one per part, each with its
+    /// citation. Otherwise the best passages as evidence; gives up when no sentence matches.
     pub(super) fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
         let weights = self.weights();
         let keys = QuestionKeys::new(self.verdict_keys.clone());
         let candidates = candidates(ctx, &keys);
         let chosen = chosen(ctx, &candidates, &keys);
         let scored = scored_sentences(ctx, &weights, &chosen);
-        let picked = picked(ctx, &scored);
-        if picked.is_empty() {
-            return PlannerAction::GiveUp {
-                reason: "no_relevant_hits".to_string(),
+        let parts = asked_parts(ctx.question);
+        // A sentence that points to another rule ("见《铁路客票规定》") states nothing itself;
+        // the rule it points to, once followed, answers for it and inherits its subject.
+        let followed: Vec<(&str, String)> = chosen
+            .iter()
+            .filter_map(|c| Some((c.hit.chunk_id.as_str(), c.reference.clone()?)))
+            .collect();
+        // What later rounds followed, found or not ("《员工手册》" the knowledge base lacks),
+        // named as a reference is named: in 《》 or “” quotes.
+        let searched: Vec<&str> = ctx
+            .rounds
+            .iter()
+            .skip(1)
+            .filter_map(|o| match o {
+                Observation::Hits { keywords, .. } => keywords.first().map(String::as_str),
+                _ => None,
+            })
+            .collect();
+        let delegates = |sentence: &str| {
+            searched.iter().any(|r| {
+                sentence.contains(&format!("《{r}》")) || sentence.contains(&format!("“{r}”"))
+            })
+        };
+        // The best-covering chunk first (its heading may name what is asked: 证明材料), then
+        // its sentences best first: a sentence merely sharing the question's words in a
+        // weaker chunk ("提供虚假病假证明的…") comes later.
+        let rank = |s: &Scored<'_>| {
+            chosen
+                .iter()
+                .position(|c| c.hit.chunk_id == s.chunk)
+                .unwrap_or(usize::MAX)
+        };
+        let mut in_order: Vec<&Scored<'_>> = scored.iter().collect();
+        in_order.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.score.total_cmp(&a.score)));
+        let mut stating: Vec<&Scored<'_>> = Vec::new();
+        for (clause, kind) in &parts {
+            let part = if parts.len() == 1 {
+                QuestionKeys::new(self.verdict_keys.clone())
+            } else {
+                part_keys(clause, &self.verdict_keys)
             };
+            let share = |s: &Scored<'_>| subject_share(s, &part, &self.written);
+            let inherited = |s: &Scored<'_>| {
+                followed
+                    .iter()
+                    .filter(|(chunk, _)| *chunk == s.chunk)
+                    .flat_map(|(_, r)| {
+                        scored
+                            .iter()
+                            .filter(move |d| d.sentence.contains(r.as_str()))
+                    })
+                    .map(share)
+                    .fold(0.0, f64::max)
+            };
+            let found = in_order.iter().copied().find(|s| {
+                !delegates(s.sentence)
+                    && asked::states(s.sentence, *kind)
+                    && share(s).max(inherited(s)) >= SUBJECT_SHARE
+            });
+            match found {
+                Some(s) => {
+                    if !stating.iter().any(|p| p.sentence == s.sentence) {
+                        stating.push(s);
+                    }
+                }
+                None => {
+                    return self
+                        .evidence(ctx, "evidence: no passage states the answer".to_string())
+                        .unwrap_or(PlannerAction::GiveUp {
+                            reason: "no_relevant_hits".to_string(),
+                        });
+                }
+            }
         }
-        answer_text(ctx.question, &picked)
+        answer_text(ctx, &stating)
     }
 }
 
+/// The key terms of one part of a question: those its clause contains (all of them when it
+/// names none, "运费谁出" leaning on the first part's subject).
+fn part_keys(clause: &str, keys: &[KeyTerm]) -> QuestionKeys {
+    let lower = clause.to_lowercase();
+    let terms: HashSet<String> = text::terms(clause).into_iter().map(|t| t.text).collect();
+    let own: Vec<KeyTerm> = keys
+        .iter()
+        .filter(|k| terms.contains(&k.term) || lower.contains(&k.term))
+        .cloned()
+        .collect();
+    QuestionKeys::new(if own.is_empty() { keys.to_vec() } else { own })
+}
+
+/// The share of `keys` a sentence covers together with the headings it stands under; a key
+/// standing for an everyday word is covered by any of its written words (孩子: 子女 or 生育).
+fn subject_share(
+    s: &Scored<'_>,
+    keys: &QuestionKeys,
+    written: &[(String, Vec<String>, String)],
+) -> f64 {
+    let terms: HashSet<String> = text::terms(s.title)
+        .into_iter()
+        .chain(text::terms(s.sentence))
+        .map(|t| t.text)
+        .collect();
+    let lower = format!("{}\n{}", s.title, s.sentence).to_lowercase();
+    let mut present = covered(&keys.keys, &terms, &lower);
+    for (_, words, key) in written {
+        let said = words.iter().any(|w| {
+            let w = w.to_lowercase();
+            lower.contains(&w) || analysed(&w).iter().all(|t| terms.contains(t))
+        });
+        if said {
+            present.insert(key.clone());
+        }
+    }
+    keys.share(&present)
+}
+
 impl OfflinePlanner {
-    /// The passages to give as evidence when no answer can be stood behind: the best sentence
-    /// of each chunk worth citing, as chosen for an answer; `None` when no sentence matches.
+    /// The passages to give as evidence when no sentence states the answer: the best-covering
+    /// returned chunks (at most [`MAX_EVIDENCE`], those within [`EVIDENCE_SPREAD`] of the best),
+    /// each quoted by its best whole sentence, a table row with its header row; `None` when no
+    /// sentence matches.
     pub(super) fn evidence(
         &self,
         ctx: &PlannerContext<'_>,
@@ -93,20 +208,73 @@ impl OfflinePlanner {
         let weights = self.weights();
         let keys = QuestionKeys::new(self.verdict_keys.clone());
         let candidates = candidates(ctx, &keys);
-        let chosen = chosen(ctx, &candidates, &keys);
-        let scored = scored_sentences(ctx, &weights, &chosen);
+        let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
         let mut citations: Vec<ProposedCitation> = Vec::new();
-        // Best sentence first, one per chunk.
-        for s in &scored {
-            if !citations.iter().any(|c| c.chunk_id == s.chunk) {
-                citations.push(ProposedCitation {
-                    chunk_id: s.chunk.clone(),
-                    quote: s.sentence.to_string(),
-                });
+        for c in candidates
+            .iter()
+            .filter(|c| c.score > 0.0 && c.score >= EVIDENCE_SPREAD * best)
+        {
+            if citations.len() == MAX_EVIDENCE {
+                break;
+            }
+            if let Some(s) = scored_sentences(ctx, &weights, &[c]).first() {
+                citations.push(quoted(ctx, s));
             }
         }
         (!citations.is_empty()).then_some(PlannerAction::Evidence { reason, citations })
     }
+}
+
+/// Whether a sentence can be quoted as a claim: not a heading, not itself a question, not a
+/// bare address (a URL or an e-mail address with nothing said about it), not a fragment of a
+/// few words.
+fn quotable(sentence: &str) -> bool {
+    let s = sentence.trim();
+    if s.starts_with('#') || s.ends_with('?') || s.ends_with('？') {
+        return false;
+    }
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let bare_address = words.len() <= 2
+        && words
+            .iter()
+            .any(|w| w.contains("://") || w.contains('@') || w.starts_with("www."));
+    if bare_address {
+        return false;
+    }
+    if s.chars().any(text::is_cjk) {
+        s.chars().filter(|c| text::is_cjk(*c)).count() >= 4
+    } else {
+        s.starts_with('|') || words.len() >= 4
+    }
+}
+
+/// A scored sentence as a citation: a table row quoted with its table's header row.
+fn quoted(ctx: &PlannerContext<'_>, s: &Scored<'_>) -> ProposedCitation {
+    let quote = ctx
+        .lookup
+        .returned_chunk_text(&s.chunk)
+        .and_then(|text| with_header_row(text, s.sentence))
+        .unwrap_or_else(|| s.sentence.to_string());
+    ProposedCitation {
+        chunk_id: s.chunk.clone(),
+        quote,
+    }
+}
+
+/// A table row with its table's header row above it (`None` for a sentence outside a table,
+/// or the header row itself): a row's cells mean nothing without their column names.
+fn with_header_row(text: &str, row: &str) -> Option<String> {
+    if !row.starts_with('|') {
+        return None;
+    }
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let at = lines.iter().position(|l| *l == row)?;
+    let start = lines[..at]
+        .iter()
+        .rposition(|l| !l.starts_with('|'))
+        .map_or(0, |i| i + 1);
+    let header = lines[start];
+    (start < at).then(|| format!("{header}\n{row}"))
 }
 
 impl OfflinePlanner {
@@ -114,11 +282,7 @@ impl OfflinePlanner {
     /// not cover it (everyday words, another language): the returned chunks whose similarity
     /// to the question is [`STANDOUT_BAR`] standard deviations above the knowledge base's, best
     /// first, each quoted by its sentence that best matches the question (else its opening).
-    pub(super) fn standout_evidence(
-        &self,
-        ctx: &PlannerContext<'_>,
-        why_not_answered: &str,
-    ) -> Option<PlannerAction> {
+    pub(super) fn standout_evidence(&self, ctx: &PlannerContext<'_>) -> Option<PlannerAction> {
         let mut standing: Vec<(f64, &SearchHit, u32)> = all_hits(ctx)
             .filter_map(|(hit, round)| {
                 let z = ctx.lookup.question_standout(&hit.chunk_id)?;
@@ -137,15 +301,12 @@ impl OfflinePlanner {
                 continue;
             };
             if let Some(s) = scored_sentences(ctx, &weights, &[c]).first() {
-                citations.push(ProposedCitation {
-                    chunk_id: s.chunk.clone(),
-                    quote: s.sentence.to_string(),
-                });
+                citations.push(quoted(ctx, s));
             }
         }
         (!citations.is_empty()).then(|| PlannerAction::Evidence {
             reason: format!(
-                "evidence: the passage's meaning stands out for the question ({best:.1} standard deviations above the knowledge base's similarity), though its words do not cover it: {why_not_answered}"
+                "evidence: the passage's meaning stands out for the question ({best:.1} standard deviations above the knowledge base's similarity), though its words do not cover it"
             ),
             citations,
         })
@@ -164,6 +325,7 @@ fn candidates<'h>(ctx: &'h PlannerContext<'_>, keys: &QuestionKeys) -> Vec<Candi
                 .collect();
             let sentences: Vec<(&str, HashSet<String>)> = sentences(text)
                 .into_iter()
+                .filter(|s| quotable(s))
                 .map(|sentence| {
                     let terms = text::terms(sentence).into_iter().map(|t| t.text).collect();
                     (sentence, terms)
@@ -300,6 +462,7 @@ fn scored_sentences<'h>(
             if q + r > 0.0 {
                 scored.push(Scored {
                     chunk: hit.chunk_id.clone(),
+                    title: &hit.title_path,
                     sentence,
                     score: q + 0.5 * r,
                     round,
@@ -316,6 +479,7 @@ fn scored_sentences<'h>(
         {
             scored.push(Scored {
                 chunk: hit.chunk_id.clone(),
+                title: &hit.title_path,
                 sentence: first,
                 score: 0.1,
                 round,
@@ -326,36 +490,10 @@ fn scored_sentences<'h>(
     scored
 }
 
-/// The answer's sentences, best first: the best of every round first (a followed reference
-/// answers part of the question in other words), then the best remaining ones, at most two
-/// per chunk and [`ANSWER_SENTENCES`] in all.
-fn picked<'s, 'h>(ctx: &PlannerContext<'_>, scored: &'s [Scored<'h>]) -> Vec<&'s Scored<'h>> {
-    let mut picked: Vec<&Scored<'_>> = Vec::new();
-    for round in 1..=ctx.rounds.len() as u32 {
-        if let Some(s) = scored
-            .iter()
-            .find(|s| s.round == round && !picked.iter().any(|p| p.sentence == s.sentence))
-        {
-            picked.push(s);
-        }
-    }
-    for s in scored {
-        if picked.len() >= ANSWER_SENTENCES {
-            break;
-        }
-        let per_chunk = picked.iter().filter(|p| p.chunk == s.chunk).count();
-        if per_chunk < 2 && !picked.iter().any(|p| p.sentence == s.sentence) {
-            picked.push(s);
-        }
-    }
-    picked.truncate(ANSWER_SENTENCES);
-    picked.sort_by(|a, b| b.score.total_cmp(&a.score));
-    picked
-}
-
 /// The answer text: one line per sentence with its citation number, in the question's
 /// language; each chunk cited once, quoting its first sentence in the answer.
-fn answer_text(question: &str, picked: &[&Scored<'_>]) -> PlannerAction {
+fn answer_text(ctx: &PlannerContext<'_>, picked: &[&Scored<'_>]) -> PlannerAction {
+    let question = ctx.question;
     let mut order: Vec<String> = Vec::new();
     let mut citations = Vec::new();
     let mut lines = Vec::new();
@@ -364,10 +502,7 @@ fn answer_text(question: &str, picked: &[&Scored<'_>]) -> PlannerAction {
             Some(i) => i + 1,
             None => {
                 order.push(s.chunk.clone());
-                citations.push(ProposedCitation {
-                    chunk_id: s.chunk.clone(),
-                    quote: s.sentence.to_string(),
-                });
+                citations.push(quoted(ctx, s));
                 order.len()
             }
         };

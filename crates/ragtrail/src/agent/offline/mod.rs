@@ -22,6 +22,8 @@
 //! `answer` chooses the chunks to cite and writes the answer.
 
 mod answer;
+mod asked;
+mod everyday;
 mod follow;
 mod question;
 mod references;
@@ -33,7 +35,7 @@ use super::planner::{
 };
 use crate::search::SearchHit;
 use crate::search::sufficiency::{KeyTerm, Sufficiency, SufficiencyThresholds, covered_by, decide};
-use crate::text::{self, SentenceEnds, StopThen, char_len, is_stop_term};
+use crate::text::{self, Lang, SentenceEnds, StopThen, char_len, is_stop_term};
 use question::small_talk_reply;
 
 /// Round-1 keywords at most: every content word the validator allows. A question's commoner
@@ -45,8 +47,16 @@ const FIRST_ROUND_KEYWORDS: usize = super::MAX_KEYWORDS;
 /// five hits has room for several (HotpotQA joint recall after round 3: 0.777 with one, 0.835
 /// with two or three, 0.825 with four; BENCHMARKS.md).
 const NAMES_PER_SEARCH: usize = 3;
-/// Sentences in an extractive answer at most.
-const ANSWER_SENTENCES: usize = 5;
+/// Share of a question part's key terms (IDF-weighted) that a sentence, with the headings it
+/// stands under, must cover to be about the part's subject and so state its answer.
+const SUBJECT_SHARE: f64 = 0.7;
+/// Passages given as evidence at most: more is a search result, not a reply.
+const MAX_EVIDENCE: usize = 3;
+/// Share of the question's key terms (IDF-weighted, words no chunk uses left out) one
+/// returned passage must cover for the passages to be shown as evidence rather than refused.
+const EVIDENCE_COVERAGE: f64 = 0.35;
+/// A further evidence passage's chunk must score this share of the best one's.
+const EVIDENCE_SPREAD: f64 = 0.5;
 /// Longest sentence quoted, in characters.
 const MAX_SENTENCE_CHARS: usize = 220;
 /// Chunks cited at most.
@@ -73,15 +83,18 @@ pub struct OfflinePlanner {
     searched_terms: HashSet<String>,
     seen_chunks: HashSet<String>,
     followed: HashSet<String>,
-    /// The question's nouns no chunk mentions (`question::unknown_nouns`); fixed for the run, so
-    /// found once, with the question words.
+    /// The question's words no chunk mentions that carry its subject
+    /// (`weigh_absent_words`): the knowledge base lacks what is asked, and the run refuses.
     unknown_nouns: Vec<String>,
-    /// The question's everyday nouns no chunk mentions (`question::is_everyday_word`): they keep
-    /// an answer from being composed, not the passages that cover the rest from being shown.
+    /// The question's other words no chunk mentions: they keep an answer from being composed,
+    /// not the passages that cover the rest from being shown.
     everyday_unknown: Vec<String>,
     /// The question's key terms for the verdict and the answer (`question::verdict_keys`),
     /// read once with the question.
     verdict_keys: Vec<KeyTerm>,
+    /// Everyday words no chunk contains, with the written words searched for them
+    /// (`everyday::written_words`) and the key term that stands for them in the verdict.
+    written: Vec<(String, Vec<String>, String)>,
 }
 
 impl OfflinePlanner {
@@ -145,7 +158,8 @@ impl OfflinePlanner {
 
     /// The `searchDocs` sufficiency decision, applied to the question's key terms and every
     /// chunk returned so far (a later round's keywords come from the hits themselves, so their
-    /// own coverage says nothing about the question).
+    /// own coverage says nothing about the question). A word no chunk mentions keeps it from
+    /// being sufficient: no answer can state what the documents never name.
     fn question_sufficiency(&self, ctx: &PlannerContext<'_>) -> Sufficiency {
         let keys = &self.verdict_keys;
         // Every turn weighs every hit so far: the store's cached analysis of each, not jieba
@@ -159,28 +173,61 @@ impl OfflinePlanner {
             })
             .collect();
         let mut sufficiency = decide(keys, &per_hit, self.thresholds);
-        let unknown = if self.unknown_nouns.is_empty() {
-            &self.everyday_unknown
-        } else {
-            &self.unknown_nouns
-        };
-        if !unknown.is_empty() {
-            let mentions = format!(
-                "no chunk of the knowledge base mentions {}",
-                unknown.join(", ")
-            );
-            // The coverage bar was met: its "bar 35%" would read as a pass.
-            sufficiency.reason = if sufficiency.sufficient {
-                format!(
-                    "{mentions} (the best hit covers {:.0}% of the question's key terms)",
-                    sufficiency.coverage * 100.0
-                )
-            } else {
-                format!("{mentions}; {}", sufficiency.reason)
-            };
+        if !self.unknown_nouns.is_empty() || !self.everyday_unknown.is_empty() {
             sufficiency.sufficient = false;
         }
         sufficiency
+    }
+
+    /// Why nothing is shown, in the question's language and the asker's own words: the words
+    /// no passage mentions, else the words no single passage brings together.
+    fn why_refused(&self, ctx: &PlannerContext<'_>, sufficiency: &Sufficiency) -> String {
+        let lang = Lang::of(ctx.question);
+        let quoted = |words: &[String]| -> String {
+            let sep = lang.pick(", ", "、");
+            words
+                .iter()
+                .map(|w| format!("“{w}”"))
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        if !self.unknown_nouns.is_empty() {
+            return match lang {
+                Lang::Zh => format!("知识库中没有段落提到{}", quoted(&self.unknown_nouns)),
+                Lang::En => format!(
+                    "no passage in English mentions {}",
+                    quoted(&self.unknown_nouns)
+                ),
+            };
+        }
+        let missing: Vec<String> = self
+            .question_words
+            .iter()
+            .filter(|(w, _)| {
+                analysed(w)
+                    .iter()
+                    .any(|t| sufficiency.missing_terms.contains(t))
+                    || sufficiency.missing_terms.contains(&w.to_lowercase())
+            })
+            .map(|(w, _)| w.clone())
+            .collect();
+        if !missing.is_empty() {
+            return match lang {
+                Lang::Zh => format!("知识库中没有段落讲到{}", quoted(&missing)),
+                Lang::En => format!("no passage speaks of {}", quoted(&missing)),
+            };
+        }
+        let words: Vec<String> = self
+            .question_words
+            .iter()
+            .filter(|(_, weight)| *weight > 0.0)
+            .take(3)
+            .map(|(w, _)| w.clone())
+            .collect();
+        match lang {
+            Lang::Zh => format!("没有一段同时讲到{}", quoted(&words)),
+            Lang::En => format!("no passage speaks of {} together", quoted(&words)),
+        }
     }
 }
 
@@ -266,25 +313,23 @@ impl Planner for OfflinePlanner {
         let sufficiency = self.question_sufficiency(ctx);
         let covered = sufficiency.sufficient;
         // The decision the user sees: about the question and every hit so far, not only the
-        // last search's own keywords.
-        // Passages that cover the question but for everyday words the documents do not use
-        // are shown as evidence rather than refused.
-        let bears_on_question = self.unknown_nouns.is_empty()
-            && !self.everyday_unknown.is_empty()
-            && sufficiency.coverage >= self.thresholds.min_coverage;
+        // last search's own keywords. A subject no chunk names refuses; passages that cover
+        // the question's words (everyday words aside) are evidence; else what stands out by
+        // meaning, else nothing.
         let give_up = || {
-            let reason = format!("no_relevant_hits: {}", sufficiency.reason);
-            let evidence = bears_on_question
-                .then(|| self.evidence(ctx, format!("evidence: {}", sufficiency.reason)))
+            let reason = format!("no_relevant_hits: {}", self.why_refused(ctx, &sufficiency));
+            // The subject's words are in no passage: only a passage whose meaning stands out
+            // (a multilingual model finding it in another language) is shown, never one that
+            // merely shares the other words.
+            if !self.unknown_nouns.is_empty() {
+                return self
+                    .standout_evidence(ctx)
+                    .unwrap_or(PlannerAction::GiveUp { reason });
+            }
+            let evidence = (sufficiency.coverage >= EVIDENCE_COVERAGE)
+                .then(|| self.evidence(ctx, "evidence: no passage states the answer".to_string()))
                 .flatten()
-                // A word no chunk mentions that is no everyday word (婚假, a product name)
-                // names what the knowledge base lacks: no evidence for it.
-                .or_else(|| {
-                    self.unknown_nouns
-                        .is_empty()
-                        .then(|| self.standout_evidence(ctx, &sufficiency.reason))
-                        .flatten()
-                });
+                .or_else(|| self.standout_evidence(ctx));
             evidence.unwrap_or(PlannerAction::GiveUp { reason })
         };
         let last_had_hits =

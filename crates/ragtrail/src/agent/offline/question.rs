@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{OfflinePlanner, analysed};
+use super::{OfflinePlanner, analysed, everyday};
 use crate::agent::PlannerContext;
 use crate::search::sufficiency::{KeyTerm, idf, key_terms};
 use crate::text::{self, char_len};
@@ -50,33 +50,20 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
     words
 }
 
-/// The question's common nouns that no chunk mentions: words of two or more CJK characters that
-/// jieba's dictionary tags as nouns (`n`) and none of whose index terms occurs in any chunk the
-/// run may see ("洗衣服", "月薪"). A question about a thing the knowledge base never names
-/// cannot be answered from it, however well its other words are covered. `mentions` answers
-/// under the run's access context, so the rule reveals nothing about other tenants' documents.
-/// Proper names (`nr`, `ns`, …) are left out: a rule for "other cities" covers a city it does
-/// not list. Words the HMM made up (not in the dictionary, "能报") are segmentation noise, and a
-/// word with a known part ("坐飞机": 飞机) is something the knowledge base does talk about.
-/// Chinese only: English has no part-of-speech tagger here.
-fn unknown_nouns(question: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
-    let jieba = text::jieba();
-    let mut out: Vec<String> = Vec::new();
-    for tag in jieba.tag(question, true) {
-        let word = tag.word.trim();
-        if tag.tag != "n"
-            || char_len(word) < 2
-            || !word.chars().all(text::is_cjk)
-            || !jieba.has_word(word)
-            || out.iter().any(|w| w == word)
-        {
-            continue;
-        }
-        if !analysed(word).is_empty() && !mentions(word) {
-            out.push(word.to_string());
-        }
-    }
-    out
+/// The content word right after `word` in `question` (jieba's words; spaces and 的 between
+/// them skipped), if any.
+fn word_after(question: &str, word: &str) -> Option<String> {
+    let tokens: Vec<String> = text::jieba()
+        .cut(question, true)
+        .into_iter()
+        .map(|t| t.word.trim().to_string())
+        .filter(|t| !t.is_empty() && t != "的")
+        .collect();
+    let at = tokens.iter().position(|t| t.eq_ignore_ascii_case(word))?;
+    tokens
+        .get(at + 1)
+        .filter(|next| !analysed(next).is_empty())
+        .cloned()
 }
 
 /// The question's key terms as the verdict weighs them: `searchDocs`' key terms, with the
@@ -237,12 +224,142 @@ impl OfflinePlanner {
             }
             self.carried = carried;
         }
-        let unknown = unknown_nouns(&self.effective_question(ctx), &|word: &str| {
-            ctx.lookup.mentions(word)
-        });
-        (self.everyday_unknown, self.unknown_nouns) =
-            unknown.into_iter().partition(|w| text::is_everyday_word(w));
         self.verdict_keys = verdict_keys(&self.effective_question(ctx), ctx);
+        self.use_written_words(ctx);
+        self.weigh_absent_words(ctx);
+    }
+
+    /// The question's words no chunk this run may see mentions (after written words stood in
+    /// for everyday ones): when they carry at least as much of the question's weight as the
+    /// words the documents share, they are its subject and the knowledge base lacks it ("婚假
+    /// 可以休几天", "paternity leave"); otherwise they are circumstance ("要补什么单子" in a
+    /// question about over-limit expenses), weigh nothing in the verdict and only keep an
+    /// answer from being composed.
+    fn weigh_absent_words(&mut self, ctx: &PlannerContext<'_>) {
+        // The asker's own word for a key term (an English key term is a stem, and analysing a
+        // stem again may not give it back: "expens" is no "expenses").
+        let word_for = |k: &KeyTerm| -> String {
+            self.question_words
+                .iter()
+                .map(|(w, _)| w)
+                .find(|w| w.to_lowercase() == k.term || analysed(w).contains(&k.term))
+                .cloned()
+                .unwrap_or_else(|| k.term.clone())
+        };
+        let (absent, present): (Vec<KeyTerm>, Vec<KeyTerm>) = self
+            .verdict_keys
+            .iter()
+            .cloned()
+            .partition(|k| !ctx.lookup.mentions(&word_for(k)));
+        // One Chinese character (报, 交) is never an index term of its own, so that none is
+        // "mentioned" says nothing about the documents: it neither refuses nor weighs.
+        let (single, absent): (Vec<KeyTerm>, Vec<KeyTerm>) = absent
+            .into_iter()
+            .partition(|k| k.term.chars().all(text::is_cjk) && char_len(&k.term) == 1);
+        let single: HashSet<String> = single.into_iter().map(|k| k.term).collect();
+        self.verdict_keys.retain(|k| !single.contains(&k.term));
+        if absent.is_empty() {
+            return;
+        }
+        let weight = |keys: &[&KeyTerm]| keys.iter().map(|k| k.weight).sum::<f64>();
+        // Part of speech as jieba tags the question: a thing (a noun, or a Latin word, which
+        // nothing here tags) can be what is asked about; a verb or an adverb no chunk uses
+        // (回来, 交上去) only says how the asker put it.
+        let tags: HashMap<String, String> = text::jieba()
+            .tag(&self.effective_question(ctx), true)
+            .into_iter()
+            .map(|t| (t.word.trim().to_lowercase(), t.tag.to_string()))
+            .collect();
+        let mut things: Vec<(&KeyTerm, String)> = Vec::new();
+        let mut all: Vec<String> = Vec::new();
+        for k in &absent {
+            let word = word_for(k);
+            let tag = tags.get(&word.to_lowercase()).map_or("", String::as_str);
+            all.push(word.clone());
+            // Names of people, places and bodies (拉萨, "Spain": capitalised in English) are
+            // left out: a rule for "other cities" or "another country" covers one it does not
+            // list.
+            let name = matches!(tag, "nr" | "ns" | "nt")
+                || word.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+            if !name && (tag.starts_with('n') || tag == "eng" || tag == "x") {
+                things.push((k, word));
+            }
+        }
+        // A missing word that modifies the content word after it ("paternity leave", "洗衣服
+        // 的费用") narrows that word to a kind the documents never name: the word it narrows
+        // is part of the missing subject, not evidence of the rest ("leave" alone is not what
+        // is asked about).
+        let question = self.effective_question(ctx);
+        let narrowed: HashSet<String> = things
+            .iter()
+            .filter_map(|(_, w)| word_after(&question, w))
+            .flat_map(|next| analysed(&next).into_iter().chain([next.to_lowercase()]))
+            .collect();
+        let mut thing_keys: Vec<&KeyTerm> = things.iter().map(|(k, _)| *k).collect();
+        let (heads, present_refs): (Vec<&KeyTerm>, Vec<&KeyTerm>) =
+            present.iter().partition(|k| narrowed.contains(&k.term));
+        thing_keys.extend(heads);
+        if !things.is_empty() && weight(&thing_keys) >= weight(&present_refs) {
+            self.unknown_nouns = things.into_iter().map(|(_, w)| w).collect();
+            return;
+        }
+        // Any word the documents never use may be what the asker means (结婚 in "结婚的话公司
+        // 给放几天假"): passages that cover the rest are evidence, never an answer.
+        self.everyday_unknown = all;
+        self.verdict_keys = present;
+    }
+
+    /// Everyday words no chunk contains, searched and weighed as the written words the
+    /// knowledge base uses for them (老婆 → 配偶): they no longer count against the evidence.
+    fn use_written_words(&mut self, ctx: &PlannerContext<'_>) {
+        let mentions = |word: &str| ctx.lookup.mentions(word);
+        let n = ctx.lookup.num_chunks();
+        let doc_freq = |t: &str| ctx.lookup.doc_freq(t);
+        let words: Vec<String> = self.question_words.iter().map(|(w, _)| w.clone()).collect();
+        for word in words {
+            if mentions(&word) {
+                continue;
+            }
+            let written = everyday::written_words(&word, &mentions);
+            let Some(first) = written.first() else {
+                continue;
+            };
+            let lower = word.to_lowercase();
+            let own: Vec<String> = analysed(&word);
+            // The written word stands for the everyday one in the verdict: one key term, so
+            // that a passage needs only one of them.
+            let replacement = key_terms(std::slice::from_ref(first), &doc_freq, n);
+            let key = replacement
+                .first()
+                .map(|k| k.term.clone())
+                .unwrap_or_default();
+            let at = self
+                .verdict_keys
+                .iter()
+                .position(|k| k.term == lower || own.contains(&k.term));
+            match at {
+                Some(i) => {
+                    self.verdict_keys.splice(i..=i, replacement);
+                }
+                None => self.verdict_keys.extend(replacement),
+            }
+            for w in &written {
+                let weight = analysed(w)
+                    .iter()
+                    .map(|t| match ctx.lookup.doc_freq(t) {
+                        0 => 0.0,
+                        df => idf(df, n),
+                    })
+                    .fold(0.0, f64::max);
+                if !self.question_words.iter().any(|(q, _)| q == w) {
+                    self.question_words.push((w.clone(), weight));
+                }
+            }
+            self.question_words.retain(|(q, _)| *q != word);
+            self.written.push((word, written, key));
+        }
+        self.question_words
+            .sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     }
 
     /// The question with the topic words carried over from the previous turn, if any.
@@ -268,27 +385,6 @@ impl OfflinePlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unknown_nouns_are_dictionary_nouns_no_chunk_mentions_in_any_part() {
-        // The knowledge base mentions every word except those with 衣, 薪 or 拉萨 in them.
-        let mentions = |w: &str| !(w.contains('衣') || w.contains('薪') || w.contains("拉萨"));
-        assert_eq!(
-            unknown_nouns("出差时酒店洗衣服的钱能报销吗？", &mentions),
-            ["洗衣服"]
-        );
-        assert_eq!(
-            unknown_nouns("P5职级的月薪范围是多少？", &mentions),
-            ["月薪"]
-        );
-        // A place name: a rule for "other cities" still covers it.
-        assert!(unknown_nouns("去拉萨出差住宿标准是多少？", &mentions).is_empty());
-        // A noun the knowledge base mentions (the index finds 坐飞机 through its part 飞机).
-        assert!(unknown_nouns("坐飞机能订什么舱位？", &mentions).is_empty());
-        // Everyday words and rare ones, as counted in jieba's dictionary.
-        // Nothing unknown at all.
-        assert!(unknown_nouns("洗衣服的钱能报销吗？", &|_: &str| true).is_empty());
-    }
 
     #[test]
     fn made_up_words_no_chunk_mentions_stand_for_their_dictionary_words() {

@@ -1,0 +1,153 @@
+//! Outcomes earned honestly (issue 38 items 1, 2 and 5), over the bundled knowledge with the
+//! default hashing embedder: an answer only when a quoted sentence states what is asked,
+//! otherwise at most three whole passages as evidence under one plain sentence, a refusal only
+//! when the question's subject is absent; every word the engine composes in the question's
+//! language, with the asker's own words.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::cli::{ragtrail_with_env, text};
+use crate::common::repo_root;
+
+fn ask_json(dir: &Path, question: &str) -> (Option<i32>, Value) {
+    let data = dir.join("data");
+    let knowledge = repo_root().join("knowledge");
+    let out = ragtrail_with_env(
+        dir,
+        &[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--knowledge",
+            knowledge.to_str().expect("utf-8"),
+            "ask",
+            "--json",
+            question,
+        ],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));
+    (out.status.code(), json)
+}
+
+fn citations(result: &Value) -> &Vec<Value> {
+    result["citations"].as_array().expect("citations")
+}
+
+/// A whole sentence ends as one does, in either script.
+fn is_whole_sentence(quote: &str) -> bool {
+    let q = quote.trim();
+    ['。', '！', '；', '.', '!']
+        .iter()
+        .any(|end| q.ends_with(*end))
+}
+
+const PATERNITY_SECTION: &str = "生育与育儿假规定 / 陪产假";
+
+#[test]
+fn a_sentence_stating_the_number_asked_for_is_the_answer_quoted_whole() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "陪产假有几天？");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    assert_eq!(code, Some(0));
+    let cited = citations(&result);
+    assert_eq!(cited[0]["titlePath"], PATERNITY_SECTION, "{result:#}");
+    assert_eq!(cited[0]["quote"], "男员工的配偶生育的，享受陪产假10天。");
+    let answer = result["answer"].as_str().expect("answer");
+    assert!(answer.starts_with("根据知识库："), "{answer}");
+    assert!(answer.contains("享受陪产假10天"), "{answer}");
+}
+
+#[test]
+fn everyday_words_are_searched_with_the_documents_own_and_the_passage_is_shown() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The documents say 配偶 and 生育, never 老婆 or 孩子: the everyday words do not refuse.
+    let (code, result) = ask_json(tmp.path(), "我老婆下个月生孩子，我能休几天假？");
+    let status = result["status"].as_str().expect("status");
+    assert!(matches!(status, "answered" | "evidence"), "{result:#}");
+    assert_eq!(code, Some(if status == "answered" { 0 } else { 4 }));
+    let cited = citations(&result);
+    assert!((1..=3).contains(&cited.len()), "{result:#}");
+    assert_eq!(cited[0]["titlePath"], PATERNITY_SECTION, "{result:#}");
+    assert_eq!(cited[0]["quote"], "男员工的配偶生育的，享受陪产假10天。");
+    for c in cited {
+        let quote = c["quote"].as_str().expect("quote");
+        assert!(is_whole_sentence(quote), "a fragment quoted: {quote}");
+    }
+    let answer = result["answer"].as_str().expect("answer");
+    let first = answer.lines().next().expect("a first line");
+    if status == "evidence" {
+        // One plain sentence, in Chinese, saying no passage states the answer outright.
+        assert_eq!(
+            first,
+            "没有哪段原文直接写明答案；以下是最接近的段落，按相关程度排列："
+        );
+    }
+    assert!(
+        !first.chars().any(|c| c.is_ascii_alphabetic()),
+        "English in a Chinese reply: {first}"
+    );
+}
+
+#[test]
+fn an_english_question_whose_answer_is_only_in_chinese_says_nothing_in_english_matched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "How many days of paternity leave do I get?");
+    assert_eq!(result["status"], "insufficient_evidence", "{result:#}");
+    assert_eq!(code, Some(1));
+    // No unrelated sentence quoted ("Leave the room as you found it…").
+    assert!(citations(&result).is_empty(), "{result:#}");
+    let message = result["answer"].as_str().expect("message");
+    assert!(
+        message.contains("Why: no passage in English mentions “paternity”."),
+        "{message}"
+    );
+    // The asker's words, never stems or the coverage bar.
+    assert!(
+        message.contains("Words tried: leave, days, paternity"),
+        "{message}"
+    );
+    assert!(!message.contains("“patern”"), "{message}");
+    assert!(!message.contains('%'), "{message}");
+    assert!(
+        !message
+            .chars()
+            .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+        "{message}"
+    );
+    // Nearest sections named as related, not as an answer.
+    assert!(
+        message.contains("Related sections (not an answer): "),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_absent_subject_is_refused_in_chinese_naming_the_askers_word() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "婚假可以休几天？");
+    assert_eq!(result["status"], "insufficient_evidence", "{result:#}");
+    assert_eq!(code, Some(1));
+    let message = result["answer"].as_str().expect("message");
+    assert!(
+        message.starts_with("知识库中没有足够的依据回答这个问题。"),
+        "{message}"
+    );
+    assert!(
+        message.contains("原因：知识库中没有段落提到“婚假”。"),
+        "{message}"
+    );
+    let tried = message
+        .split("已尝试的词：")
+        .nth(1)
+        .and_then(|t| t.split('。').next())
+        .expect("the words tried");
+    assert!(tried.split('、').any(|w| w == "婚假"), "{message}");
+    assert!(message.contains("相关章节（不是答案）："), "{message}");
+    for internal in ["%", "bar", "chunk", "Why", "Keywords"] {
+        assert!(!message.contains(internal), "{internal} in: {message}");
+    }
+}

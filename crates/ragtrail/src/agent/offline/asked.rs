@@ -1,0 +1,471 @@
+//! What a question asks for, and whether a sentence states that kind of thing: an answer is
+//! composed only from sentences that do (a number for "how many days", a rule for "can I", a
+//! step for "how do I"); any other sentence about the subject is evidence, not an answer.
+//!
+//! Read from the question's own interrogative words, in Chinese or English; nothing here knows
+//! a knowledge base.
+
+use crate::text::is_cjk;
+
+/// The kind of statement a question (or one part of it) asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// A number: a count, duration, amount, date or share ("几天", "how long", "when").
+    Quantity,
+    /// A rule that says yes or no ("能…吗", "can I").
+    YesNo,
+    /// A person, role or team ("谁", "who").
+    Person,
+    /// Steps to take ("怎么", "how do I").
+    Procedure,
+    /// Anything else ("什么", "what"): a sentence about the subject states it.
+    Open,
+}
+
+/// The parts of a question, each with the kind it asks for, in the order asked. A question
+/// with two interrogatives ("能退吗？运费谁出？") has two parts; one with none has one open part.
+pub(super) fn asked_parts(question: &str) -> Vec<(String, Asked)> {
+    let mut parts: Vec<(String, Asked)> = Vec::new();
+    for clause in clauses(question) {
+        if let Some(kind) = kind_of(&clause) {
+            // "Can I … and how much …": a kind asked twice is one part.
+            if !parts.iter().any(|(_, k)| *k == kind) {
+                parts.push((clause, kind));
+            }
+        }
+    }
+    if parts.is_empty() {
+        parts.push((question.trim().to_string(), Asked::Open));
+    }
+    parts
+}
+
+/// The question's clauses: split at question marks, commas and semicolons (of either script).
+fn clauses(question: &str) -> Vec<String> {
+    question
+        .split(['？', '?', '，', ',', '；', ';', '。'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The kind a clause asks for, `None` when it asks nothing (a statement of circumstance).
+fn kind_of(clause: &str) -> Option<Asked> {
+    if clause.chars().any(is_cjk) {
+        kind_of_chinese(clause)
+    } else {
+        kind_of_english(&clause.to_lowercase())
+    }
+}
+
+fn kind_of_chinese(c: &str) -> Option<Asked> {
+    const QUANTITY: &[&str] = &[
+        "几",
+        "多少",
+        "多久",
+        "多长",
+        "多大",
+        "多高",
+        "多远",
+        "什么时候",
+        "何时",
+        "哪天",
+        "几号",
+        "哪一天",
+        "期限",
+        "多快",
+    ];
+    const PERSON: &[&str] = &["谁", "哪个部门", "哪位", "找哪"];
+    const PROCEDURE: &[&str] = &["怎么", "如何", "怎样", "流程", "步骤", "手续", "咋"];
+    const YES_NO: &[&str] = &[
+        "能不能",
+        "可不可以",
+        "是不是",
+        "有没有",
+        "行不行",
+        "会不会",
+        "要不要",
+        "算不算",
+        "用不用",
+        "需不需要",
+        "给不给",
+        "报不报",
+    ];
+    if QUANTITY.iter().any(|w| c.contains(w)) {
+        return Some(Asked::Quantity);
+    }
+    if PERSON.iter().any(|w| c.contains(w)) {
+        return Some(Asked::Person);
+    }
+    // "怎么办" asks what to do; "怎么算" asks how a number comes out, a rule as well.
+    if PROCEDURE.iter().any(|w| c.contains(w)) {
+        return Some(Asked::Procedure);
+    }
+    let ends_as_question = c.ends_with('吗') || c.ends_with('么') || c.ends_with("吗呢");
+    if YES_NO.iter().any(|w| c.contains(w)) || ends_as_question {
+        return Some(Asked::YesNo);
+    }
+    if ["什么", "哪些", "哪个", "哪里", "哪儿", "为什么", "啥"]
+        .iter()
+        .any(|w| c.contains(w))
+    {
+        return Some(Asked::Open);
+    }
+    None
+}
+
+fn kind_of_english(c: &str) -> Option<Asked> {
+    let words: Vec<&str> = c
+        .split(|ch: char| !(ch.is_alphanumeric() || ch == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let first = words.first().copied().unwrap_or("");
+    let has = |phrase: &str| {
+        let p: Vec<&str> = phrase.split(' ').collect();
+        words.windows(p.len()).any(|w| w == p.as_slice())
+    };
+    const QUANTITY: &[&str] = &[
+        "how many",
+        "how much",
+        "how long",
+        "how often",
+        "how soon",
+        "how quickly",
+        "how far",
+        "how old",
+        "how big",
+        "what time",
+        "what date",
+        "by when",
+        "what percentage",
+        "what's the most",
+        "what is the most",
+        "the most",
+        "the maximum",
+        "the minimum",
+        "what's the limit",
+        "what is the limit",
+        "a limit",
+        "how late",
+        "how early",
+        "what rate",
+    ];
+    if QUANTITY.iter().any(|p| has(p)) || first == "when" {
+        return Some(Asked::Quantity);
+    }
+    if matches!(first, "who" | "whom") || has("which team") || has("which department") {
+        return Some(Asked::Person);
+    }
+    const PROCEDURE: &[&str] = &[
+        "how do",
+        "how can",
+        "how should",
+        "how to",
+        "how does",
+        "what do i do",
+        "what should i do",
+        "what steps",
+        "what do i need to do",
+        "where do i",
+        "where can i",
+        "where should i",
+    ];
+    if PROCEDURE.iter().any(|p| has(p)) {
+        return Some(Asked::Procedure);
+    }
+    const AUXILIARIES: &[&str] = &[
+        "can", "could", "may", "might", "do", "does", "did", "is", "are", "am", "was", "were",
+        "will", "would", "should", "shall", "must", "have", "has", "had", "isn't", "aren't",
+        "don't", "doesn't", "can't",
+    ];
+    if AUXILIARIES.contains(&first) {
+        return Some(Asked::YesNo);
+    }
+    if matches!(first, "what" | "what's" | "which" | "where" | "why" | "how") {
+        return Some(Asked::Open);
+    }
+    None
+}
+
+/// Whether `sentence` states something of the kind asked (its subject is checked elsewhere).
+pub(super) fn states(sentence: &str, kind: Asked) -> bool {
+    let lower = sentence.to_lowercase();
+    match kind {
+        Asked::Open => true,
+        Asked::Quantity => has_number(sentence),
+        Asked::YesNo => has_rule(&lower),
+        Asked::Person => has_role(&lower),
+        Asked::Procedure => has_step(&lower),
+    }
+}
+
+/// A digit, or a Chinese numeral followed by a unit ("十天", "两个工作日"), or an English
+/// number word.
+fn has_number(s: &str) -> bool {
+    if s.chars().any(|c| c.is_ascii_digit()) {
+        return true;
+    }
+    const NUMERALS: &str = "一二两三四五六七八九十百千半";
+    const UNITS: &str = "天日月年周个次倍岁元小时分钟工作";
+    let chars: Vec<char> = s.chars().collect();
+    if chars
+        .windows(2)
+        .any(|w| NUMERALS.contains(w[0]) && UNITS.contains(w[1]))
+    {
+        return true;
+    }
+    const WORDS: &[&str] = &[
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "twenty",
+        "thirty",
+        "hundred",
+        "twice",
+        "half",
+        "once",
+        "weekly",
+        "monthly",
+        "annually",
+        "daily",
+        "immediately",
+    ];
+    s.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| WORDS.contains(&w))
+}
+
+/// A statement that allows, requires or rules something out.
+fn has_rule(lower: &str) -> bool {
+    const ZH: &[&str] = &[
+        "可以",
+        "不得",
+        "不能",
+        "须",
+        "应当",
+        "应",
+        "不予",
+        "不支持",
+        "支持",
+        "允许",
+        "禁止",
+        "无需",
+        "不需",
+        "不再",
+        "不受",
+        "计入",
+        "视为",
+        "享受",
+        "只",
+        "仅",
+        "不可",
+        "可",
+        "按",
+        "由",
+        "不",
+        "免费",
+        "承担",
+    ];
+    const EN: &[&str] = &[
+        "can",
+        "cannot",
+        "can't",
+        "may",
+        "must",
+        "should",
+        "not",
+        "never",
+        "only",
+        "allowed",
+        "permitted",
+        "prohibited",
+        "required",
+        "requires",
+        "need",
+        "needs",
+        "eligible",
+        "acceptable",
+        "accepted",
+        "entitled",
+        "free",
+        "no",
+        "is",
+        "are",
+        "pays",
+        "covered",
+    ];
+    if lower.chars().any(is_cjk) {
+        ZH.iter().any(|w| lower.contains(w))
+    } else {
+        lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .any(|w| EN.contains(&w))
+    }
+}
+
+/// A person, role or team named as the one who acts.
+fn has_role(lower: &str) -> bool {
+    const ZH: &[&str] = &[
+        "上级",
+        "负责人",
+        "经理",
+        "部门",
+        "人事",
+        "服务台",
+        "财务",
+        "主管",
+        "总监",
+        "本人",
+        "员工",
+        "公司",
+        "由",
+        "客服",
+        "团队",
+        "领导",
+        "审批",
+    ];
+    const EN: &[&str] = &[
+        "manager",
+        "head",
+        "team",
+        "department",
+        "desk",
+        "hr",
+        "it",
+        "finance",
+        "director",
+        "compliance",
+        "officer",
+        "employee",
+        "company",
+        "customer",
+        "supervisor",
+        "president",
+        "staff",
+        "approval",
+        "approve",
+        "approves",
+        "by",
+    ];
+    if lower.chars().any(is_cjk) {
+        ZH.iter().any(|w| lower.contains(w))
+    } else {
+        lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| EN.contains(&w))
+    }
+}
+
+/// An instruction: a step to take, a place to do it, or a form to fill in.
+fn has_step(lower: &str) -> bool {
+    const ZH: &[&str] = &[
+        "申请", "提交", "填写", "上传", "点击", "联系", "报告", "登记", "办理", "拨打", "致电",
+        "发送", "转发", "通过", "按", "在「", "选择", "寄", "解绑", "使用", "向", "处理",
+    ];
+    const EN: &[&str] = &[
+        "submit",
+        "complete",
+        "fill",
+        "upload",
+        "click",
+        "contact",
+        "report",
+        "call",
+        "email",
+        "forward",
+        "request",
+        "use",
+        "apply",
+        "file",
+        "claim",
+        "send",
+        "order",
+        "book",
+        "follow",
+        "ask",
+        "register",
+        "attach",
+        "return",
+        "disconnect",
+        "through",
+        "via",
+        "in",
+    ];
+    if lower.chars().any(is_cjk) {
+        ZH.iter().any(|w| lower.contains(w))
+    } else {
+        lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| EN.contains(&w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(q: &str) -> Vec<Asked> {
+        asked_parts(q).into_iter().map(|(_, k)| k).collect()
+    }
+
+    #[test]
+    fn the_kind_asked_comes_from_the_question_words() {
+        assert_eq!(kinds("我老婆生孩子，我能休几天假？"), [Asked::Quantity]);
+        assert_eq!(kinds("耳机拆封了还能退吗？"), [Asked::YesNo]);
+        assert_eq!(
+            kinds("耳机拆封后有杂音，能退吗？寄回去的运费谁出？"),
+            [Asked::YesNo, Asked::Person]
+        );
+        assert_eq!(kinds("纸质发票丢了怎么办？"), [Asked::Procedure]);
+        assert_eq!(
+            kinds("How many days of paternity leave do I get?"),
+            [Asked::Quantity]
+        );
+        assert_eq!(
+            kinds("Can I accept a gift card from a supplier?"),
+            [Asked::YesNo]
+        );
+        assert_eq!(
+            kinds("Who approves a fully remote arrangement?"),
+            [Asked::Person]
+        );
+        assert_eq!(
+            kinds("How do I report a phishing email?"),
+            [Asked::Procedure]
+        );
+        // No interrogative at all: one open part.
+        assert_eq!(kinds("paternity leave"), [Asked::Open]);
+    }
+
+    #[test]
+    fn a_sentence_states_the_kind_asked_only_with_its_content() {
+        assert!(states(
+            "男员工的配偶生育的，享受陪产假10天。",
+            Asked::Quantity
+        ));
+        assert!(!states("陪产假须在配偶产假期间休完。", Asked::Quantity));
+        assert!(states(
+            "Standard laptops are replaced every 4 years.",
+            Asked::Quantity
+        ));
+        assert!(!states(
+            "Leave the room as you found it: wipe the whiteboard.",
+            Asked::Quantity
+        ));
+        assert!(states(
+            "Cash and gift cards must never be accepted.",
+            Asked::YesNo
+        ));
+        assert!(states("在「人事通」中提交申请。", Asked::Procedure));
+    }
+}
