@@ -3,6 +3,7 @@
 //! ([`FoundHit`]), so later stages, the trace (its content hash) and the agent (its text for
 //! citation checks) need not read the store again.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::knowledge::Chunk;
@@ -118,8 +119,12 @@ pub(crate) fn hydrate<'e>(
             hit: SearchHit {
                 chunk_id: chunk.id.clone(),
                 title_path: chunk.title_path.clone(),
-                snippet: snippet_by(&chunk.text, settings.snippet_chars, |i, _| {
-                    terms.sentence_matches(&chunk.text, i, &wanted)
+                snippet: snippet_by(&chunk.text, settings.snippet_chars, || {
+                    let sentences = terms.sentences(&chunk.text);
+                    (
+                        Cow::Borrowed(sentences.spans()),
+                        sentences.match_counts(&wanted),
+                    )
                 }),
                 source_uri: chunk.source_uri.clone(),
                 score: f.score,

@@ -1,5 +1,6 @@
 //! Snippets centred on the passage that best matches the keywords.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::text::{self, char_len, sentence_spans, truncate_chars};
@@ -10,6 +11,24 @@ pub const DEFAULT_SNIPPET_CHARS: usize = 240;
 /// Collapses runs of whitespace into one space so a snippet reads as one line.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `char_len(&one_line(s))` without building the line: the characters of the words between
+/// whitespace, and one space between each two of them.
+fn one_line_len(s: &str) -> usize {
+    let (mut chars, mut words, mut in_word) = (0, 0usize, false);
+    for c in s.chars() {
+        if c.is_whitespace() {
+            in_word = false;
+        } else {
+            if !in_word {
+                words += 1;
+                in_word = true;
+            }
+            chars += 1;
+        }
+    }
+    chars + words.saturating_sub(1)
 }
 
 /// The distinct analysed terms of the keywords.
@@ -23,34 +42,36 @@ pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
 
 /// A snippet of at most `max_chars` characters around the sentence matching most keyword terms.
 pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> String {
-    snippet_by(chunk_text, max_chars, |_, (a, b)| {
-        let found: HashSet<String> = text::terms(&chunk_text[a..b])
-            .into_iter()
-            .map(|t| t.text)
-            .filter(|t| terms.contains(t))
+    snippet_by(chunk_text, max_chars, || {
+        let spans = sentence_spans(chunk_text);
+        let scores = spans
+            .iter()
+            .map(|&(a, b)| {
+                let found: HashSet<String> = text::terms(&chunk_text[a..b])
+                    .into_iter()
+                    .map(|t| t.text)
+                    .filter(|t| terms.contains(t))
+                    .collect();
+                found.len()
+            })
             .collect();
-        found.len()
+        (Cow::Owned(spans), scores)
     })
 }
 
-/// [`snippet`] with each sentence's count of distinct keyword terms given by `score(i, span)`
-/// (sentence `i` of [`text::sentence_spans`]), so a caller holding the sentences' analysed terms
-/// need not analyse them again.
-pub fn snippet_by(
+/// [`snippet`] with the sentences and their scores given by `sentences`: the spans of
+/// [`text::sentence_spans`] and, for each, its count of distinct keyword terms. A caller that
+/// holds a chunk's analysed sentences need not split and analyse the text again; a text short
+/// enough to be its own snippet never asks.
+pub fn snippet_by<'s>(
     chunk_text: &str,
     max_chars: usize,
-    score: impl Fn(usize, (usize, usize)) -> usize,
+    sentences: impl FnOnce() -> (Cow<'s, [(usize, usize)]>, Vec<usize>),
 ) -> String {
-    let flat = one_line(chunk_text);
-    if char_len(&flat) <= max_chars {
-        return flat;
+    if one_line_len(chunk_text) <= max_chars {
+        return one_line(chunk_text);
     }
-    let spans = sentence_spans(chunk_text);
-    let scores: Vec<usize> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| score(i, s))
-        .collect();
+    let (spans, scores) = sentences();
     let best = scores
         .iter()
         .enumerate()
@@ -59,7 +80,7 @@ pub fn snippet_by(
         .unwrap_or(0);
     // Grow around the best sentence, preferring what follows it (the rule's details).
     let (mut lo, mut hi) = (best, best);
-    let len = |lo: usize, hi: usize| char_len(&one_line(&chunk_text[spans[lo].0..spans[hi].1]));
+    let len = |lo: usize, hi: usize| one_line_len(&chunk_text[spans[lo].0..spans[hi].1]);
     loop {
         let mut grew = false;
         if hi + 1 < spans.len() && len(lo, hi + 1) <= max_chars {
@@ -75,7 +96,7 @@ pub fn snippet_by(
         }
     }
     let Some(&(start, _)) = spans.get(lo) else {
-        return truncate_chars(&flat, max_chars).to_string();
+        return truncate_chars(&one_line(chunk_text), max_chars).to_string();
     };
     let end = spans.get(hi).map(|s| s.1).unwrap_or(chunk_text.len());
     let body = one_line(&chunk_text[start..end]);
@@ -115,6 +136,22 @@ mod tests {
         assert!(s.contains("高铁票必须提供铁路电子客票报销凭证。"), "{s}");
         assert!(char_len(&s) <= 80, "{}", char_len(&s));
         assert!(s.starts_with('…'));
+    }
+
+    #[test]
+    fn one_line_len_counts_the_line_one_line_builds() {
+        for s in [
+            "",
+            " ",
+            "a",
+            "  a  b\t\tc\n",
+            "第一行\n第二行",
+            "\u{3000}全角\u{3000}空格 x",
+            "x\u{a0}y  \r\n z ",
+            "one. two!  three?\n\nfour",
+        ] {
+            assert_eq!(one_line_len(s), char_len(&one_line(s)), "{s:?}");
+        }
     }
 
     #[test]

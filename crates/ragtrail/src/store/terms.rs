@@ -20,10 +20,71 @@ pub struct ChunkTerms {
     terms: TermList,
     /// `titlePath`, newline, text, lowercased: CJK key terms are matched as written.
     lowercase: Box<str>,
-    /// Distinct analysed terms of each sentence of the text (in
-    /// [`text::sentence_spans`] order), sorted; only snippets of long
-    /// texts need them, so they are computed on first use.
-    sentences: OnceLock<Box<[TermList]>>,
+    /// The text's sentences and their terms; only snippets of long texts need them, so they
+    /// are computed on first use.
+    sentences: OnceLock<Sentences>,
+}
+
+/// The sentences of a chunk's text ([`text::sentence_spans`]) and, for each distinct analysed
+/// term of any of them, the sentences it occurs in: a snippet scores every sentence with one
+/// lookup per keyword term instead of one per keyword term and sentence.
+#[derive(Debug)]
+pub struct Sentences {
+    spans: Box<[(usize, usize)]>,
+    /// Sorted by term; each term's sentence indices ascending.
+    postings: Box<[(Box<str>, Box<[u32]>)]>,
+}
+
+impl Sentences {
+    fn new(chunk_text: &str) -> Self {
+        let spans = text::sentence_spans(chunk_text);
+        let mut pairs: Vec<(Box<str>, u32)> = Vec::new();
+        for (i, &(a, b)) in spans.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            for term in sorted_distinct(text::terms(&chunk_text[a..b]).into_iter().map(|t| t.text)) {
+                pairs.push((term, i));
+            }
+        }
+        pairs.sort_unstable();
+        let mut postings: Vec<(Box<str>, Vec<u32>)> = Vec::new();
+        for (term, i) in pairs {
+            match postings.last_mut() {
+                Some((last, list)) if *last == term => list.push(i),
+                _ => postings.push((term, vec![i])),
+            }
+        }
+        Self {
+            spans: spans.into_boxed_slice(),
+            postings: postings
+                .into_iter()
+                .map(|(t, list)| (t, list.into_boxed_slice()))
+                .collect(),
+        }
+    }
+
+    /// Each sentence's byte range in the text, in order.
+    pub fn spans(&self) -> &[(usize, usize)] {
+        &self.spans
+    }
+
+    /// For each sentence (in [`Sentences::spans`] order), how many of the distinct terms
+    /// `wanted` it holds.
+    pub fn match_counts<'a>(&self, wanted: impl IntoIterator<Item = &'a String>) -> Vec<usize> {
+        let mut counts = vec![0; self.spans.len()];
+        for w in wanted {
+            if let Ok(at) = self
+                .postings
+                .binary_search_by(|(t, _)| (**t).cmp(w.as_str()))
+            {
+                for &i in &self.postings[at].1 {
+                    if let Some(c) = counts.get_mut(i as usize) {
+                        *c += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
 }
 
 impl ChunkTerms {
@@ -59,29 +120,9 @@ impl ChunkTerms {
         &self.lowercase
     }
 
-    /// How many of `wanted` occur in sentence `i` of `chunk_text` (the text these terms were
-    /// built from); 0 for a sentence index out of range.
-    pub fn sentence_matches<'a>(
-        &self,
-        chunk_text: &str,
-        i: usize,
-        wanted: impl IntoIterator<Item = &'a String>,
-    ) -> usize {
-        let sentences = self.sentences.get_or_init(|| {
-            text::sentence_spans(chunk_text)
-                .into_iter()
-                .map(|(a, b)| {
-                    sorted_distinct(text::terms(&chunk_text[a..b]).into_iter().map(|t| t.text))
-                })
-                .collect()
-        });
-        let Some(terms) = sentences.get(i) else {
-            return 0;
-        };
-        wanted
-            .into_iter()
-            .filter(|w| terms.binary_search_by(|t| (**t).cmp(w.as_str())).is_ok())
-            .count()
+    /// The sentences of `chunk_text` (the text these terms were built from) and their terms.
+    pub fn sentences(&self, chunk_text: &str) -> &Sentences {
+        self.sentences.get_or_init(|| Sentences::new(chunk_text))
     }
 }
 
