@@ -13,22 +13,76 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// `char_len(&one_line(s))` without building the line: the characters of the words between
-/// whitespace, and one space between each two of them.
+/// `char_len(&one_line(s))` without building the line.
+#[cfg(test)]
 fn one_line_len(s: &str) -> usize {
-    let (mut chars, mut words, mut in_word) = (0, 0usize, false);
+    Piece::joined_len(&[Piece::of(s)])
+}
+
+/// Whether `one_line_len(s) <= max`, reading `s` only as far as it takes to tell.
+fn one_line_fits(s: &str, max: usize) -> bool {
+    let (mut len, mut in_word) = (0, false);
     for c in s.chars() {
         if c.is_whitespace() {
             in_word = false;
-        } else {
-            if !in_word {
-                words += 1;
-                in_word = true;
-            }
-            chars += 1;
+            continue;
+        }
+        // A word after another costs its separating space too.
+        len += if !in_word && len > 0 { 2 } else { 1 };
+        in_word = true;
+        if len > max {
+            return false;
         }
     }
-    chars + words.saturating_sub(1)
+    true
+}
+
+/// What [`one_line`] makes of one piece of a text, enough to tell the length of several
+/// adjacent pieces on one line without building it.
+#[derive(Clone, Copy)]
+struct Piece {
+    /// Characters other than whitespace.
+    chars: usize,
+    /// Runs of them (words).
+    words: usize,
+    /// Whether the piece starts and ends inside a word (a word then runs on across the
+    /// border with its neighbour).
+    starts_in_word: bool,
+    ends_in_word: bool,
+}
+
+impl Piece {
+    fn of(s: &str) -> Self {
+        let (mut chars, mut words, mut in_word) = (0, 0, false);
+        for c in s.chars() {
+            if c.is_whitespace() {
+                in_word = false;
+            } else {
+                if !in_word {
+                    words += 1;
+                    in_word = true;
+                }
+                chars += 1;
+            }
+        }
+        Self {
+            chars,
+            words,
+            starts_in_word: s.chars().next().is_some_and(|c| !c.is_whitespace()),
+            ends_in_word: in_word,
+        }
+    }
+
+    /// `one_line_len` of the pieces' text, one after the other.
+    fn joined_len(pieces: &[Piece]) -> usize {
+        let chars: usize = pieces.iter().map(|p| p.chars).sum();
+        let words: usize = pieces.iter().map(|p| p.words).sum();
+        let run_on = pieces
+            .windows(2)
+            .filter(|w| w[0].ends_in_word && w[1].starts_in_word)
+            .count();
+        chars + (words - run_on).saturating_sub(1)
+    }
 }
 
 /// The distinct analysed terms of the keywords.
@@ -68,7 +122,7 @@ pub fn snippet_by<'s>(
     max_chars: usize,
     sentences: impl FnOnce() -> (Cow<'s, [(usize, usize)]>, Vec<usize>),
 ) -> String {
-    if one_line_len(chunk_text) <= max_chars {
+    if one_line_fits(chunk_text, max_chars) {
         return one_line(chunk_text);
     }
     let (spans, scores) = sentences();
@@ -80,7 +134,16 @@ pub fn snippet_by<'s>(
         .unwrap_or(0);
     // Grow around the best sentence, preferring what follows it (the rule's details).
     let (mut lo, mut hi) = (best, best);
-    let len = |lo: usize, hi: usize| one_line_len(&chunk_text[spans[lo].0..spans[hi].1]);
+    // Only the sentences near the best one are ever measured, each once.
+    let mut pieces: Vec<Option<Piece>> = vec![None; spans.len()];
+    let mut len = |lo: usize, hi: usize| {
+        let window: Vec<Piece> = (lo..=hi)
+            .map(|i| {
+                *pieces[i].get_or_insert_with(|| Piece::of(&chunk_text[spans[i].0..spans[i].1]))
+            })
+            .collect();
+        Piece::joined_len(&window)
+    };
     loop {
         let mut grew = false;
         if hi + 1 < spans.len() && len(lo, hi + 1) <= max_chars {
@@ -150,7 +213,30 @@ mod tests {
             "x\u{a0}y  \r\n z ",
             "one. two!  three?\n\nfour",
         ] {
-            assert_eq!(one_line_len(s), char_len(&one_line(s)), "{s:?}");
+            let len = char_len(&one_line(s));
+            assert_eq!(one_line_len(s), len, "{s:?}");
+            assert!(one_line_fits(s, len), "{s:?}");
+            assert!(len == 0 || !one_line_fits(s, len - 1), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn pieces_joined_count_the_line_of_their_text() {
+        let text = "end.Next word  starts\there. 句子一。句子二\n\n third?x";
+        let cuts = [0, 4, 9, 22, 28, 37, 46, 51, text.len()];
+        let pieces: Vec<Piece> = cuts
+            .windows(2)
+            .map(|w| Piece::of(&text[w[0]..w[1]]))
+            .collect();
+        for lo in 0..pieces.len() {
+            for hi in lo..pieces.len() {
+                let s = &text[cuts[lo]..cuts[hi + 1]];
+                assert_eq!(
+                    Piece::joined_len(&pieces[lo..=hi]),
+                    char_len(&one_line(s)),
+                    "{s:?}"
+                );
+            }
         }
     }
 
