@@ -1,6 +1,7 @@
 //! The store's cached chunk terms give `searchDocs` the same coverage and snippets as analysing
 //! each hit's text per call.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -48,11 +49,13 @@ fn cached_terms_match_per_call_analysis_on_the_bundled_knowledge() {
         let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.clone()).collect();
         for max in [40, 120, 240] {
             assert_eq!(
-                snippet_by(&chunk.text, max, |s, _| cached.sentence_matches(
-                    &chunk.text,
-                    s,
-                    &wanted
-                )),
+                snippet_by(&chunk.text, max, || {
+                    let sentences = cached.sentences(&chunk.text);
+                    (
+                        Cow::Borrowed(sentences.spans()),
+                        sentences.match_counts(&wanted),
+                    )
+                }),
                 snippet(&chunk.text, &wanted, max),
                 "chunk {i}, {max} chars"
             );

@@ -3,6 +3,7 @@
 //! ([`FoundHit`]), so later stages, the trace (its content hash) and the agent (its text for
 //! citation checks) need not read the store again.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::knowledge::Chunk;
@@ -11,7 +12,7 @@ use crate::store::{ChunkStore, ChunkTerms};
 use super::fusion::FusedHit;
 use super::request::ValidRequest;
 use super::snippet::snippet_by;
-use super::sufficiency::{KeyTerm, covered_by, key_terms};
+use super::sufficiency::{ContentWord, KeyTerm, covered_by};
 use super::{SearchHit, SearchSettings};
 
 /// One hit of a [`super::Searcher`] with what it was built from: the chunk record (its text
@@ -41,6 +42,8 @@ pub(crate) struct Hydration<'a, 'e> {
     pub settings: &'a SearchSettings,
     pub req: &'a ValidRequest<'a>,
     pub keys: &'a [KeyTerm],
+    /// Each keyword's content words, in the order of the request's keywords.
+    pub words: &'a [Vec<ContentWord>],
     /// The fused hits' first cut, and how long it was asked to be.
     pub fused: Vec<FusedHit>,
     pub first_cut: usize,
@@ -58,6 +61,7 @@ pub(crate) fn hydrate<'e>(
         settings,
         req,
         keys,
+        words,
         mut fused,
         first_cut,
     } = h;
@@ -65,16 +69,16 @@ pub(crate) fn hydrate<'e>(
     let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.iter().cloned()).collect();
     // Each keyword's own key terms, to record which keywords a hit matched (each keyword is
     // analysed once, not once per key term).
-    let per_keyword: Vec<(&String, Vec<KeyTerm>)> = req
+    let per_keyword: Vec<(&String, Vec<&str>)> = req
         .keywords
         .iter()
-        .map(|k| {
-            let own = key_terms(std::slice::from_ref(k), &|_| 1, 1);
+        .zip(words)
+        .map(|(k, own)| {
             (
                 k,
                 keys.iter()
-                    .filter(|t| own.iter().any(|kt| kt.term == t.term))
-                    .cloned()
+                    .filter(|t| own.iter().any(|w| w.term == t.term))
+                    .map(|t| t.term.as_str())
                     .collect(),
             )
         })
@@ -111,15 +115,19 @@ pub(crate) fn hydrate<'e>(
         }
         let matched: Vec<&String> = per_keyword
             .iter()
-            .filter(|(_, kts)| kts.iter().any(|kt| present.contains(&kt.term)))
+            .filter(|(_, terms)| terms.iter().any(|t| present.contains(*t)))
             .map(|(k, _)| *k)
             .collect();
         hits.push(FoundHit {
             hit: SearchHit {
                 chunk_id: chunk.id.clone(),
                 title_path: chunk.title_path.clone(),
-                snippet: snippet_by(&chunk.text, settings.snippet_chars, |i, _| {
-                    terms.sentence_matches(&chunk.text, i, &wanted)
+                snippet: snippet_by(&chunk.text, settings.snippet_chars, || {
+                    let sentences = terms.sentences(&chunk.text);
+                    (
+                        Cow::Borrowed(sentences.spans()),
+                        sentences.match_counts(&wanted),
+                    )
                 }),
                 source_uri: chunk.source_uri.clone(),
                 score: f.score,

@@ -21,7 +21,7 @@ use super::hydrate::{FoundHit, Hydration, hydrate};
 use super::legs::{self, Legs, Sources};
 use super::request::{RankedRequest, SearchRequest, ValidRequest};
 use super::stages::{AFTER_HYDRATION, HitStage, StageInput};
-use super::sufficiency::{KeyTerm, Sufficiency, judge, key_terms};
+use super::sufficiency::{ContentWord, KeyTerm, Sufficiency, content_words, judge, key_terms_of};
 use super::{LegStats, SearchError, SearchResponse, SearchSettings};
 
 /// Runs searches for one caller (see the module's documentation); made by
@@ -131,11 +131,11 @@ impl<'e> Searcher<'e> {
         self.counts().map_or(0, ScopedCounts::num_chunks)
     }
 
-    /// The key terms of `keywords`, weighted by their rarity in what `access` may see (the
-    /// held counts when they are the caller's).
+    /// The key terms of `words` (each keyword's content words), weighted by their rarity in
+    /// what `access` may see (the held counts when they are the caller's).
     fn key_terms(
         &self,
-        keywords: &[String],
+        words: &[Vec<ContentWord>],
         access: &AccessContext,
         include_superseded: bool,
     ) -> Result<Vec<KeyTerm>, SearchError> {
@@ -150,8 +150,8 @@ impl<'e> Searcher<'e> {
                 &fresh
             }
         };
-        Ok(key_terms(
-            keywords,
+        Ok(key_terms_of(
+            words,
             &|t: &str| counts.doc_freq(t),
             counts.num_chunks(),
         ))
@@ -178,7 +178,9 @@ impl<'e> Searcher<'e> {
         // twice top-k first (sorting only those is the cheap part of fusion), the whole
         // candidate set if the first cut runs out.
         let first_cut = req.top_k.saturating_mul(2).min(req.candidates);
-        let keys = self.key_terms(&req.keywords, req.access, req.include_superseded)?;
+        // Each keyword analysed once: for the key terms and for which keywords a hit matched.
+        let words: Vec<Vec<ContentWord>> = req.keywords.iter().map(|k| content_words(k)).collect();
+        let keys = self.key_terms(&words, req.access, req.include_superseded)?;
         let signals = legs::query_signals(self.store, req.fusion, &keys, &legs.bm25);
         // A per-query weight (agreement, confidence, standout) worked out once, for both cuts
         // and the record.
@@ -190,6 +192,7 @@ impl<'e> Searcher<'e> {
                 settings: self.settings,
                 req: &req,
                 keys: &keys,
+                words: &words,
                 fused,
                 first_cut,
             },
@@ -229,7 +232,9 @@ impl<'e> Searcher<'e> {
             Fusion::VectorOnly if legs.bm25.is_empty() => (legs.vector, false),
             _ => {
                 let signals = if req.fusion.lexical_signal().is_some() {
-                    let keys = self.key_terms(&req.keywords, req.access, false)?;
+                    let words: Vec<Vec<ContentWord>> =
+                        req.keywords.iter().map(|k| content_words(k)).collect();
+                    let keys = self.key_terms(&words, req.access, false)?;
                     legs::query_signals(self.store, req.fusion, &keys, &legs.bm25)
                 } else {
                     QuerySignals::default()

@@ -1,5 +1,6 @@
 //! Snippets centred on the passage that best matches the keywords.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::text::{self, char_len, sentence_spans, truncate_chars};
@@ -10,6 +11,78 @@ pub const DEFAULT_SNIPPET_CHARS: usize = 240;
 /// Collapses runs of whitespace into one space so a snippet reads as one line.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `char_len(&one_line(s))` without building the line.
+#[cfg(test)]
+fn one_line_len(s: &str) -> usize {
+    Piece::joined_len(&[Piece::of(s)])
+}
+
+/// Whether `one_line_len(s) <= max`, reading `s` only as far as it takes to tell.
+fn one_line_fits(s: &str, max: usize) -> bool {
+    let (mut len, mut in_word) = (0, false);
+    for c in s.chars() {
+        if c.is_whitespace() {
+            in_word = false;
+            continue;
+        }
+        // A word after another costs its separating space too.
+        len += if !in_word && len > 0 { 2 } else { 1 };
+        in_word = true;
+        if len > max {
+            return false;
+        }
+    }
+    true
+}
+
+/// What [`one_line`] makes of one piece of a text, enough to tell the length of several
+/// adjacent pieces on one line without building it.
+#[derive(Clone, Copy)]
+struct Piece {
+    /// Characters other than whitespace.
+    chars: usize,
+    /// Runs of them (words).
+    words: usize,
+    /// Whether the piece starts and ends inside a word (a word then runs on across the
+    /// border with its neighbour).
+    starts_in_word: bool,
+    ends_in_word: bool,
+}
+
+impl Piece {
+    fn of(s: &str) -> Self {
+        let (mut chars, mut words, mut in_word) = (0, 0, false);
+        for c in s.chars() {
+            if c.is_whitespace() {
+                in_word = false;
+            } else {
+                if !in_word {
+                    words += 1;
+                    in_word = true;
+                }
+                chars += 1;
+            }
+        }
+        Self {
+            chars,
+            words,
+            starts_in_word: s.chars().next().is_some_and(|c| !c.is_whitespace()),
+            ends_in_word: in_word,
+        }
+    }
+
+    /// `one_line_len` of the pieces' text, one after the other.
+    fn joined_len(pieces: &[Piece]) -> usize {
+        let chars: usize = pieces.iter().map(|p| p.chars).sum();
+        let words: usize = pieces.iter().map(|p| p.words).sum();
+        let run_on = pieces
+            .windows(2)
+            .filter(|w| w[0].ends_in_word && w[1].starts_in_word)
+            .count();
+        chars + (words - run_on).saturating_sub(1)
+    }
 }
 
 /// The distinct analysed terms of the keywords.
@@ -23,34 +96,36 @@ pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
 
 /// A snippet of at most `max_chars` characters around the sentence matching most keyword terms.
 pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> String {
-    snippet_by(chunk_text, max_chars, |_, (a, b)| {
-        let found: HashSet<String> = text::terms(&chunk_text[a..b])
-            .into_iter()
-            .map(|t| t.text)
-            .filter(|t| terms.contains(t))
+    snippet_by(chunk_text, max_chars, || {
+        let spans = sentence_spans(chunk_text);
+        let scores = spans
+            .iter()
+            .map(|&(a, b)| {
+                let found: HashSet<String> = text::terms(&chunk_text[a..b])
+                    .into_iter()
+                    .map(|t| t.text)
+                    .filter(|t| terms.contains(t))
+                    .collect();
+                found.len()
+            })
             .collect();
-        found.len()
+        (Cow::Owned(spans), scores)
     })
 }
 
-/// [`snippet`] with each sentence's count of distinct keyword terms given by `score(i, span)`
-/// (sentence `i` of [`text::sentence_spans`]), so a caller holding the sentences' analysed terms
-/// need not analyse them again.
-pub fn snippet_by(
+/// [`snippet`] with the sentences and their scores given by `sentences`: the spans of
+/// [`text::sentence_spans`] and, for each, its count of distinct keyword terms. A caller that
+/// holds a chunk's analysed sentences need not split and analyse the text again; a text short
+/// enough to be its own snippet never asks.
+pub fn snippet_by<'s>(
     chunk_text: &str,
     max_chars: usize,
-    score: impl Fn(usize, (usize, usize)) -> usize,
+    sentences: impl FnOnce() -> (Cow<'s, [(usize, usize)]>, Vec<usize>),
 ) -> String {
-    let flat = one_line(chunk_text);
-    if char_len(&flat) <= max_chars {
-        return flat;
+    if one_line_fits(chunk_text, max_chars) {
+        return one_line(chunk_text);
     }
-    let spans = sentence_spans(chunk_text);
-    let scores: Vec<usize> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| score(i, s))
-        .collect();
+    let (spans, scores) = sentences();
     let best = scores
         .iter()
         .enumerate()
@@ -59,7 +134,16 @@ pub fn snippet_by(
         .unwrap_or(0);
     // Grow around the best sentence, preferring what follows it (the rule's details).
     let (mut lo, mut hi) = (best, best);
-    let len = |lo: usize, hi: usize| char_len(&one_line(&chunk_text[spans[lo].0..spans[hi].1]));
+    // Only the sentences near the best one are ever measured, each once.
+    let mut pieces: Vec<Option<Piece>> = vec![None; spans.len()];
+    let mut len = |lo: usize, hi: usize| {
+        let window: Vec<Piece> = (lo..=hi)
+            .map(|i| {
+                *pieces[i].get_or_insert_with(|| Piece::of(&chunk_text[spans[i].0..spans[i].1]))
+            })
+            .collect();
+        Piece::joined_len(&window)
+    };
     loop {
         let mut grew = false;
         if hi + 1 < spans.len() && len(lo, hi + 1) <= max_chars {
@@ -75,7 +159,7 @@ pub fn snippet_by(
         }
     }
     let Some(&(start, _)) = spans.get(lo) else {
-        return truncate_chars(&flat, max_chars).to_string();
+        return truncate_chars(&one_line(chunk_text), max_chars).to_string();
     };
     let end = spans.get(hi).map(|s| s.1).unwrap_or(chunk_text.len());
     let body = one_line(&chunk_text[start..end]);
@@ -115,6 +199,45 @@ mod tests {
         assert!(s.contains("高铁票必须提供铁路电子客票报销凭证。"), "{s}");
         assert!(char_len(&s) <= 80, "{}", char_len(&s));
         assert!(s.starts_with('…'));
+    }
+
+    #[test]
+    fn one_line_len_counts_the_line_one_line_builds() {
+        for s in [
+            "",
+            " ",
+            "a",
+            "  a  b\t\tc\n",
+            "第一行\n第二行",
+            "\u{3000}全角\u{3000}空格 x",
+            "x\u{a0}y  \r\n z ",
+            "one. two!  three?\n\nfour",
+        ] {
+            let len = char_len(&one_line(s));
+            assert_eq!(one_line_len(s), len, "{s:?}");
+            assert!(one_line_fits(s, len), "{s:?}");
+            assert!(len == 0 || !one_line_fits(s, len - 1), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn pieces_joined_count_the_line_of_their_text() {
+        let text = "end.Next word  starts\there. 句子一。句子二\n\n third?x";
+        let cuts = [0, 4, 9, 22, 28, 37, 46, 51, text.len()];
+        let pieces: Vec<Piece> = cuts
+            .windows(2)
+            .map(|w| Piece::of(&text[w[0]..w[1]]))
+            .collect();
+        for lo in 0..pieces.len() {
+            for hi in lo..pieces.len() {
+                let s = &text[cuts[lo]..cuts[hi + 1]];
+                assert_eq!(
+                    Piece::joined_len(&pieces[lo..=hi]),
+                    char_len(&one_line(s)),
+                    "{s:?}"
+                );
+            }
+        }
     }
 
     #[test]

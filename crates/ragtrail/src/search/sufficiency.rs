@@ -56,36 +56,63 @@ pub fn idf(df: u64, n: u64) -> f64 {
 /// The content words of `keywords` (jieba words, HMM on so that words the dictionary lacks stay
 /// whole; stop words dropped), each weighted by the IDF of its rarest part in the index.
 pub fn key_terms(keywords: &[String], doc_freq: &dyn Fn(&str) -> u64, n: u64) -> Vec<KeyTerm> {
+    let words: Vec<Vec<ContentWord>> = keywords.iter().map(|k| content_words(k)).collect();
+    key_terms_of(&words, doc_freq, n)
+}
+
+/// A content word of a keyword: what [`KeyTerm::term`] would be, and its analysed parts.
+#[derive(Debug, Clone)]
+pub(crate) struct ContentWord {
+    pub term: String,
+    pub parts: Vec<String>,
+}
+
+/// The content words of one keyword, each once, in order (see [`key_terms`]).
+pub(crate) fn content_words(keyword: &str) -> Vec<ContentWord> {
+    let mut out: Vec<ContentWord> = Vec::new();
+    for word in crate::text::jieba().cut(keyword, true) {
+        let word = word.word.trim().to_lowercase();
+        let parts: Vec<String> = crate::text::terms(&word)
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
+        if parts.is_empty()
+            || crate::text::is_stop_term(&word)
+            || parts.iter().all(|p| crate::text::is_stop_term(p))
+        {
+            continue;
+        }
+        let term = if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            word
+        };
+        if out.iter().all(|w| w.term != term) {
+            out.push(ContentWord { term, parts });
+        }
+    }
+    out
+}
+
+/// [`key_terms`] of keywords already split into their content words (one list per keyword):
+/// each word once, first keyword first, weighted by rarity.
+pub(crate) fn key_terms_of(
+    words: &[Vec<ContentWord>],
+    doc_freq: &dyn Fn(&str) -> u64,
+    n: u64,
+) -> Vec<KeyTerm> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for keyword in keywords {
-        for word in crate::text::jieba().cut(keyword, true) {
-            let word = word.word.trim().to_lowercase();
-            let parts: Vec<String> = crate::text::terms(&word)
-                .into_iter()
-                .map(|t| t.text)
-                .collect();
-            if parts.is_empty()
-                || crate::text::is_stop_term(&word)
-                || parts.iter().all(|p| crate::text::is_stop_term(p))
-            {
-                continue;
-            }
-            let term = if parts.len() == 1 {
-                parts[0].clone()
-            } else {
-                word
-            };
-            if !seen.insert(term.clone()) {
-                continue;
-            }
-            let df = parts.iter().map(|p| doc_freq(p)).min().unwrap_or(0);
-            out.push(KeyTerm {
-                term,
-                weight: idf(df, n),
-                parts,
-            });
+    for w in words.iter().flatten() {
+        if !seen.insert(w.term.as_str()) {
+            continue;
         }
+        let df = w.parts.iter().map(|p| doc_freq(p)).min().unwrap_or(0);
+        out.push(KeyTerm {
+            term: w.term.clone(),
+            weight: idf(df, n),
+            parts: w.parts.clone(),
+        });
     }
     out
 }
