@@ -357,13 +357,7 @@ fn has_role(lower: &str) -> bool {
         "approves",
         "by",
     ];
-    if lower.chars().any(is_cjk) {
-        ZH.iter().any(|w| lower.contains(w))
-    } else {
-        lower
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|w| EN.contains(&w))
-    }
+    holds_any(lower, ZH, EN)
 }
 
 /// An instruction: a step to take, a place to do it, or a form to fill in.
@@ -401,12 +395,18 @@ fn has_step(lower: &str) -> bool {
         "via",
         "in",
     ];
+    holds_any(lower, ZH, EN)
+}
+
+/// Whether the lowercased sentence `lower` holds one of `zh` (a Chinese sentence, as written)
+/// or one of the words `en` (an English one, word by word).
+fn holds_any(lower: &str, zh: &[&str], en: &[&str]) -> bool {
     if lower.chars().any(is_cjk) {
-        ZH.iter().any(|w| lower.contains(w))
+        zh.iter().any(|w| lower.contains(w))
     } else {
         lower
             .split(|c: char| !c.is_alphanumeric())
-            .any(|w| EN.contains(&w))
+            .any(|w| en.contains(&w))
     }
 }
 
