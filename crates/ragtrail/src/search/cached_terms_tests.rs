@@ -53,7 +53,7 @@ fn cached_terms_match_per_call_analysis_on_the_bundled_knowledge() {
                     let sentences = cached.sentences(&chunk.text);
                     (
                         Cow::Borrowed(sentences.spans()),
-                        sentences.match_counts(&wanted),
+                        sentences.match_counts(wanted.iter().map(String::as_str)),
                     )
                 }),
                 snippet(&chunk.text, &wanted, max),

@@ -10,13 +10,20 @@ pub const DEFAULT_SNIPPET_CHARS: usize = 240;
 
 /// Collapses runs of whitespace into one space so a snippet reads as one line.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len());
+    for word in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// `char_len(&one_line(s))` without building the line.
 #[cfg(test)]
 fn one_line_len(s: &str) -> usize {
-    Piece::joined_len(&[Piece::of(s)])
+    Piece::joined_len([Piece::of(s)])
 }
 
 /// Whether `one_line_len(s) <= max`, reading `s` only as far as it takes to tell.
@@ -74,13 +81,17 @@ impl Piece {
     }
 
     /// `one_line_len` of the pieces' text, one after the other.
-    fn joined_len(pieces: &[Piece]) -> usize {
-        let chars: usize = pieces.iter().map(|p| p.chars).sum();
-        let words: usize = pieces.iter().map(|p| p.words).sum();
-        let run_on = pieces
-            .windows(2)
-            .filter(|w| w[0].ends_in_word && w[1].starts_in_word)
-            .count();
+    fn joined_len(pieces: impl IntoIterator<Item = Piece>) -> usize {
+        let (mut chars, mut words, mut run_on) = (0, 0, 0);
+        let mut before: Option<Piece> = None;
+        for p in pieces {
+            chars += p.chars;
+            words += p.words;
+            if before.is_some_and(|b| b.ends_in_word && p.starts_in_word) {
+                run_on += 1;
+            }
+            before = Some(p);
+        }
         chars + (words - run_on).saturating_sub(1)
     }
 }
@@ -137,12 +148,9 @@ pub fn snippet_by<'s>(
     // Only the sentences near the best one are ever measured, each once.
     let mut pieces: Vec<Option<Piece>> = vec![None; spans.len()];
     let mut len = |lo: usize, hi: usize| {
-        let window: Vec<Piece> = (lo..=hi)
-            .map(|i| {
-                *pieces[i].get_or_insert_with(|| Piece::of(&chunk_text[spans[i].0..spans[i].1]))
-            })
-            .collect();
-        Piece::joined_len(&window)
+        Piece::joined_len((lo..=hi).map(|i| {
+            *pieces[i].get_or_insert_with(|| Piece::of(&chunk_text[spans[i].0..spans[i].1]))
+        }))
     };
     loop {
         let mut grew = false;
@@ -232,7 +240,7 @@ mod tests {
             for hi in lo..pieces.len() {
                 let s = &text[cuts[lo]..cuts[hi + 1]];
                 assert_eq!(
-                    Piece::joined_len(&pieces[lo..=hi]),
+                    Piece::joined_len(pieces[lo..=hi].iter().copied()),
                     char_len(&one_line(s)),
                     "{s:?}"
                 );

@@ -117,7 +117,7 @@ impl Sentences {
 
     /// For each sentence (in [`Sentences::spans`] order), how many of the distinct terms
     /// `wanted` it holds.
-    pub fn match_counts<'a>(&self, wanted: impl IntoIterator<Item = &'a String>) -> Vec<usize> {
+    pub fn match_counts<'a>(&self, wanted: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
         let mut counts = vec![0; self.spans.len()];
         for w in wanted {
             if let Some(at) = self.terms.position(w) {

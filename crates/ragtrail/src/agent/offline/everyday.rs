@@ -61,9 +61,9 @@ const WRITTEN: &[(&str, &[&str])] = &[
     ("money", &["cost", "amount"]),
 ];
 
-/// The written words for `word` that the knowledge base mentions (`mentions` answers under the
+/// The formal words for the everyday `word` that the knowledge base mentions (`mentions` answers under the
 /// run's access context), best first; empty when there are none.
-pub(super) fn written_words(word: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
+pub(super) fn formal_equivalents(word: &str, mentions: &dyn Fn(&str) -> bool) -> Vec<String> {
     let lower = word.to_lowercase();
     WRITTEN
         .iter()
@@ -81,11 +81,11 @@ mod tests {
     #[test]
     fn everyday_words_map_to_the_written_words_a_knowledge_base_mentions() {
         let mentions = |w: &str| matches!(w, "配偶" | "生育" | "child");
-        assert_eq!(written_words("老婆", &mentions), ["配偶"]);
-        assert_eq!(written_words("孩子", &mentions), ["生育"]);
-        assert_eq!(written_words("Kid", &mentions), ["child"]);
+        assert_eq!(formal_equivalents("老婆", &mentions), ["配偶"]);
+        assert_eq!(formal_equivalents("孩子", &mentions), ["生育"]);
+        assert_eq!(formal_equivalents("Kid", &mentions), ["child"]);
         // Nothing written that the knowledge base mentions, or no everyday word at all.
-        assert!(written_words("老公", &|_: &str| false).is_empty());
-        assert!(written_words("报销", &mentions).is_empty());
+        assert!(formal_equivalents("老公", &|_: &str| false).is_empty());
+        assert!(formal_equivalents("报销", &mentions).is_empty());
     }
 }

@@ -93,7 +93,7 @@ pub struct OfflinePlanner {
     /// read once with the question.
     verdict_keys: Vec<KeyTerm>,
     /// Everyday words no chunk contains, with the written words searched for them
-    /// (`everyday::written_words`) and the key term that stands for them in the verdict.
+    /// (`everyday::formal_equivalents`) and the key term that stands for them in the verdict.
     written: Vec<(String, Vec<String>, String)>,
 }
 

@@ -225,7 +225,7 @@ impl OfflinePlanner {
             self.carried = carried;
         }
         self.verdict_keys = verdict_keys(&self.effective_question(ctx), ctx);
-        self.use_written_words(ctx);
+        self.use_formal_equivalents(ctx);
         self.weigh_absent_words(ctx);
     }
 
@@ -311,7 +311,7 @@ impl OfflinePlanner {
 
     /// Everyday words no chunk contains, searched and weighed as the written words the
     /// knowledge base uses for them (老婆 → 配偶): they no longer count against the evidence.
-    fn use_written_words(&mut self, ctx: &PlannerContext<'_>) {
+    fn use_formal_equivalents(&mut self, ctx: &PlannerContext<'_>) {
         let mentions = |word: &str| ctx.lookup.mentions(word);
         let n = ctx.lookup.num_chunks();
         let doc_freq = |t: &str| ctx.lookup.doc_freq(t);
@@ -320,7 +320,7 @@ impl OfflinePlanner {
             if mentions(&word) {
                 continue;
             }
-            let written = everyday::written_words(&word, &mentions);
+            let written = everyday::formal_equivalents(&word, &mentions);
             let Some(first) = written.first() else {
                 continue;
             };
