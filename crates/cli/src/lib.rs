@@ -9,6 +9,7 @@ mod db_cmd;
 mod eval_cmd;
 mod global;
 mod ingest_cmd;
+mod memory_cmd;
 mod open;
 mod output;
 mod search_cmd;
@@ -163,6 +164,16 @@ pub enum Command {
     ///
     /// Exit status: 0 when the client closes the connection, 3 error.
     Mcp(serve_cmd::McpArgs),
+    /// What is remembered about you (`--tenant`, `--user`): `memory list`, `memory set KEY
+    /// VALUE`, `memory forget KEY`.
+    ///
+    /// Facts such as your grade or base city decide policy answers; `ask` and `chat` use those
+    /// that bear on a question, say which, and record them in the trace (`audit` shows them).
+    /// Kept in the data directory, one owner-only file per tenant and user; never read for
+    /// another user or tenant. `ask --remember` adds what a question says about you.
+    ///
+    /// Exit status: each subcommand's --help lists its own; 3 error.
+    Memory(memory_cmd::MemoryArgs),
     /// Make, list and revoke the bearer tokens of `ragtrail serve`.
     ///
     /// Exit status: 0 done, 3 error.
@@ -245,6 +256,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve_cmd::serve(&cli.global, &args),
         Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
         Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
+        Command::Memory(args) => memory_cmd::run(&cli.global, &args),
     }
 }
 

@@ -150,6 +150,8 @@ pub fn rerun(
         trace,
         session: started.session_id.clone().zip(started.turn),
         conversation,
+        // The facts the run used, as recorded: today's memory may have changed or be gone.
+        memory: recorded_facts(file),
     };
     let outcome = agent::run(engine, planner, &started.question, &settings, &mut |_| {})?;
 
@@ -274,4 +276,16 @@ fn compare_round(round: usize, recorded: Option<&Side>, rerun: Option<&Side>) ->
         recorded_hits,
         rerun_hits,
     }
+}
+
+/// The remembered facts a recorded run used (its `memory_read` event), as the memory held them
+/// then.
+pub fn recorded_facts(file: &TraceFile) -> Vec<crate::memory::Fact> {
+    file.events()
+        .filter_map(|e| match &e.body {
+            EventBody::MemoryRead(m) => Some(m.used.iter().map(Into::into).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
 }

@@ -1,0 +1,557 @@
+//! The asker's remembered facts (`PlannerContext::memory`) in the offline planner.
+//!
+//! - A fact the question states itself, with the same value or another of its kind ("A类",
+//!   another place name), is left out: the question wins for the run.
+//! - The others are searched once, after the question's own round, by their values: the
+//!   passages that name a value (the table row of a grade, the sentence listing a city under
+//!   its category) come back beside the ones that answer.
+//! - A fact bears on the question only through the documents: its value, or the label the
+//!   documents put it under ("二类城市：…成都…" puts 成都 under 二类城市), names a row or a
+//!   column of a table in a passage that answers the question. Then the answer is that row's
+//!   cell, and says which facts chose it. A fact whose value or label no such table names is
+//!   not used, whatever its key says. Nothing here knows a grade or a city.
+
+use std::collections::HashSet;
+
+use super::answer::{QuestionKeys, candidates};
+use super::{OfflinePlanner, all_hits, analysed};
+use crate::agent::{MemoryUse, PlannerAction, PlannerContext, ProposedCitation};
+use crate::memory::Fact;
+use crate::text::{self, Lang, char_len};
+
+/// Values searched at most in the memory round.
+const MAX_SEARCHED_FACTS: usize = 3;
+/// A passage answers the question when it covers this share of the best passage's score.
+const ANSWERING_SHARE: f64 = 0.6;
+/// Longest label (the words before a colon a value is listed under), in characters.
+const MAX_LABEL_CHARS: usize = 12;
+/// Longest sentence quoted to show where a value is listed.
+const MAX_LINK_CHARS: usize = 220;
+
+/// What the planner knows about the asker's facts in this run.
+#[derive(Default)]
+pub(super) struct Remembered {
+    /// Facts the question does not state, in the memory's order.
+    candidates: Vec<Fact>,
+    /// Keys of the facts the question states.
+    stated: Vec<String>,
+    /// Keys of the facts whose values were searched.
+    searched: Vec<String>,
+    /// The memory round was planned (once per run).
+    search_planned: bool,
+}
+
+/// A place a fact's value is named: the label it stands under, and the sentence that puts
+/// it there when the label is not the value itself.
+struct Link {
+    label: String,
+    sentence: Option<(String, String)>,
+}
+
+/// One answer cell chosen by remembered facts.
+struct Chosen {
+    chunk: String,
+    row: String,
+    /// The column header and the cell under it; `None`: the whole row.
+    cell: Option<(String, String)>,
+    /// Each used fact with the link that chose the row or the column.
+    used: Vec<(Fact, Link)>,
+}
+
+impl Remembered {
+    /// Sorts the asker's facts by what the question says.
+    pub(super) fn read(question: &str, memory: &[Fact]) -> Self {
+        let mut r = Self::default();
+        for fact in memory {
+            if states(question, fact) {
+                r.stated.push(fact.key.clone());
+            } else {
+                r.candidates.push(fact.clone());
+            }
+        }
+        r
+    }
+
+    /// Some fact's value was searched.
+    pub(super) fn searched_any(&self) -> bool {
+        !self.searched.is_empty()
+    }
+
+    /// The account for the trace: what was searched, used and stated.
+    pub(super) fn account(&self, used: Vec<String>) -> MemoryUse {
+        MemoryUse {
+            searched: self.searched.clone(),
+            used,
+            stated: self.stated.clone(),
+        }
+    }
+}
+
+impl OfflinePlanner {
+    /// The memory round, once, after the question's own: the remembered values the knowledge
+    /// base mentions, with the question's rarest words. `None` when there is nothing to search
+    /// or it was searched.
+    pub(super) fn memory_search(&mut self, ctx: &PlannerContext<'_>) -> Option<PlannerAction> {
+        if self.remembered.search_planned || ctx.answer_only {
+            return None;
+        }
+        self.remembered.search_planned = true;
+        let facts: Vec<Fact> = (self.remembered.candidates.iter())
+            .filter(|f| ctx.lookup.mentions(&f.value))
+            .take(MAX_SEARCHED_FACTS)
+            .cloned()
+            .collect();
+        if facts.is_empty() {
+            return None;
+        }
+        // The values alone: the question's words would bring back the passages its own
+        // round found, and crowd out the ones naming the values.
+        let keywords: Vec<String> = facts.iter().map(|f| f.value.clone()).collect();
+        self.remembered.searched = facts.iter().map(|f| f.key.clone()).collect();
+        let named: Vec<String> = facts
+            .iter()
+            .map(|f| format!("{} = {}", f.key, f.value))
+            .collect();
+        Some(PlannerAction::Search {
+            keywords,
+            reason: format!("facts remembered for the asker: {}", named.join(", ")),
+            top_k: None,
+            query: None,
+        })
+    }
+
+    /// The answer remembered facts decide, with the keys of the facts used: a table row in
+    /// a passage that answers the question, named by a fact's value or label, and the cell
+    /// of the column the question asks for (or a fact names). `None` when no fact bears.
+    pub(super) fn remembered_answer(
+        &self,
+        ctx: &PlannerContext<'_>,
+    ) -> Option<(PlannerAction, Vec<String>)> {
+        if self.remembered.candidates.is_empty() {
+            return None;
+        }
+        let chosen = self.choose_cell(ctx)?;
+        let lang = Lang::of(ctx.question);
+        let facts: Vec<String> = chosen
+            .used
+            .iter()
+            .map(|(f, link)| {
+                let key = key_name(&f.key, lang);
+                let sep = lang.pick(": ", "：");
+                if link.label.to_lowercase().contains(&f.value.to_lowercase()) {
+                    format!("{key}{sep}{}", f.value)
+                } else {
+                    match lang {
+                        Lang::Zh => format!("{key}：{}（属{}）", f.value, link.label),
+                        Lang::En => format!("{key}: {} (listed under {})", f.value, link.label),
+                    }
+                }
+            })
+            .collect();
+        let stated = match &chosen.cell {
+            Some((header, cell)) => format!("{header}{}{cell}", lang.pick(": ", "：")),
+            None => chosen.row.clone(),
+        };
+        let mut text = match lang {
+            Lang::Zh => format!("根据知识库，按你记住的{}：{stated} [1]", facts.join("、")),
+            Lang::En => format!(
+                "According to the knowledge base, going by what you told me ({}): {stated} [1]",
+                facts.join("; ")
+            ),
+        };
+        let mut citations = vec![ProposedCitation {
+            chunk_id: chosen.chunk.clone(),
+            quote: chosen.row.clone(),
+        }];
+        for (_, link) in &chosen.used {
+            let Some((chunk, sentence)) = &link.sentence else {
+                continue;
+            };
+            if citations.iter().any(|c| c.quote == *sentence) {
+                continue;
+            }
+            citations.push(ProposedCitation {
+                chunk_id: chunk.clone(),
+                quote: sentence.clone(),
+            });
+            text.push_str(&format!("\n- {sentence} [{}]", citations.len()));
+        }
+        let used = chosen.used.iter().map(|(f, _)| f.key.clone()).collect();
+        Some((PlannerAction::Answer { text, citations }, used))
+    }
+
+    /// The row and cell remembered facts choose, from the passages that answer the question.
+    fn choose_cell(&self, ctx: &PlannerContext<'_>) -> Option<Chosen> {
+        let keys = QuestionKeys::new(self.verdict_keys.clone());
+        let ranked = candidates(ctx, &keys);
+        let best = ranked.first()?.score;
+        let links: Vec<(&Fact, Vec<Link>)> = (self.remembered.candidates.iter())
+            .map(|f| (f, links_of(ctx, &f.value)))
+            .collect();
+        let names = |cell: &str| -> Option<usize> {
+            links
+                .iter()
+                .position(|(_, ls)| ls.iter().any(|l| l.label.eq_ignore_ascii_case(cell.trim())))
+        };
+        for c in ranked
+            .iter()
+            .filter(|c| c.score > 0.0 && c.score >= ANSWERING_SHARE * best)
+        {
+            let text = ctx.lookup.returned_chunk_text(&c.hit.chunk_id)?;
+            for line in text.lines().map(str::trim) {
+                let Some(cells) = row_cells(line) else {
+                    continue;
+                };
+                // A fact names the row: one of its cells is the fact's value or label.
+                let Some((row_at, row_fact)) = cells
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, (_, v))| Some((i, names(v)?)))
+                else {
+                    continue;
+                };
+                let mut used = vec![row_fact];
+                // A fact names a column; else the column whose header holds the question's words.
+                let by_fact = cells
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != row_at)
+                    .find_map(|(i, (h, _))| Some((i, names(h)?)));
+                let column = match by_fact {
+                    Some((i, fact)) => {
+                        if !used.contains(&fact) {
+                            used.push(fact);
+                        }
+                        Some(i)
+                    }
+                    None => asked_column(&cells, row_at, &keys),
+                };
+                let cell = column.map(|i| (cells[i].0.to_string(), cells[i].1.to_string()));
+                let used = used
+                    .into_iter()
+                    .map(|i| {
+                        let (fact, ls) = &links[i];
+                        let cells_here: Vec<&str> =
+                            cells.iter().flat_map(|(h, v)| [*h, *v]).collect();
+                        let link = ls
+                            .iter()
+                            .find(|l| {
+                                cells_here
+                                    .iter()
+                                    .any(|x| l.label.eq_ignore_ascii_case(x.trim()))
+                            })
+                            .map(|l| Link {
+                                label: l.label.clone(),
+                                sentence: l.sentence.clone(),
+                            })
+                            .unwrap_or(Link {
+                                label: fact.value.clone(),
+                                sentence: None,
+                            });
+                        ((*fact).clone(), link)
+                    })
+                    .collect();
+                return Some(Chosen {
+                    chunk: c.hit.chunk_id.clone(),
+                    row: line.to_string(),
+                    cell,
+                    used,
+                });
+            }
+        }
+        None
+    }
+}
+
+/// The column of a row the question asks for: the header holding the most of the question's
+/// key-term weight (not the row's own label cell); `None` when no header holds any.
+fn asked_column(cells: &[(&str, &str)], row_at: usize, keys: &QuestionKeys) -> Option<usize> {
+    let weight = |header: &str| -> f64 {
+        let lower = header.to_lowercase();
+        let terms: HashSet<String> = analysed(header).into_iter().collect();
+        keys.keys
+            .iter()
+            .filter(|k| lower.contains(&k.term) || terms.contains(&k.term))
+            .map(|k| k.weight)
+            .sum()
+    };
+    cells
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != row_at)
+        .map(|(i, (h, _))| (i, weight(h)))
+        .filter(|(_, w)| *w > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(i, _)| i)
+}
+
+/// Where the returned passages name `value`: the value itself; the table cell holding it
+/// ("B类" for B); the label before a colon of a sentence listing it ("二类城市：…成都…"),
+/// with that sentence.
+fn links_of(ctx: &PlannerContext<'_>, value: &str) -> Vec<Link> {
+    let mut links = vec![Link {
+        label: value.to_string(),
+        sentence: None,
+    }];
+    let mut seen: HashSet<String> = HashSet::from([value.to_lowercase()]);
+    for (hit, _) in all_hits(ctx) {
+        let Some(text) = ctx.lookup.returned_chunk_text(&hit.chunk_id) else {
+            continue;
+        };
+        for line in text.lines().map(str::trim) {
+            if !contains_token(line, value) {
+                continue;
+            }
+            if let Some(cells) = row_cells(line) {
+                for (_, cell) in cells {
+                    let cell = cell.trim();
+                    if contains_token(cell, value)
+                        && char_len(cell) <= MAX_LABEL_CHARS
+                        && seen.insert(cell.to_lowercase())
+                    {
+                        links.push(Link {
+                            label: cell.to_string(),
+                            sentence: None,
+                        });
+                    }
+                }
+                continue;
+            }
+            let Some((label, rest)) = split_label(line) else {
+                continue;
+            };
+            if contains_token(rest, value)
+                && !contains_token(label, value)
+                && char_len(line) <= MAX_LINK_CHARS
+                && seen.insert(label.to_lowercase())
+            {
+                links.push(Link {
+                    label: label.to_string(),
+                    sentence: Some((hit.chunk_id.clone(), line.to_string())),
+                });
+            }
+        }
+    }
+    links
+}
+
+/// `label：rest` or `label: rest`, with a short label.
+fn split_label(line: &str) -> Option<(&str, &str)> {
+    let (label, rest) = line.split_once('：').or_else(|| line.split_once(": "))?;
+    let label = label.trim();
+    (!label.is_empty() && char_len(label) <= MAX_LABEL_CHARS && !rest.trim().is_empty())
+        .then_some((label, rest))
+}
+
+/// A table row as the knowledge reader renders it (`Header：cell，Header：cell`, or
+/// `Header: cell, Header: cell`): its (header, cell) pairs, when every part is one and there
+/// are at least two.
+fn row_cells(line: &str) -> Option<Vec<(&str, &str)>> {
+    let parts: Vec<&str> = if line.contains('：') {
+        line.split('，').collect()
+    } else {
+        line.split(", ").collect()
+    };
+    if parts.len() < 2 {
+        return None;
+    }
+    parts
+        .into_iter()
+        .map(|p| {
+            let (h, v) = p.split_once('：').or_else(|| p.split_once(": "))?;
+            let (h, v) = (h.trim(), v.trim());
+            (!h.is_empty() && !v.is_empty()).then_some((h, v))
+        })
+        .collect()
+}
+
+/// Whether `text` holds `value` as a whole: ASCII letters and digits at its edges must not
+/// run on into the text's ("B" is in "B类", not in "BTW"); case is ignored.
+pub(super) fn contains_token(text: &str, value: &str) -> bool {
+    let (text, value) = (text.to_lowercase(), value.to_lowercase());
+    if value.is_empty() {
+        return false;
+    }
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let first_alnum = alnum(value.chars().next());
+    let last_alnum = alnum(value.chars().last());
+    text.match_indices(&value).any(|(at, _)| {
+        let before = text[..at].chars().last();
+        let after = text[at + value.len()..].chars().next();
+        !(first_alnum && alnum(before)) && !(last_alnum && alnum(after))
+    })
+}
+
+/// Whether the question states the fact for itself: its value, or another value of its kind
+/// (a grade of the same shape, "A类" for "B类"; another place name for a place).
+fn states(question: &str, fact: &Fact) -> bool {
+    let value = fact.value.trim();
+    contains_token(question, value)
+        || other_code(question, value, &fact.key)
+        || other_place(question, value)
+}
+
+/// The shape of a short code: letters as `A`, digits as `9` ("P5" is "A9").
+fn shape(code: &str) -> String {
+    code.chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphabetic() => 'A',
+            c if c.is_ascii_digit() => '9',
+            c => c,
+        })
+        .collect()
+}
+
+/// A code of the value's shape other than the value ("A类" against "B类", "P6" against
+/// "P5"). A bare letter counts only when something marks it as one of its kind: a character
+/// of another script right after it ("A类"), or the fact's key in the question ("grade A").
+fn other_code(question: &str, value: &str, key: &str) -> bool {
+    let core: String = value
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect();
+    if core.is_empty() || core.len() > 3 {
+        return false;
+    }
+    let suffix = &value[core.len()..];
+    if char_len(suffix) > 2 {
+        return false;
+    }
+    let chars: Vec<char> = question.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && chars[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        let token: String = chars[start..i].iter().collect();
+        if token.eq_ignore_ascii_case(&core) || shape(&token) != shape(&core) {
+            continue;
+        }
+        let rest: String = chars[i..].iter().collect();
+        let marked = if suffix.is_empty() {
+            core.len() > 1
+                || rest.chars().next().is_some_and(text::is_cjk)
+                || question.to_lowercase().contains(&key.to_lowercase())
+        } else {
+            rest.starts_with(suffix)
+        };
+        if marked && token != "I" {
+            return true;
+        }
+    }
+    false
+}
+
+/// Another place name than the value, when the value is one: jieba's place tag for Chinese,
+/// a capitalised name after "in", "to" or "at" for English.
+fn other_place(question: &str, value: &str) -> bool {
+    if value.chars().all(text::is_cjk) {
+        let is_place = |w: &str| {
+            text::jieba()
+                .tag(w, true)
+                .iter()
+                .any(|t| t.tag == "ns" && t.word == w)
+        };
+        if !is_place(value) {
+            return false;
+        }
+        return text::jieba()
+            .tag(question, true)
+            .iter()
+            .any(|t| t.tag == "ns" && t.word != value);
+    }
+    if !value.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
+        return false;
+    }
+    let words: Vec<&str> = question.split_whitespace().collect();
+    words.windows(2).any(|w| {
+        let name = w[1].trim_matches(|c: char| !c.is_alphanumeric());
+        matches!(w[0].to_lowercase().as_str(), "in" | "to" | "at")
+            && name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && !value.starts_with(name)
+    })
+}
+
+/// A fact's key as the reply names it in the question's language (the keys `--remember`
+/// writes have Chinese names; any other key is shown as set).
+fn key_name(key: &str, lang: Lang) -> String {
+    const NAMES: &[(&str, &str)] = &[
+        ("grade", "员工级别"),
+        ("base city", "常驻城市"),
+        ("start date", "入职日期"),
+        ("work pattern", "工作方式"),
+    ];
+    match lang {
+        Lang::Zh => NAMES
+            .iter()
+            .find(|(en, _)| en.eq_ignore_ascii_case(key))
+            .map_or_else(|| key.to_string(), |(_, zh)| zh.to_string()),
+        Lang::En => key.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::FactSource;
+
+    fn fact(key: &str, value: &str) -> Fact {
+        Fact {
+            key: key.to_string(),
+            value: value.to_string(),
+            source: FactSource::Asker,
+            set_at: "2026-12-05T00:00:00Z".to_string(),
+        }
+    }
+
+    #[test]
+    fn values_are_found_whole() {
+        assert!(contains_token("类别：B类，适用人员：经理", "B"));
+        assert!(contains_token("例如杭州、南京、成都、武汉", "成都"));
+        assert!(!contains_token("BTW the ABC rule", "B"));
+        assert!(contains_token("staff based in singapore", "Singapore"));
+    }
+
+    #[test]
+    fn a_question_stating_a_fact_wins() {
+        let grade = fact("grade", "B类");
+        let bare = fact("grade", "B");
+        let city = fact("base city", "成都");
+        assert!(states("我是B类员工，住宿标准多少", &grade));
+        assert!(states("A类员工住宿标准多少", &grade));
+        assert!(states("A类员工住宿标准多少", &bare));
+        assert!(states("What is the hotel cap for grade A?", &bare));
+        assert!(!states("What is the hotel cap? I travel a lot", &bare));
+        assert!(!states("出差一天伙食补贴多少？", &grade));
+        assert!(states("去北京出差一天伙食补贴多少？", &city));
+        assert!(!states("出差一天伙食补贴多少？", &city));
+        let singapore = fact("base city", "Singapore");
+        assert!(states("What is the per diem in Tokyo?", &singapore));
+        assert!(!states("What is the per diem?", &singapore));
+    }
+
+    #[test]
+    fn table_rows_are_read_as_the_reader_renders_them() {
+        assert_eq!(
+            row_cells("城市类别：二类城市，伙食补贴（每天）：100元，市内交通补贴（每天）：50元"),
+            Some(vec![
+                ("城市类别", "二类城市"),
+                ("伙食补贴（每天）", "100元"),
+                ("市内交通补贴（每天）", "50元")
+            ])
+        );
+        assert_eq!(
+            row_cells("二类城市：除一类城市以外的省会城市，以及苏州、东莞，例如成都。"),
+            None
+        );
+        assert_eq!(
+            row_cells("Grade: B, Hotel cap: 650"),
+            Some(vec![("Grade", "B"), ("Hotel cap", "650")])
+        );
+    }
+}
