@@ -764,7 +764,7 @@ fn memory_read(memory: &[Fact], used: &MemoryUse) -> MemoryRead {
             .collect(),
         searched: (memory.iter())
             .filter(|f| named(&used.searched, f))
-            .map(|f| f.key.clone())
+            .map(FactRecord::from)
             .collect(),
         stated: (memory.iter())
             .filter(|f| named(&used.stated, f))

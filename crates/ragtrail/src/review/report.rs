@@ -311,7 +311,8 @@ fn memory_lines(r: &AuditReport) -> Vec<String> {
     let keys = |label: &str, keys: &[String]| {
         (!keys.is_empty()).then(|| format!("  {label}: {}", plain(&keys.join(", "))))
     };
-    lines.extend(keys("searched with", &m.searched));
+    let searched: Vec<String> = m.searched.iter().map(|f| f.key.clone()).collect();
+    lines.extend(keys("searched with", &searched));
     lines.extend(keys("stated in the question instead", &m.stated));
     lines.extend(keys("not bearing on the question", &m.unused));
     lines

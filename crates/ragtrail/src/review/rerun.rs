@@ -278,14 +278,18 @@ fn compare_round(round: usize, recorded: Option<&Side>, rerun: Option<&Side>) ->
     }
 }
 
-/// The remembered facts a recorded run used (its `memory_read` event), as the memory held them
-/// then.
+/// The remembered facts a recorded run used or searched (its `memory_read` event), as the
+/// memory held them then.
 pub fn recorded_facts(file: &TraceFile) -> Vec<crate::memory::Fact> {
-    file.events()
-        .filter_map(|e| match &e.body {
-            EventBody::MemoryRead(m) => Some(m.used.iter().map(Into::into).collect::<Vec<_>>()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
+    let mut facts: Vec<crate::memory::Fact> = Vec::new();
+    for e in file.events() {
+        if let EventBody::MemoryRead(m) = &e.body {
+            for record in m.used.iter().chain(&m.searched) {
+                if !facts.iter().any(|f| f.key == record.key) {
+                    facts.push(record.into());
+                }
+            }
+        }
+    }
+    facts
 }

@@ -280,16 +280,17 @@ pub struct TracedHit {
 }
 
 /// What a run did with the asker's remembered facts: written once, before the answer, by a
-/// run whose asker had any. Only the facts it used are copied with their values; the others
-/// are named by key, so the trace keeps no more of the memory than the run needed.
+/// run whose asker had any. Only the facts it used or searched are copied with their values;
+/// the others are named by key, so the trace keeps no more of the memory than the run needed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct MemoryRead {
     /// The facts that decided the answer, as they were when the run read them.
     pub used: Vec<FactRecord>,
-    /// Keys of the facts whose values were added to a search's keywords.
+    /// The facts whose values were searched (already in that search's keywords), so a run
+    /// planned again searches the same.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub searched: Vec<String>,
+    pub searched: Vec<FactRecord>,
     /// Keys of the facts the question itself stated (it wins over memory for the run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stated: Vec<String>,

@@ -31,8 +31,9 @@ const MAX_LINK_CHARS: usize = 220;
 /// What the planner knows about the asker's facts in this run.
 #[derive(Default)]
 pub(super) struct Remembered {
-    /// Facts the question does not state, in the memory's order.
-    candidates: Vec<Fact>,
+    /// Facts the question does not state, in the memory's order, then the values the question
+    /// states instead of remembered ones (flagged `true`: they stand for the run only).
+    candidates: Vec<(Fact, bool)>,
     /// Keys of the facts the question states.
     stated: Vec<String>,
     /// Keys of the facts whose values were searched.
@@ -52,29 +53,41 @@ struct Link {
 struct Chosen {
     chunk: String,
     row: String,
+    /// The row's cell a fact named ("二类城市", "B类").
+    label: String,
     /// The column header and the cell under it; `None`: the whole row.
     cell: Option<(String, String)>,
-    /// Each used fact with the link that chose the row or the column.
-    used: Vec<(Fact, Link)>,
+    /// Each fact that chose the row or the column (`true`: stated in the question), with its
+    /// link.
+    used: Vec<(Fact, bool, Link)>,
 }
 
 impl Remembered {
     /// Sorts the asker's facts by what the question says.
     pub(super) fn read(question: &str, memory: &[Fact]) -> Self {
         let mut r = Self::default();
+        let mut instead = Vec::new();
         for fact in memory {
-            if states(question, fact) {
-                r.stated.push(fact.key.clone());
-            } else {
-                r.candidates.push(fact.clone());
+            match states(question, fact) {
+                Stated::No => r.candidates.push((fact.clone(), false)),
+                Stated::Same => r.stated.push(fact.key.clone()),
+                Stated::Other(value) => {
+                    r.stated.push(fact.key.clone());
+                    let said = Fact {
+                        value,
+                        ..fact.clone()
+                    };
+                    instead.push((said, true));
+                }
             }
         }
+        r.candidates.extend(instead);
         r
     }
 
-    /// Some fact's value was searched.
+    /// The facts' values were searched.
     pub(super) fn searched_any(&self) -> bool {
-        !self.searched.is_empty()
+        self.search_planned
     }
 
     /// The account for the trace: what was searched, used and stated.
@@ -88,16 +101,16 @@ impl Remembered {
 }
 
 impl OfflinePlanner {
-    /// The memory round, once, after the question's own: the remembered values the knowledge
-    /// base mentions, with the question's rarest words. `None` when there is nothing to search
-    /// or it was searched.
+    /// The memory round, once, after the question's own: the values (remembered, or stated by
+    /// the question instead) the knowledge base mentions. `None` when there is nothing to
+    /// search or it was searched.
     pub(super) fn memory_search(&mut self, ctx: &PlannerContext<'_>) -> Option<PlannerAction> {
         if self.remembered.search_planned || ctx.answer_only {
             return None;
         }
         self.remembered.search_planned = true;
-        let facts: Vec<Fact> = (self.remembered.candidates.iter())
-            .filter(|f| ctx.lookup.mentions(&f.value))
+        let facts: Vec<(Fact, bool)> = (self.remembered.candidates.iter())
+            .filter(|(f, _)| ctx.lookup.mentions(&f.value))
             .take(MAX_SEARCHED_FACTS)
             .cloned()
             .collect();
@@ -106,15 +119,28 @@ impl OfflinePlanner {
         }
         // The values alone: the question's words would bring back the passages its own
         // round found, and crowd out the ones naming the values.
-        let keywords: Vec<String> = facts.iter().map(|f| f.value.clone()).collect();
-        self.remembered.searched = facts.iter().map(|f| f.key.clone()).collect();
+        let keywords: Vec<String> = facts.iter().map(|(f, _)| f.value.clone()).collect();
+        self.remembered.searched = (facts.iter())
+            .filter(|(_, said)| !said)
+            .map(|(f, _)| f.key.clone())
+            .collect();
         let named: Vec<String> = facts
             .iter()
-            .map(|f| format!("{} = {}", f.key, f.value))
+            .map(|(f, said)| {
+                let whose = if *said {
+                    "stated in the question"
+                } else {
+                    "remembered"
+                };
+                format!("{} = {} ({whose})", f.key, f.value)
+            })
             .collect();
         Some(PlannerAction::Search {
             keywords,
-            reason: format!("facts remembered for the asker: {}", named.join(", ")),
+            reason: format!(
+                "the asker's facts, to find the table rows they choose: {}",
+                named.join(", ")
+            ),
             top_k: None,
             query: None,
         })
@@ -132,38 +158,65 @@ impl OfflinePlanner {
         }
         let chosen = self.choose_cell(ctx)?;
         let lang = Lang::of(ctx.question);
-        let facts: Vec<String> = chosen
-            .used
-            .iter()
-            .map(|(f, link)| {
-                let key = key_name(&f.key, lang);
-                let sep = lang.pick(": ", "：");
-                if link.label.to_lowercase().contains(&f.value.to_lowercase()) {
-                    format!("{key}{sep}{}", f.value)
-                } else {
-                    match lang {
-                        Lang::Zh => format!("{key}：{}（属{}）", f.value, link.label),
-                        Lang::En => format!("{key}: {} (listed under {})", f.value, link.label),
+        // Each fact as the reply names it: "常驻城市 成都（属二类城市）", "base city Singapore
+        // (listed under Zone 1)"; what the question says is named by its value alone.
+        let named = |said: bool| -> Vec<String> {
+            (chosen.used.iter())
+                .filter(|(_, s, _)| *s == said)
+                .map(|(f, _, link)| {
+                    let name = if said {
+                        f.value.clone()
+                    } else {
+                        format!("{} {}", key_name(&f.key, lang), f.value)
+                    };
+                    if link.label.to_lowercase().contains(&f.value.to_lowercase()) {
+                        name
+                    } else {
+                        match lang {
+                            Lang::Zh => format!("{name}（属{}）", link.label),
+                            Lang::En => format!("{name} (listed under {})", link.label),
+                        }
                     }
-                }
-            })
-            .collect();
+                })
+                .collect()
+        };
+        let (remembered, said) = (named(false), named(true));
+        let mut basis = Vec::new();
+        if !remembered.is_empty() {
+            basis.push(match lang {
+                Lang::Zh => format!("你记住的{}", remembered.join("、")),
+                Lang::En => format!("what you told me ({})", remembered.join("; ")),
+            });
+        }
+        if !said.is_empty() {
+            basis.push(match lang {
+                Lang::Zh => format!("问题中的{}", said.join("、")),
+                Lang::En => format!("what the question says ({})", said.join("; ")),
+            });
+        }
+        let sep = lang.pick(": ", "：");
         let stated = match &chosen.cell {
-            Some((header, cell)) => format!("{header}{}{cell}", lang.pick(": ", "：")),
+            Some((header, cell)) => {
+                format!(
+                    "{}{}{header}{sep}{cell}",
+                    chosen.label,
+                    lang.pick(", ", "，")
+                )
+            }
             None => chosen.row.clone(),
         };
         let mut text = match lang {
-            Lang::Zh => format!("根据知识库，按你记住的{}：{stated} [1]", facts.join("、")),
+            Lang::Zh => format!("根据知识库，按{}：{stated} [1]", basis.join("、")),
             Lang::En => format!(
-                "According to the knowledge base, going by what you told me ({}): {stated} [1]",
-                facts.join("; ")
+                "According to the knowledge base, going by {}: {stated} [1]",
+                basis.join(" and ")
             ),
         };
         let mut citations = vec![ProposedCitation {
             chunk_id: chosen.chunk.clone(),
             quote: chosen.row.clone(),
         }];
-        for (_, link) in &chosen.used {
+        for (_, _, link) in &chosen.used {
             let Some((chunk, sentence)) = &link.sentence else {
                 continue;
             };
@@ -176,7 +229,10 @@ impl OfflinePlanner {
             });
             text.push_str(&format!("\n- {sentence} [{}]", citations.len()));
         }
-        let used = chosen.used.iter().map(|(f, _)| f.key.clone()).collect();
+        let used = (chosen.used.iter())
+            .filter(|(_, said, _)| !said)
+            .map(|(f, _, _)| f.key.clone())
+            .collect();
         Some((PlannerAction::Answer { text, citations }, used))
     }
 
@@ -185,19 +241,21 @@ impl OfflinePlanner {
         let keys = QuestionKeys::new(self.verdict_keys.clone());
         let ranked = candidates(ctx, &keys);
         let best = ranked.first()?.score;
-        let links: Vec<(&Fact, Vec<Link>)> = (self.remembered.candidates.iter())
-            .map(|f| (f, links_of(ctx, &f.value)))
+        let links: Vec<(&Fact, bool, Vec<Link>)> = (self.remembered.candidates.iter())
+            .map(|(f, said)| (f, *said, links_of(ctx, &f.value)))
             .collect();
         let names = |cell: &str| -> Option<usize> {
             links
                 .iter()
-                .position(|(_, ls)| ls.iter().any(|l| l.label.eq_ignore_ascii_case(cell.trim())))
+                .position(|(_, _, ls)| ls.iter().any(|l| l.label.eq_ignore_ascii_case(cell.trim())))
         };
         for c in ranked
             .iter()
             .filter(|c| c.score > 0.0 && c.score >= ANSWERING_SHARE * best)
         {
-            let text = ctx.lookup.returned_chunk_text(&c.hit.chunk_id)?;
+            let Some(text) = ctx.lookup.returned_chunk_text(&c.hit.chunk_id) else {
+                continue;
+            };
             for line in text.lines().map(str::trim) {
                 let Some(cells) = row_cells(line) else {
                     continue;
@@ -230,7 +288,7 @@ impl OfflinePlanner {
                 let used = used
                     .into_iter()
                     .map(|i| {
-                        let (fact, ls) = &links[i];
+                        let (fact, said, ls) = &links[i];
                         let cells_here: Vec<&str> =
                             cells.iter().flat_map(|(h, v)| [*h, *v]).collect();
                         let link = ls
@@ -248,12 +306,13 @@ impl OfflinePlanner {
                                 label: fact.value.clone(),
                                 sentence: None,
                             });
-                        ((*fact).clone(), link)
+                        ((*fact).clone(), *said, link)
                     })
                     .collect();
                 return Some(Chosen {
                     chunk: c.hit.chunk_id.clone(),
                     row: line.to_string(),
+                    label: cells[row_at].1.to_string(),
                     cell,
                     used,
                 });
@@ -382,13 +441,27 @@ pub(super) fn contains_token(text: &str, value: &str) -> bool {
     })
 }
 
+/// What the question says of a remembered fact.
+enum Stated {
+    /// Nothing: the memory decides.
+    No,
+    /// The same value.
+    Same,
+    /// Another value of its kind: this one, for the run.
+    Other(String),
+}
+
 /// Whether the question states the fact for itself: its value, or another value of its kind
 /// (a grade of the same shape, "A类" for "B类"; another place name for a place).
-fn states(question: &str, fact: &Fact) -> bool {
+fn states(question: &str, fact: &Fact) -> Stated {
     let value = fact.value.trim();
-    contains_token(question, value)
-        || other_code(question, value, &fact.key)
-        || other_place(question, value)
+    if contains_token(question, value) {
+        return Stated::Same;
+    }
+    match other_code(question, value, &fact.key).or_else(|| other_place(question, value)) {
+        Some(other) => Stated::Other(other),
+        None => Stated::No,
+    }
 }
 
 /// The shape of a short code: letters as `A`, digits as `9` ("P5" is "A9").
@@ -405,17 +478,17 @@ fn shape(code: &str) -> String {
 /// A code of the value's shape other than the value ("A类" against "B类", "P6" against
 /// "P5"). A bare letter counts only when something marks it as one of its kind: a character
 /// of another script right after it ("A类"), or the fact's key in the question ("grade A").
-fn other_code(question: &str, value: &str, key: &str) -> bool {
+fn other_code(question: &str, value: &str, key: &str) -> Option<String> {
     let core: String = value
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric())
         .collect();
     if core.is_empty() || core.len() > 3 {
-        return false;
+        return None;
     }
     let suffix = &value[core.len()..];
     if char_len(suffix) > 2 {
-        return false;
+        return None;
     }
     let chars: Vec<char> = question.chars().collect();
     let mut i = 0;
@@ -441,15 +514,15 @@ fn other_code(question: &str, value: &str, key: &str) -> bool {
             rest.starts_with(suffix)
         };
         if marked && token != "I" {
-            return true;
+            return Some(format!("{token}{suffix}"));
         }
     }
-    false
+    None
 }
 
 /// Another place name than the value, when the value is one: jieba's place tag for Chinese,
 /// a capitalised name after "in", "to" or "at" for English.
-fn other_place(question: &str, value: &str) -> bool {
+fn other_place(question: &str, value: &str) -> Option<String> {
     if value.chars().all(text::is_cjk) {
         let is_place = |w: &str| {
             text::jieba()
@@ -458,22 +531,24 @@ fn other_place(question: &str, value: &str) -> bool {
                 .any(|t| t.tag == "ns" && t.word == w)
         };
         if !is_place(value) {
-            return false;
+            return None;
         }
         return text::jieba()
             .tag(question, true)
-            .iter()
-            .any(|t| t.tag == "ns" && t.word != value);
+            .into_iter()
+            .find(|t| t.tag == "ns" && t.word != value)
+            .map(|t| t.word.to_string());
     }
     if !value.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
-        return false;
+        return None;
     }
     let words: Vec<&str> = question.split_whitespace().collect();
-    words.windows(2).any(|w| {
+    words.windows(2).find_map(|w| {
         let name = w[1].trim_matches(|c: char| !c.is_alphanumeric());
-        matches!(w[0].to_lowercase().as_str(), "in" | "to" | "at")
+        (matches!(w[0].to_lowercase().as_str(), "in" | "to" | "at")
             && name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-            && !value.starts_with(name)
+            && !value.starts_with(name))
+        .then(|| name.to_string())
     })
 }
 
@@ -522,17 +597,34 @@ mod tests {
         let grade = fact("grade", "B类");
         let bare = fact("grade", "B");
         let city = fact("base city", "成都");
-        assert!(states("我是B类员工，住宿标准多少", &grade));
-        assert!(states("A类员工住宿标准多少", &grade));
-        assert!(states("A类员工住宿标准多少", &bare));
-        assert!(states("What is the hotel cap for grade A?", &bare));
-        assert!(!states("What is the hotel cap? I travel a lot", &bare));
-        assert!(!states("出差一天伙食补贴多少？", &grade));
-        assert!(states("去北京出差一天伙食补贴多少？", &city));
-        assert!(!states("出差一天伙食补贴多少？", &city));
+        let other = |q: &str, f: &Fact| match states(q, f) {
+            Stated::Other(v) => Some(v),
+            _ => None,
+        };
+        let no = |q: &str, f: &Fact| matches!(states(q, f), Stated::No);
+        assert!(matches!(
+            states("我是B类员工，住宿标准多少", &grade),
+            Stated::Same
+        ));
+        assert_eq!(other("A类员工住宿标准多少", &grade).as_deref(), Some("A类"));
+        assert_eq!(other("A类员工住宿标准多少", &bare).as_deref(), Some("A"));
+        assert_eq!(
+            other("What is the hotel cap for grade A?", &bare).as_deref(),
+            Some("A")
+        );
+        assert!(no("What is the hotel cap? I travel a lot", &bare));
+        assert!(no("出差一天伙食补贴多少？", &grade));
+        assert_eq!(
+            other("去北京出差一天伙食补贴多少？", &city).as_deref(),
+            Some("北京")
+        );
+        assert!(no("出差一天伙食补贴多少？", &city));
         let singapore = fact("base city", "Singapore");
-        assert!(states("What is the per diem in Tokyo?", &singapore));
-        assert!(!states("What is the per diem?", &singapore));
+        assert_eq!(
+            other("What is the per diem in Tokyo?", &singapore).as_deref(),
+            Some("Tokyo")
+        );
+        assert!(no("What is the per diem?", &singapore));
     }
 
     #[test]
