@@ -25,6 +25,7 @@ mod live_generations;
 mod llm_planner;
 mod local_model;
 mod many_writers;
+mod memory;
 mod mcp;
 mod mcp_http;
 mod outcomes;
