@@ -88,7 +88,10 @@ impl Operator {
     fn set(&self, user: &str, key: &str, value: &str) {
         let (code, stdout, stderr) = self.run(user, None, &["memory", "set", key, value]);
         assert_eq!(code, 0, "{stdout}{stderr}");
-        assert!(stdout.contains(&format!("remembered: {key} = {value}")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("remembered: {key} = {value}")),
+            "{stdout}"
+        );
     }
 }
 
@@ -137,12 +140,17 @@ fn remembered_facts_choose_the_row_and_the_audit_names_them() {
         answer.contains("你记住的常驻城市 成都（属二类城市）"),
         "the reply names the fact it used: {answer}"
     );
-    assert!(!answer.contains("120元") && !answer.contains("80元"), "{answer}");
+    assert!(
+        !answer.contains("120元") && !answer.contains("80元"),
+        "{answer}"
+    );
     let citations = cited(&outcome);
     assert!(
-        citations.iter().any(|(title, quote)| title.ends_with("补贴标准表")
-            && quote.contains("二类城市")
-            && quote.contains("100元")),
+        citations
+            .iter()
+            .any(|(title, quote)| title.ends_with("补贴标准表")
+                && quote.contains("二类城市")
+                && quote.contains("100元")),
         "{citations:?}"
     );
     assert!(
@@ -253,10 +261,7 @@ fn memory_never_crosses_users_or_tenants_and_forget_removes() {
         .iter()
         .map(|p| std::fs::read_to_string(p).unwrap_or_default())
         .collect();
-    assert!(
-        files.iter().all(|t| !t.contains("\"B\"")),
-        "{files:?}"
-    );
+    assert!(files.iter().all(|t| !t.contains("\"B\"")), "{files:?}");
     let (code, stdout, _) = op.run("alice", None, &["memory", "forget", "grade"]);
     assert_eq!(code, 1, "{stdout}");
 }
@@ -280,8 +285,7 @@ fn remember_learns_and_rerun_uses_the_recorded_facts() {
     );
     assert_eq!(outcome["remembered"][0]["key"], "base city", "{outcome}");
     assert_eq!(
-        outcome["remembered"][0]["source"]["runId"],
-        outcome["runId"],
+        outcome["remembered"][0]["source"]["runId"], outcome["runId"],
         "{outcome}"
     );
 

@@ -120,12 +120,18 @@ fn city_en(q: &str) -> Option<String> {
         "my base is ",
     ] {
         if let Some(at) = lower.find(lead) {
-            let words: Vec<&str> = q[at + lead.len()..]
-                .split_whitespace()
-                .map(|w| w.trim_end_matches(|c: char| !c.is_alphanumeric()))
-                .take_while(|w| w.chars().next().is_some_and(|c| c.is_uppercase()))
-                .take(3)
-                .collect();
+            // Capitalised words up to the first punctuation: "Kuala Lumpur." is two words.
+            let mut words: Vec<&str> = Vec::new();
+            for raw in q[at + lead.len()..].split_whitespace().take(3) {
+                let word = raw.trim_end_matches(|c: char| !c.is_alphanumeric());
+                if !word.chars().next().is_some_and(char::is_uppercase) {
+                    break;
+                }
+                words.push(word);
+                if word.len() < raw.len() {
+                    break;
+                }
+            }
             if !words.is_empty() {
                 return Some(words.join(" "));
             }
