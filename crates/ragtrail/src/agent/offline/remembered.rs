@@ -437,7 +437,7 @@ pub(super) fn contains_token(text: &str, value: &str) -> bool {
     text.match_indices(&value).any(|(at, _)| {
         let before = text[..at].chars().last();
         let after = text[at + value.len()..].chars().next();
-        !(first_alnum && alnum(before)) && !(last_alnum && alnum(after))
+        !((first_alnum && alnum(before)) || (last_alnum && alnum(after)))
     })
 }
 
