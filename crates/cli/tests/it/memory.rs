@@ -217,6 +217,21 @@ fn two_facts_choose_row_and_column() {
     let (_, audit, _) = op.run("alice", None, &["audit", &trace_of(&outcome)]);
     assert!(audit.contains("used: grade = B"), "{audit}");
     assert!(audit.contains("used: base city = 成都"), "{audit}");
+
+    // In English, a city listed in a table cell among others picks its row (Zone 1).
+    op.set("dave", "base city", "Singapore");
+    let (code, outcome) = op.ask(
+        "dave",
+        "What is the hotel cap per night when travelling abroad?",
+        &[],
+    );
+    assert_eq!(code, 0, "{outcome}");
+    let answer = outcome["answer"].as_str().expect("answer");
+    assert!(
+        answer.contains("going by what you told me (base city Singapore)")
+            && answer.contains("Lodging cap per night (USD): 280"),
+        "{answer}"
+    );
 }
 
 /// One user's facts are never another user's, nor the same user's in another tenant; the

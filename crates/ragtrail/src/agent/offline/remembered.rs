@@ -25,6 +25,8 @@ const MAX_SEARCHED_FACTS: usize = 3;
 const ANSWERING_SHARE: f64 = 0.6;
 /// Longest label (the words before a colon a value is listed under), in characters.
 const MAX_LABEL_CHARS: usize = 12;
+/// Longest table header, in characters (a longer text before a colon is prose).
+const MAX_HEADER_CHARS: usize = 40;
 /// Longest sentence quoted to show where a value is listed.
 const MAX_LINK_CHARS: usize = 220;
 
@@ -40,6 +42,8 @@ pub(super) struct Remembered {
     searched: Vec<String>,
     /// The memory round was planned (once per run).
     search_planned: bool,
+    /// The memory round was searched.
+    search_ran: bool,
 }
 
 /// A place a fact's value is named: the label it stands under, and the sentence that puts
@@ -87,7 +91,7 @@ impl Remembered {
 
     /// The facts' values were searched.
     pub(super) fn searched_any(&self) -> bool {
-        self.search_planned
+        self.search_ran
     }
 
     /// The account for the trace: what was searched, used and stated.
@@ -120,6 +124,7 @@ impl OfflinePlanner {
         // The values alone: the question's words would bring back the passages its own
         // round found, and crowd out the ones naming the values.
         let keywords: Vec<String> = facts.iter().map(|(f, _)| f.value.clone()).collect();
+        self.remembered.search_ran = true;
         self.remembered.searched = (facts.iter())
             .filter(|(_, said)| !said)
             .map(|(f, _)| f.key.clone())
@@ -247,7 +252,7 @@ impl OfflinePlanner {
         let names = |cell: &str| -> Option<usize> {
             links
                 .iter()
-                .position(|(_, _, ls)| ls.iter().any(|l| l.label.eq_ignore_ascii_case(cell.trim())))
+                .position(|(_, _, ls)| ls.iter().any(|l| names_cell(&l.label, cell)))
         };
         for c in ranked
             .iter()
@@ -293,11 +298,7 @@ impl OfflinePlanner {
                             cells.iter().flat_map(|(h, v)| [*h, *v]).collect();
                         let link = ls
                             .iter()
-                            .find(|l| {
-                                cells_here
-                                    .iter()
-                                    .any(|x| l.label.eq_ignore_ascii_case(x.trim()))
-                            })
+                            .find(|l| cells_here.iter().any(|x| names_cell(&l.label, x)))
                             .map(|l| Link {
                                 label: l.label.clone(),
                                 sentence: l.sentence.clone(),
@@ -312,7 +313,16 @@ impl OfflinePlanner {
                 return Some(Chosen {
                     chunk: c.hit.chunk_id.clone(),
                     row: line.to_string(),
-                    label: cells[row_at].1.to_string(),
+                    // The named cell, or the value it lists ("Singapore" of a countries cell).
+                    label: match names(cells[row_at].1).and_then(|i| {
+                        links[i]
+                            .2
+                            .iter()
+                            .find(|l| names_cell(&l.label, cells[row_at].1))
+                    }) {
+                        Some(l) => l.label.clone(),
+                        None => cells[row_at].1.to_string(),
+                    },
                     cell,
                     used,
                 });
@@ -403,25 +413,43 @@ fn split_label(line: &str) -> Option<(&str, &str)> {
 }
 
 /// A table row as the knowledge reader renders it (`Header：cell，Header：cell`, or
-/// `Header: cell, Header: cell`): its (header, cell) pairs, when every part is one and there
-/// are at least two.
+/// `Header: cell, Header: cell`): its (header, cell) pairs, at least two. A part without a
+/// colon continues the cell before it (a cell listing "Japan, Singapore, Hong Kong").
 fn row_cells(line: &str) -> Option<Vec<(&str, &str)>> {
-    let parts: Vec<&str> = if line.contains('：') {
-        line.split('，').collect()
+    let (sep, colon) = if line.contains('：') {
+        ("，", "：")
     } else {
-        line.split(", ").collect()
+        (", ", ": ")
     };
-    if parts.len() < 2 {
-        return None;
+    let mut starts = vec![0];
+    starts.extend(line.match_indices(sep).map(|(at, _)| at + sep.len()));
+    // (header, value start, value end) as byte offsets into the line.
+    let mut cells: Vec<(&str, usize, usize)> = Vec::new();
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts
+            .get(i + 1)
+            .map_or(line.len(), |next| next - sep.len());
+        let part = &line[start..end];
+        match part.find(colon) {
+            Some(at) if char_len(part[..at].trim()) <= MAX_HEADER_CHARS => {
+                cells.push((part[..at].trim(), start + at + colon.len(), end));
+            }
+            _ => cells.last_mut()?.2 = end,
+        }
     }
-    parts
+    let cells: Vec<(&str, &str)> = cells
         .into_iter()
-        .map(|p| {
-            let (h, v) = p.split_once('：').or_else(|| p.split_once(": "))?;
-            let (h, v) = (h.trim(), v.trim());
-            (!h.is_empty() && !v.is_empty()).then_some((h, v))
-        })
-        .collect()
+        .map(|(h, from, to)| (h, line[from..to].trim()))
+        .collect();
+    (cells.len() >= 2 && cells.iter().all(|(h, v)| !h.is_empty() && !v.is_empty())).then_some(cells)
+}
+
+/// Whether a fact's label names a table cell: the cell is the label, or a list holding it
+/// ("Japan, Singapore, Hong Kong" names Singapore).
+fn names_cell(label: &str, cell: &str) -> bool {
+    let cell = cell.trim();
+    label.eq_ignore_ascii_case(cell)
+        || (["、", ", ", "，"].iter().any(|s| cell.contains(s)) && contains_token(cell, label))
 }
 
 /// Whether `text` holds `value` as a whole: ASCII letters and digits at its edges must not
@@ -645,5 +673,19 @@ mod tests {
             row_cells("Grade: B, Hotel cap: 650"),
             Some(vec![("Grade", "B"), ("Hotel cap", "650")])
         );
+        // A cell listing several values stays one cell, and names each of them.
+        let row = "Zone: Zone 1, Countries and regions: Japan, Singapore, Hong Kong, Lodging cap per night (USD): 280";
+        let cells = row_cells(row).expect("row");
+        assert_eq!(
+            cells,
+            [
+                ("Zone", "Zone 1"),
+                ("Countries and regions", "Japan, Singapore, Hong Kong"),
+                ("Lodging cap per night (USD)", "280")
+            ]
+        );
+        assert!(names_cell("Singapore", cells[1].1));
+        assert!(!names_cell("Singapore", "Singapore dollars"));
+        assert!(names_cell("二类城市", "二类城市"));
     }
 }
