@@ -330,3 +330,134 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Over HTTP the token's name is the asker: one token's facts are never another's, `DELETE`
+/// removes them, and `/v1/ask` answers with the caller's own facts.
+#[test]
+fn http_memory_is_the_tokens_own() {
+    use crate::common::server::{Serve, add_token};
+    use crate::common::{TRAVEL, Workspace};
+    use serde_json::json;
+
+    let ws = Workspace::new();
+    ws.write("travel.md", TRAVEL);
+    let root = ws.dir.path();
+    let alice = add_token(root, "alice", "default", &[]);
+    let bob = add_token(root, "bob", "default", &[]);
+    let serve = Serve::start(root);
+    let call = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
+        serve.call(method, path, Some(token), body.map(|b| b.to_string()))
+    };
+
+    let (status, fact) = call(
+        reqwest::Method::PUT,
+        "/v1/memory/city%20tier",
+        &alice,
+        Some(json!({"value": "一线城市"})),
+    );
+    assert_eq!(status, 200, "{fact}");
+    assert_eq!(fact["key"], "city tier", "{fact}");
+    assert_eq!(fact["source"]["kind"], "asker", "{fact}");
+    let (_, listed) = serve.get("/v1/memory", &alice);
+    assert_eq!(listed[0]["value"], "一线城市", "{listed}");
+    let (_, listed) = serve.get("/v1/memory", &bob);
+    assert_eq!(listed, json!([]), "{listed}");
+    let (status, _) = call(
+        reqwest::Method::DELETE,
+        "/v1/memory/city%20tier",
+        &bob,
+        None,
+    );
+    assert_eq!(status, 404);
+    let (status, bad) = call(
+        reqwest::Method::PUT,
+        "/v1/memory/grade",
+        &alice,
+        Some(json!({"value": ""})),
+    );
+    assert_eq!(status, 400, "{bad}");
+
+    // The table row alice's fact names answers her; bob is shown the table.
+    let question = "住宿费标准是多少？";
+    let (status, outcome) = serve.post("/v1/ask", &alice, json!({"question": question}));
+    assert_eq!(status, 200, "{outcome}");
+    let answer = outcome["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.contains("你记住的") && answer.contains("600元") && !answer.contains("400元"),
+        "{outcome}"
+    );
+    let (_, outcome) = serve.post("/v1/ask", &bob, json!({"question": question}));
+    assert!(
+        !outcome["answer"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("你记住的"),
+        "{outcome}"
+    );
+
+    let (status, gone) = call(
+        reqwest::Method::DELETE,
+        "/v1/memory/CITY%20TIER",
+        &alice,
+        None,
+    );
+    assert_eq!(status, 200, "{gone}");
+    assert_eq!(gone["value"], "一线城市", "{gone}");
+    let (_, listed) = serve.get("/v1/memory", &alice);
+    assert_eq!(listed, json!([]), "{listed}");
+}
+
+/// The MCP memory tools keep the facts of the operator's `--caller`, and another caller's
+/// connection does not see them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_memory_tools_are_the_callers_own() {
+    use crate::common::server::command;
+    use crate::common::{TRAVEL, Workspace};
+    use crate::mcp::args;
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+    use serde_json::json;
+
+    let ws = Workspace::new();
+    ws.write("travel.md", TRAVEL);
+    let root = ws.dir.path();
+    let connect = |caller: &str| {
+        let mut cmd = command(root);
+        cmd.args(["mcp", "--planner", "offline", "--caller", caller]);
+        TokioChildProcess::new(tokio::process::Command::from(cmd)).expect("spawn mcp")
+    };
+    let agent = ().serve(connect("agent-7")).await.expect("initialize");
+    let set = agent
+        .call_tool(
+            CallToolRequestParams::new("memorySet")
+                .with_arguments(args(json!({"key": "grade", "value": "B"}))),
+        )
+        .await
+        .expect("memorySet");
+    let facts = set.structured_content.expect("structured");
+    assert_eq!(facts["facts"][0]["value"], "B", "{facts}");
+    assert_eq!(facts["facts"][0]["source"], "set by the asker", "{facts}");
+    agent.cancel().await.expect("close");
+
+    let other = ().serve(connect("agent-8")).await.expect("initialize");
+    let listed = other
+        .call_tool(CallToolRequestParams::new("memoryList").with_arguments(args(json!({}))))
+        .await
+        .expect("memoryList");
+    let facts = listed.structured_content.expect("structured");
+    assert_eq!(facts["facts"], json!([]), "{facts}");
+    other.cancel().await.expect("close");
+
+    let agent = ().serve(connect("agent-7")).await.expect("initialize");
+    let forgot = agent
+        .call_tool(
+            CallToolRequestParams::new("memoryForget")
+                .with_arguments(args(json!({"key": "grade"}))),
+        )
+        .await
+        .expect("memoryForget");
+    let facts = forgot.structured_content.expect("structured");
+    assert_eq!(facts["facts"], json!([]), "{facts}");
+    agent.cancel().await.expect("close");
+}
