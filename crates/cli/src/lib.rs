@@ -158,7 +158,8 @@ pub enum Command {
     ///
     /// Exit status: 0 stopped, 3 error (it could not start).
     Serve(serve_cmd::ServeArgs),
-    /// Serve MCP over stdin/stdout: tools `searchDocs` and `ask`, each call traced.
+    /// Serve MCP over stdin/stdout: tools `searchDocs` and `ask`, each call traced, and
+    /// `memoryList`, `memorySet`, `memoryForget` (the facts remembered for --caller).
     ///
     /// Access is the operator's (--tenant, --role), as for `ask`; no tool argument changes it.
     ///
