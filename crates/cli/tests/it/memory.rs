@@ -279,6 +279,20 @@ fn memory_never_crosses_users_or_tenants_and_forget_removes() {
     assert!(files.iter().all(|t| !t.contains("\"B\"")), "{files:?}");
     let (code, stdout, _) = op.run("alice", None, &["memory", "forget", "grade"]);
     assert_eq!(code, 1, "{stdout}");
+
+    // A memory file that cannot be read stops `memory` and `ask` with its name, exit 3.
+    op.set("alice", "grade", "B");
+    let file = walk(&data.join("memory")).pop().expect("memory file");
+    std::fs::write(&file, "{\"version\": 1, \"facts\": [").expect("corrupt it");
+    let (code, _, stderr) = op.run("alice", None, &["memory", "list"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("is corrupt") && stderr.contains(&file.display().to_string()),
+        "{stderr}"
+    );
+    let (code, _, stderr) = op.run("alice", None, &["ask", ALLOWANCE, "--planner", "offline"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("reading the asker's memory"), "{stderr}");
 }
 
 /// `--remember` keeps what the question says of the asker, as said in that run; without it
