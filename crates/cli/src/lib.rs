@@ -87,9 +87,10 @@ pub enum Command {
     /// The recorded keywords, topK, fusion and date are reused; no model is called. It runs under
     /// your access context (--tenant, --role), which must be the run's: a trace recorded for
     /// another tenant or other roles is refused. `--rerun` also re-plans the question with the
-    /// offline planner on today's index. Exit status: 0 reproduced, 1 differs, 3 invalid or
-    /// tampered trace (an invalid signature included, checked with the data directory's
-    /// signing key and keyring), or refused.
+    /// offline planner on today's index (with the remembered facts the run recorded), and says
+    /// when your memory today (--user) would change the answer. Exit status: 0 reproduced, 1
+    /// differs, 3 invalid or tampered trace (an invalid signature included, checked with the
+    /// data directory's signing key and keyring), or refused.
     Replay(trace_cmds::ReplayArgs),
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///

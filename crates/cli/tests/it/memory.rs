@@ -328,6 +328,15 @@ fn remember_learns_and_rerun_uses_the_recorded_facts() {
         "{rerun}{stderr}"
     );
     assert!(rerun.contains("answer: same"), "{rerun}");
+    // Today's memory no longer has the city: the re-run says what it would change.
+    assert!(
+        rerun.contains("today's memory differs from the run's: base city: 成都 → forgotten"),
+        "{rerun}"
+    );
+    assert!(
+        rerun.contains("with it the offline planner answers differently"),
+        "{rerun}"
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
