@@ -109,7 +109,8 @@ impl OfflinePlanner {
     /// the question instead) the knowledge base mentions. `None` when there is nothing to
     /// search or it was searched.
     pub(super) fn memory_search(&mut self, ctx: &PlannerContext<'_>) -> Option<PlannerAction> {
-        if self.remembered.search_planned || ctx.answer_only {
+        // A question whose subject no passage names is refused whatever the asker's facts.
+        if self.remembered.search_planned || ctx.answer_only || !self.unknown_nouns.is_empty() {
             return None;
         }
         self.remembered.search_planned = true;
