@@ -226,6 +226,8 @@ pub use http::RetryPolicy;
 
 /// What a run reports while it works, round by round.
 pub use agent::AgentEvent;
+/// What a planner did with the asker's remembered facts (a [`PlannerStep`]'s account).
+pub use agent::MemoryUse;
 /// The answer a planner proposes, and the model calls it made.
 pub use agent::{FinalAnswer, ModelCall, ModelUsage, ProposedCitation, RoundRecord};
 /// The limits a run accepts: question length, rounds, topK per round.
