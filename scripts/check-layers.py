@@ -12,7 +12,7 @@ import sys
 
 # Bottom first. Keep in step with the table in docs/architecture.md.
 LAYERS = [
-    "access", "seeded", "text", "http", "knowledge", "embed", "index", "store", "search",
+    "access", "memory", "seeded", "text", "http", "knowledge", "embed", "index", "store", "search",
     "engine", "trace", "llm", "agent", "session", "review", "eval",
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}

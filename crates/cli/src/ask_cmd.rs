@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::output::{self, Lang};
@@ -108,6 +109,11 @@ pub struct AskArgs {
     /// topic). Created on first use; `new` starts a fresh one and prints its id.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// Remember what the question says about you ("我是B类员工", "I'm based in Singapore",
+    /// "我2023年7月入职"): grade, base city and start date, kept for later questions (see
+    /// `ragtrail memory`). Without it nothing is remembered.
+    #[arg(long)]
+    pub remember: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
 }
@@ -171,6 +177,11 @@ pub fn run_settings(
         }),
         session: None,
         conversation: None,
+        // The asker's remembered facts; a memory file that cannot be read stops the run
+        // rather than answering as if nothing were remembered.
+        memory: ragtrail::MemoryStore::new(&global.data_dir)
+            .list(&global.asker()?)
+            .context("reading the asker's memory (`ragtrail memory list` shows it)")?,
     })
 }
 
@@ -246,11 +257,19 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         }
         None => ragtrail::run_agent(&engine, &mut *planner, &args.question, &settings, &mut show)?,
     };
+    let remembered = if args.remember {
+        remember_said(global, &args.question, &outcome)?
+    } else {
+        Vec::new()
+    };
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&outcome_json(&outcome)?)?
-        );
+        let mut value = outcome_json(&outcome)?;
+        if args.remember
+            && let Some(map) = value.as_object_mut()
+        {
+            map.insert("remembered".into(), serde_json::to_value(&remembered)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else if outcome.status == RunStatus::Error {
         // The cause once, where errors go; the trace still tells what ran before it.
         eprintln!(
@@ -267,6 +286,34 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(exit_status(outcome.status)))
+}
+
+/// `--remember`: the facts the question states about the asker, kept as said in this run;
+/// each is told on stderr.
+fn remember_said(
+    global: &GlobalArgs,
+    question: &str,
+    outcome: &AgentOutcome,
+) -> anyhow::Result<Vec<ragtrail::Fact>> {
+    let store = ragtrail::MemoryStore::new(&global.data_dir);
+    let asker = global.asker()?;
+    let lang = Lang::of(question);
+    let mut kept = Vec::new();
+    for (key, value) in ragtrail::facts_stated_in(question) {
+        let source = ragtrail::FactSource::Said {
+            run_id: outcome.run_id.to_string(),
+        };
+        let (fact, _) = store.set(&asker, &key, &value, source)?;
+        eprintln!(
+            "{}",
+            output::terminal_safe(&match lang {
+                Lang::Zh => format!("已记住：{} = {}", fact.key, fact.value),
+                Lang::En => format!("remembered: {} = {}", fact.key, fact.value),
+            })
+        );
+        kept.push(fact);
+    }
+    Ok(kept)
 }
 
 /// `ask`'s exit status for a run's status: 0 answered, 1 insufficient evidence, 3 error, 4

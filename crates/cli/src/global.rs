@@ -32,6 +32,11 @@ pub struct GlobalArgs {
         value_delimiter = ','
     )]
     pub roles: Vec<String>,
+    /// Who is asking, within the tenant: whose remembered facts `ask`, `chat` and `memory`
+    /// read and write (set by the operator, never by a question) [default: the OS user name
+    /// ($USER, $USERNAME), else `default`].
+    #[arg(long, global = true, env = "RAGTRAIL_USER", value_name = "NAME")]
+    pub user: Option<String>,
     /// PostgreSQL + pgvector as the system of record (unset: the embedded store in --data-dir).
     #[arg(
         long,
@@ -119,6 +124,24 @@ impl GlobalArgs {
             DefaultAccessArg::Deny => ragtrail::DefaultAccess::Deny,
         };
         options
+    }
+
+    /// The asker whose memory is read and written: the tenant of `--tenant` and the user of
+    /// `--user`, else the OS user name, else `default`.
+    pub fn asker(&self) -> anyhow::Result<ragtrail::Asker> {
+        let access = crate::config::access_context(self.tenant.as_deref(), &self.roles);
+        let os_user = || {
+            ["USER", "USERNAME", "LOGNAME"]
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        };
+        let user = self
+            .user
+            .clone()
+            .filter(|u| !u.trim().is_empty())
+            .or_else(os_user)
+            .unwrap_or_else(|| "default".to_string());
+        Ok(ragtrail::Asker::new(&access.tenant, &user)?)
     }
 
     /// The database URL, if one is set and not blank.

@@ -9,6 +9,7 @@ mod db_cmd;
 mod eval_cmd;
 mod global;
 mod ingest_cmd;
+mod memory_cmd;
 mod open;
 mod output;
 mod search_cmd;
@@ -86,9 +87,10 @@ pub enum Command {
     /// The recorded keywords, topK, fusion and date are reused; no model is called. It runs under
     /// your access context (--tenant, --role), which must be the run's: a trace recorded for
     /// another tenant or other roles is refused. `--rerun` also re-plans the question with the
-    /// offline planner on today's index. Exit status: 0 reproduced, 1 differs, 3 invalid or
-    /// tampered trace (an invalid signature included, checked with the data directory's
-    /// signing key and keyring), or refused.
+    /// offline planner on today's index (with the remembered facts the run recorded), and says
+    /// when your memory today (--user) would change the answer. Exit status: 0 reproduced, 1
+    /// differs, 3 invalid or tampered trace (an invalid signature included, checked with the
+    /// data directory's signing key and keyring), or refused.
     Replay(trace_cmds::ReplayArgs),
     /// Show which evidence produced a run's answer, and whether the trace can be trusted.
     ///
@@ -157,12 +159,23 @@ pub enum Command {
     ///
     /// Exit status: 0 stopped, 3 error (it could not start).
     Serve(serve_cmd::ServeArgs),
-    /// Serve MCP over stdin/stdout: tools `searchDocs` and `ask`, each call traced.
+    /// Serve MCP over stdin/stdout: tools `searchDocs` and `ask`, each call traced, and
+    /// `memoryList`, `memorySet`, `memoryForget` (the facts remembered for --caller).
     ///
     /// Access is the operator's (--tenant, --role), as for `ask`; no tool argument changes it.
     ///
     /// Exit status: 0 when the client closes the connection, 3 error.
     Mcp(serve_cmd::McpArgs),
+    /// What is remembered about you (`--tenant`, `--user`): `memory list`, `memory set KEY
+    /// VALUE`, `memory forget KEY`.
+    ///
+    /// Facts such as your grade or base city decide policy answers; `ask` and `chat` use those
+    /// that bear on a question, say which, and record them in the trace (`audit` shows them).
+    /// Kept in the data directory, one owner-only file per tenant and user; never read for
+    /// another user or tenant. `ask --remember` adds what a question says about you.
+    ///
+    /// Exit status: each subcommand's --help lists its own; 3 error.
+    Memory(memory_cmd::MemoryArgs),
     /// Make, list and revoke the bearer tokens of `ragtrail serve`.
     ///
     /// Exit status: 0 done, 3 error.
@@ -245,6 +258,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve_cmd::serve(&cli.global, &args),
         Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
         Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
+        Command::Memory(args) => memory_cmd::run(&cli.global, &args),
     }
 }
 

@@ -137,6 +137,7 @@ fn app(
             planner,
             today: run.today.map(|d| d.format("%Y-%m-%d").to_string()),
             limits,
+            memory: ragtrail::MemoryStore::new(&global.data_dir),
             allowed_hosts,
         },
     )))

@@ -296,9 +296,19 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     } else {
         None
     };
+    // What the asker's memory today would change: said beside the re-run, never its verdict.
+    let memory_today = if args.rerun {
+        let today = ragtrail::MemoryStore::new(&global.data_dir).list(&global.asker()?)?;
+        ragtrail::review::memory_today(&engine, &file, &caller, &today)?
+    } else {
+        None
+    };
     if args.json {
         // One JSON document on stdout: the replay report, with the re-plan under `live`.
         let mut value = serde_json::to_value(&report)?;
+        if let (Some(m), Some(obj)) = (&memory_today, value.as_object_mut()) {
+            obj.insert("memoryToday".into(), serde_json::to_value(m)?);
+        }
         if let (Some(live), Some(obj)) = (&live, value.as_object_mut()) {
             obj.insert("live".into(), live_json(live));
         }
@@ -314,9 +324,32 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
         if let Some(rerun) = &rerun {
             print!("{}", rerun_text(rerun));
         }
+        if let Some(m) = &memory_today {
+            print!("{}", memory_today_text(m));
+        }
     }
     let same = report.reproduced && rerun.as_ref().is_none_or(|r| r.same);
     Ok(ExitCode::from(if same { 0 } else { 1 }))
+}
+
+/// `replay --rerun`'s lines on today's memory: what changed since the run, and whether the
+/// offline planner answers otherwise with it.
+fn memory_today_text(m: &ragtrail::review::MemoryToday) -> String {
+    let mut out = format!(
+        "\ntoday's memory differs from the run's: {}\n",
+        crate::output::terminal_safe(&m.changes.join("; "))
+    );
+    if m.answer_same {
+        out.push_str("  with it the offline planner answers the same\n");
+    } else {
+        let answer = m.answer.as_deref().unwrap_or("(no answer)");
+        let first = answer.lines().next().unwrap_or_default();
+        out.push_str(&format!(
+            "  with it the offline planner answers differently: {}\n",
+            crate::output::terminal_safe(first)
+        ));
+    }
+    out
 }
 
 pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCode> {

@@ -25,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         trace: None,
         session: None,
         conversation: None,
+        memory: Vec::new(),
     };
     let report = agent::evaluate(&engine, &items, &settings, &mut || {
         Box::new(OfflinePlanner::new()) as Box<dyn Planner>

@@ -45,6 +45,7 @@ mod http;
 mod index;
 mod knowledge;
 mod llm;
+mod memory;
 pub mod review;
 mod search;
 mod seeded;
@@ -58,6 +59,13 @@ pub mod trace;
 /// Who is asking: one tenant and the roles the operator granted; every search and run is
 /// limited to what it may see.
 pub use access::AccessContext;
+
+/// Facts an asker states about themselves in a question ("我是B类员工", "I'm based in
+/// Singapore"), for `--remember`.
+pub use memory::learn::facts_stated as facts_stated_in;
+/// Long-term memory of the asker: facts (grade, base city…) kept per tenant and user, with
+/// where each came from ([`MemoryStore`] in the data directory, owner-only, written atomically).
+pub use memory::{Asker, Fact, FactSource, MemoryError, MemoryStore};
 
 /// One knowledge base (a data directory, or PostgreSQL): open, ingest, search.
 pub use engine::Engine;
@@ -218,6 +226,8 @@ pub use http::RetryPolicy;
 
 /// What a run reports while it works, round by round.
 pub use agent::AgentEvent;
+/// What a planner did with the asker's remembered facts (a [`PlannerStep`]'s account).
+pub use agent::MemoryUse;
 /// The answer a planner proposes, and the model calls it made.
 pub use agent::{FinalAnswer, ModelCall, ModelUsage, ProposedCitation, RoundRecord};
 /// The limits a run accepts: question length, rounds, topK per round.

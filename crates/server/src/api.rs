@@ -11,7 +11,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use ragtrail::review::runs::{RunFilter, STATUS_NAMES};
 use ragtrail::{AgentError, AgentRagOptions, MAX_QUESTION_CHARS, MAX_TOP_K_PER_ROUND};
 use serde::Deserialize;
@@ -33,6 +33,8 @@ pub(crate) fn routes() -> Router<Arc<App>> {
         .route("/v1/traces/{runId}", get(trace))
         .route("/v1/traces/{runId}/audit", get(audit))
         .route("/v1/traces/{runId}/replay", post(replay))
+        .route("/v1/memory", get(memory_list))
+        .route("/v1/memory/{key}", put(memory_set).delete(memory_forget))
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "health", security(()),
@@ -391,4 +393,64 @@ async fn replay(
     })
     .await?;
     Ok(Json(report).into_response())
+}
+
+/// `PUT /v1/memory/{key}`: the fact's value.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct MemoryBody {
+    /// 1 to 200 characters, one line.
+    value: String,
+}
+
+/// `GET /v1/memory`: the facts remembered for the caller (the token's name within its tenant),
+/// as `ragtrail memory list --json` prints them.
+#[utoipa::path(get, path = "/v1/memory", tag = "memory",
+    responses(
+        (status = 200, description = "The caller's remembered facts: {key, value, source, setAt} each", body = Vec<crate::openapi::FactSchema>),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+    ))]
+async fn memory_list(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+) -> Result<Response, ApiError> {
+    let facts = blocking(move || app.memory_list(&grant)).await?;
+    Ok(Json(facts).into_response())
+}
+
+/// `PUT /v1/memory/{key}`: remembers a fact for the caller, replacing the key's earlier value.
+#[utoipa::path(put, path = "/v1/memory/{key}", tag = "memory", request_body = MemoryBody,
+    params(("key" = String, Path, description = "The fact's name (grade, base city…), any case")),
+    responses(
+        (status = 200, description = "The fact as remembered", body = crate::openapi::FactSchema),
+        (status = 400, description = "Malformed JSON, an unknown field, or an empty or over-long key or value", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+    ))]
+async fn memory_set(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    Path(key): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body: MemoryBody = body::parse(&body::read(body, app.config.limits.body_timeout).await?)?;
+    let fact = blocking(move || app.memory_set(&grant, &key, &body.value)).await?;
+    Ok(Json(fact).into_response())
+}
+
+/// `DELETE /v1/memory/{key}`: forgets one of the caller's facts (removed from the memory
+/// file; traces keep what past runs used).
+#[utoipa::path(delete, path = "/v1/memory/{key}", tag = "memory",
+    params(("key" = String, Path, description = "The fact's name, any case")),
+    responses(
+        (status = 200, description = "The fact forgotten", body = crate::openapi::FactSchema),
+        (status = 401, description = "No token, or an unknown or revoked one", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such fact remembered for the caller", body = crate::openapi::ErrorBody),
+    ))]
+async fn memory_forget(
+    State(app): State<Arc<App>>,
+    Caller(grant): Caller,
+    Path(key): Path<String>,
+) -> Result<Response, ApiError> {
+    let fact = blocking(move || app.memory_forget(&grant, &key)).await?;
+    Ok(Json(fact).into_response())
 }

@@ -124,6 +124,62 @@ fn all_hits(outcome: &AgentOutcome) -> Vec<ToolHit> {
         .collect()
 }
 
+/// `memorySet`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemorySetArgs {
+    /// The fact's name (grade, base city, start date…), any case.
+    pub key: String,
+    /// Its value, as the documents write it where possible (B, 成都, 2023-07-01).
+    pub value: String,
+}
+
+/// `memoryForget`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryForgetArgs {
+    /// The fact's name, any case.
+    pub key: String,
+}
+
+/// `memoryList`'s arguments: none.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryListArgs {}
+
+/// One remembered fact.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolFact {
+    pub key: String,
+    pub value: String,
+    /// `set by the asker` or `said in run <runId>`.
+    pub source: String,
+    /// When it was set, RFC 3339 UTC.
+    pub set_at: String,
+}
+
+/// What the memory tools answer: the caller's facts after the call.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryResult {
+    pub facts: Vec<ToolFact>,
+}
+
+fn tool_facts(facts: Vec<ragtrail::Fact>) -> Json<MemoryResult> {
+    Json(MemoryResult {
+        facts: facts
+            .into_iter()
+            .map(|f| ToolFact {
+                source: f.source.describe(),
+                key: f.key,
+                value: f.value,
+                set_at: f.set_at,
+            })
+            .collect(),
+    })
+}
+
 fn tool_error(e: ApiError) -> String {
     match e.field {
         Some(field) => format!("{} ({field}): {}", e.code, e.message),
@@ -147,7 +203,7 @@ impl McpServer {
         Self {
             app,
             grant: Some(grant),
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::memory_router(),
         }
     }
 
@@ -156,7 +212,7 @@ impl McpServer {
         Self {
             app,
             grant: None,
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::memory_router(),
         }
     }
 
@@ -248,6 +304,68 @@ impl McpServer {
                 .unwrap_or_default(),
             hits: all_hits(&outcome),
         }))
+    }
+}
+
+// The asker's memory, one caller's own: whose is the grant's (the token's name over HTTP, the
+// operator's `--caller` over stdio), never a tool argument.
+#[tool_router(router = memory_router)]
+impl McpServer {
+    #[tool(
+        name = "memoryList",
+        description = "List the facts remembered about the caller (grade, base city…): key, value, where it came from, when."
+    )]
+    async fn memory_list(
+        &self,
+        Parameters(_args): Parameters<MemoryListArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<MemoryResult>, String> {
+        let app = self.app.clone();
+        let grant = self.caller(&ctx)?;
+        let facts = blocking(move || app.memory_list(&grant))
+            .await
+            .map_err(tool_error)?;
+        Ok(tool_facts(facts))
+    }
+
+    #[tool(
+        name = "memorySet",
+        description = "Remember a fact about the caller (e.g. key \"grade\", value \"B\"), replacing the key's earlier value; ask uses it where the documents tie it to the answer. Returns the caller's facts."
+    )]
+    async fn memory_set(
+        &self,
+        Parameters(args): Parameters<MemorySetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<MemoryResult>, String> {
+        let app = self.app.clone();
+        let grant = self.caller(&ctx)?;
+        let facts = blocking(move || {
+            app.memory_set(&grant, &args.key, &args.value)?;
+            app.memory_list(&grant)
+        })
+        .await
+        .map_err(tool_error)?;
+        Ok(tool_facts(facts))
+    }
+
+    #[tool(
+        name = "memoryForget",
+        description = "Forget a fact about the caller: it is removed from memory. Returns the caller's facts."
+    )]
+    async fn memory_forget(
+        &self,
+        Parameters(args): Parameters<MemoryForgetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<MemoryResult>, String> {
+        let app = self.app.clone();
+        let grant = self.caller(&ctx)?;
+        let facts = blocking(move || {
+            app.memory_forget(&grant, &args.key)?;
+            app.memory_list(&grant)
+        })
+        .await
+        .map_err(tool_error)?;
+        Ok(tool_facts(facts))
     }
 }
 

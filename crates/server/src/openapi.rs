@@ -38,6 +38,22 @@ pub struct Ready {
     generation: u64,
 }
 
+/// One remembered fact (`/v1/memory`), as `ragtrail memory list --json` prints it.
+#[derive(ToSchema)]
+#[schema(as = Fact)]
+#[allow(dead_code)]
+pub struct FactSchema {
+    key: String,
+    value: String,
+    /// `{"kind": "asker"}` (set by the asker) or `{"kind": "said", "runId": …}` (said in
+    /// that run's question).
+    #[schema(value_type = Object)]
+    source: Value,
+    /// When it was set, RFC 3339 UTC.
+    #[schema(rename = "setAt")]
+    set_at: String,
+}
+
 /// `GET /v1/traces`.
 #[derive(ToSchema)]
 #[allow(dead_code)]

@@ -16,6 +16,7 @@ use ragtrail::{
     AgentError, AgentEvent, AgentOutcome, AgentRagOptions, MAX_TOP_K_PER_ROUND, Planner,
     RunSettings, TraceSettings,
 };
+use ragtrail::{Asker, Fact, FactSource, MemoryError};
 use ragtrail::{Engine, EngineError};
 use ragtrail::{MAX_TOP_K, SearchError, SearchRequest, SearchResponse};
 use uuid::Uuid;
@@ -43,6 +44,9 @@ pub struct ServerConfig {
     /// Every run's date (YYYY-MM-DD); `None`: the local date when the run starts.
     pub today: Option<String>,
     pub limits: Limits,
+    /// The askers' remembered facts (the data directory's): each caller's own, keyed by the
+    /// token's name within its tenant.
+    pub memory: ragtrail::MemoryStore,
     /// Host names (or `name:port`) `/mcp` answers besides the loopback names
     /// ([`crate::mcp::LOOPBACK_HOSTS`]); any other `Host` header is refused, so a web page that
     /// rebinds its own name to this address cannot reach the tools.
@@ -103,6 +107,15 @@ fn search_error(e: EngineError) -> ApiError {
             | SearchError::KeywordTooLong { .. }),
         ) => ApiError::bad_request(code::INVALID_KEYWORDS, e.to_string()).with_field("keywords"),
         EngineError::Search(e) if e.is_setup() => ApiError::setup(e.to_string()),
+        e => ApiError::internal(e),
+    }
+}
+
+fn memory_error(e: MemoryError) -> ApiError {
+    match e {
+        e @ (MemoryError::BadKey | MemoryError::BadValue | MemoryError::Full) => {
+            ApiError::bad_request(code::INVALID_FIELD, e.to_string())
+        }
         e => ApiError::internal(e),
     }
 }
@@ -186,6 +199,38 @@ impl App {
         settings
     }
 
+    /// Whose memory a call reads: the token's name within its tenant, never the request's.
+    fn asker(grant: &Grant) -> Result<Asker, ApiError> {
+        Asker::new(&grant.access.tenant, &grant.name).map_err(memory_error)
+    }
+
+    /// The caller's remembered facts.
+    pub fn memory_list(&self, grant: &Grant) -> Result<Vec<Fact>, ApiError> {
+        self.config
+            .memory
+            .list(&Self::asker(grant)?)
+            .map_err(memory_error)
+    }
+
+    /// Remembers a fact for the caller (set by the asker).
+    pub fn memory_set(&self, grant: &Grant, key: &str, value: &str) -> Result<Fact, ApiError> {
+        let (fact, _) = self
+            .config
+            .memory
+            .set(&Self::asker(grant)?, key, value, FactSource::Asker)
+            .map_err(memory_error)?;
+        Ok(fact)
+    }
+
+    /// Forgets one of the caller's facts; 404 when there was none.
+    pub fn memory_forget(&self, grant: &Grant, key: &str) -> Result<Fact, ApiError> {
+        self.config
+            .memory
+            .forget(&Self::asker(grant)?, key)
+            .map_err(memory_error)?
+            .ok_or_else(|| ApiError::not_found("remembered fact"))
+    }
+
     /// `searchDocs` as `ragtrail search --json` runs it (not traced: a search alone answers
     /// nothing; [`App::traced_search`] is the traced form agents use).
     pub fn search(
@@ -214,7 +259,8 @@ impl App {
         on_event: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Result<AgentOutcome, ApiError> {
         let mut planner = (self.config.planner)().map_err(ApiError::internal)?;
-        let settings = self.settings(grant, params.options, self.today(params.today));
+        let mut settings = self.settings(grant, params.options, self.today(params.today));
+        settings.memory = self.memory_list(grant)?;
         ragtrail::run_agent(
             &*self.engine()?,
             &mut *planner,

@@ -41,6 +41,9 @@ impl Modify for BearerToken {
         crate::api::trace,
         crate::api::audit,
         crate::api::replay,
+        crate::api::memory_list,
+        crate::api::memory_set,
+        crate::api::memory_forget,
         openapi_json,
         mcp_messages,
         crate::ui::index,
@@ -48,6 +51,8 @@ impl Modify for BearerToken {
     components(schemas(
         crate::api::SearchBody,
         crate::api::AskBody,
+        crate::api::MemoryBody,
+        crate::openapi::FactSchema,
         ErrorBody,
         ErrorDetail,
         Health,

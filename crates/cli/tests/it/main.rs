@@ -27,6 +27,7 @@ mod local_model;
 mod many_writers;
 mod mcp;
 mod mcp_http;
+mod memory;
 mod outcomes;
 mod postgres;
 mod real_llm;

@@ -57,7 +57,16 @@ async fn mcp_tools_search_and_answer_under_the_operators_access_and_are_traced()
     let tools = client.list_all_tools().await.expect("tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
-    assert_eq!(names, ["ask", "searchDocs"]);
+    assert_eq!(
+        names,
+        [
+            "ask",
+            "memoryForget",
+            "memoryList",
+            "memorySet",
+            "searchDocs"
+        ]
+    );
     let search_tool = tools
         .iter()
         .find(|t| t.name == "searchDocs")

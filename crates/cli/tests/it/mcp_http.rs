@@ -26,7 +26,16 @@ async fn session(base: &str, token: &str) -> (Vec<String>, Value, Vec<String>) {
     let tools = client.list_all_tools().await.expect("tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
-    assert_eq!(names, ["ask", "searchDocs"]);
+    assert_eq!(
+        names,
+        [
+            "ask",
+            "memoryForget",
+            "memoryList",
+            "memorySet",
+            "searchDocs"
+        ]
+    );
 
     let found = client
         .call_tool(

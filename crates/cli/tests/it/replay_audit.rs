@@ -34,6 +34,7 @@ fn recorded_run(key: Option<&[u8]>) -> (Workspace, Engine, PathBuf) {
         }),
         session: None,
         conversation: None,
+        memory: Vec::new(),
     };
     let outcome = ragtrail::run_agent(
         &engine,
@@ -414,6 +415,7 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
         }),
         session: None,
         conversation: None,
+        memory: Vec::new(),
     };
     let outcome = ragtrail::run_agent(
         &engine,
@@ -474,6 +476,7 @@ fn the_markdown_audit_escapes_html_and_table_pipes() {
         }),
         session: None,
         conversation: None,
+        memory: Vec::new(),
     };
     let outcome = ragtrail::run_agent(
         &engine,

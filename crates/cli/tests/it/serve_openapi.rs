@@ -51,6 +51,8 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
         "/v1/traces/{runId}": ["get"],
         "/v1/traces/{runId}/audit": ["get"],
         "/v1/traces/{runId}/replay": ["post"],
+        "/v1/memory": ["get"],
+        "/v1/memory/{key}": ["put", "delete"],
         "/mcp": ["post"],
     });
     let paths = doc["paths"].as_object().expect("paths");
@@ -90,6 +92,8 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
         "TraceDetail",
         "AuditReport",
         "ReplayReport",
+        "MemoryBody",
+        "Fact",
     ] {
         assert!(schemas.contains(name), "no schema {name}: {schemas:?}");
     }
@@ -126,9 +130,17 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
     );
     let run_id = asked["runId"].as_str().expect("runId").to_string();
     for (path, methods) in expected.as_object().expect("expected") {
-        let real = path.replace("{runId}", &run_id);
+        let real = path.replace("{runId}", &run_id).replace("{key}", "grade");
         for method in methods.as_array().expect("methods") {
             let (status, body) = match method.as_str() {
+                // Set, then forget: both answer the fact.
+                Some("put") => serve.call(
+                    Method::PUT,
+                    &real,
+                    Some(&alice),
+                    Some(json!({"value": "B"}).to_string()),
+                ),
+                Some("delete") => serve.call(Method::DELETE, &real, Some(&alice), None),
                 Some("post") if path == "/v1/search" => {
                     serve.post(&real, &alice, json!({"keywords": ["leave"]}))
                 }
@@ -160,7 +172,14 @@ fn openapi_describes_every_route_and_the_answers_as_sent() {
     let (_, trace) = serve.get(&format!("/v1/traces/{run_id}"), &alice);
     let (_, ready) = serve.call(Method::GET, "/readyz", None, None);
     let (_, err) = serve.post("/v1/search", &alice, json!({"keywords": ["x"], "topK": 0}));
+    let (_, fact) = serve.call(
+        Method::PUT,
+        "/v1/memory/grade",
+        Some(&alice),
+        Some(json!({"value": "B"}).to_string()),
+    );
     for (schema, real) in [
+        ("Fact", &fact),
         ("SearchHit", &hits[0]),
         ("AskOutcome", &asked),
         ("Round", &asked["rounds"][0]),

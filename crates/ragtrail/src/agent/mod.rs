@@ -26,13 +26,14 @@ pub use keywords::{
 pub use options::{AgentRagOptions, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
 pub use outcome::AskOutcome;
 pub use planner::{
-    ChunkTermSet, EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext,
+    ChunkTermSet, EvidenceLookup, MemoryUse, Observation, Planner, PlannerAction, PlannerContext,
     PlannerError, PlannerStep, ProposedCitation, RefusalReason,
 };
 
 use crate::access::AccessContext;
 use crate::engine::Engine;
 use crate::knowledge::Chunk;
+use crate::memory::Fact;
 use crate::search::sufficiency::Sufficiency;
 use crate::search::{FoundHit, SearchHit, Searcher};
 use crate::store::ChunkTerms;
@@ -67,6 +68,10 @@ pub struct RunSettings {
     pub session: Option<(String, u32)>,
     /// The conversation's earlier turns and search cache (read, and the cache extended).
     pub conversation: Option<Arc<Mutex<Conversation>>>,
+    /// The asker's remembered facts (read by the front end from their memory, or from a
+    /// trace when a run is planned again): the planner uses those that bear on the question,
+    /// and the trace records which.
+    pub memory: Vec<Fact>,
 }
 
 impl RunSettings {
@@ -79,6 +84,7 @@ impl RunSettings {
             trace: None,
             session: None,
             conversation: None,
+            memory: Vec::new(),
         }
     }
 }

@@ -103,6 +103,20 @@ pub struct PlannerStep {
     pub retries: u32,
     /// How the request fitted the model's context, when a context budget is set.
     pub context: Option<crate::trace::ContextFit>,
+    /// Which of the asker's remembered facts this turn's decision used, by key (set on the
+    /// turn that finishes a run with remembered facts; the loop records it in the trace).
+    pub memory: Option<MemoryUse>,
+}
+
+/// What a planner did with the asker's remembered facts, each named by its key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Facts whose values were added to a search's keywords.
+    pub searched: Vec<String>,
+    /// Facts that decided the answer (the row, the column, the sentence it quotes).
+    pub used: Vec<String>,
+    /// Facts the question itself states (the same value or another one): the question wins.
+    pub stated: Vec<String>,
 }
 
 /// What the planner may read about the run so far.
@@ -120,6 +134,8 @@ pub struct PlannerContext<'a> {
     pub rounds: &'a [Observation],
     /// Index statistics and the text of chunks returned in this run.
     pub lookup: &'a dyn EvidenceLookup,
+    /// The asker's remembered facts (empty when none, or no asker is known).
+    pub memory: &'a [crate::memory::Fact],
 }
 
 /// Read access the engine grants a planner: term rarity, and the full text of chunks that were

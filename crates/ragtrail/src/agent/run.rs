@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::citations;
 use super::conversation::{CachedSearch, PriorTurn, RoundResult};
 use super::planner::{
-    EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerStep,
+    EvidenceLookup, MemoryUse, Observation, Planner, PlannerAction, PlannerContext, PlannerStep,
     ProposedCitation, RefusalReason,
 };
 use super::{
@@ -17,12 +17,14 @@ use super::{
     ModelCall, RoundRecord, RunSettings, normalized_set, validate_keywords,
 };
 use crate::engine::Engine;
+use crate::memory::{Fact, same_key};
 use crate::search::SearchError;
 use crate::search::{MAX_QUERY_CHARS, SearchRequest};
 use crate::text::Lang;
 use crate::trace::{
-    AnswerEvent, Citation, EarlierTurn, EventBody, LlmTurn, RefusedCitation, RunStarted, RunStatus,
-    SearchFilters, SearchRound, TokenUsage, TraceError, TraceWriter, TracedHit, WeightsRecord,
+    AnswerEvent, Citation, EarlierTurn, EventBody, FactRecord, LlmTurn, MemoryRead,
+    RefusedCitation, RunStarted, RunStatus, SearchFilters, SearchRound, TokenUsage, TraceError,
+    TraceWriter, TracedHit, WeightsRecord,
 };
 
 /// Starts the reason of the search the loop ran instead of a give-up before any search.
@@ -105,6 +107,8 @@ pub(super) struct Run<'a> {
     search_asked: bool,
     /// The turns that called a model.
     model_calls: Vec<ModelCall>,
+    /// The `memory_read` event was written (once per run).
+    memory_recorded: bool,
 }
 
 impl<'a> Run<'a> {
@@ -184,6 +188,7 @@ impl<'a> Run<'a> {
             overrode_give_up: false,
             search_asked: false,
             model_calls: Vec::new(),
+            memory_recorded: false,
         })
     }
 
@@ -226,6 +231,7 @@ impl<'a> Run<'a> {
             answer_only: searches_done >= self.options.max_search_rounds,
             rounds: &self.search_observations,
             lookup: &self.lookup,
+            memory: &self.settings.memory,
         }
     }
 
@@ -246,6 +252,14 @@ impl<'a> Run<'a> {
             latency_ms: latency.as_secs_f64() * 1e3,
             retries: step.retries,
         }))?;
+        if let Some(used) = &step.memory
+            && !self.memory_recorded
+            && !self.settings.memory.is_empty()
+        {
+            self.memory_recorded = true;
+            let read = memory_read(&self.settings.memory, used);
+            self.recorder.event(EventBody::MemoryRead(read))?;
+        }
         // A planner that sends messages called a model this turn.
         if step.message_count.is_some() {
             self.model_calls.push(ModelCall {
@@ -735,6 +749,31 @@ impl<'a> Run<'a> {
             reason: reason.to_string(),
             answer: None,
         }
+    }
+}
+
+/// The `memory_read` event of a planner's account of the asker's facts: the used ones copied
+/// with their values from the memory the run was given (a key the memory lacks is dropped:
+/// a planner cannot make a fact up), the others by key.
+fn memory_read(memory: &[Fact], used: &MemoryUse) -> MemoryRead {
+    let named = |keys: &[String], f: &Fact| keys.iter().any(|k| same_key(k, &f.key));
+    MemoryRead {
+        used: (memory.iter())
+            .filter(|f| named(&used.used, f))
+            .map(FactRecord::from)
+            .collect(),
+        searched: (memory.iter())
+            .filter(|f| named(&used.searched, f))
+            .map(FactRecord::from)
+            .collect(),
+        stated: (memory.iter())
+            .filter(|f| named(&used.stated, f))
+            .map(|f| f.key.clone())
+            .collect(),
+        unused: (memory.iter())
+            .filter(|f| !named(&used.used, f) && !named(&used.stated, f))
+            .map(|f| f.key.clone())
+            .collect(),
     }
 }
 

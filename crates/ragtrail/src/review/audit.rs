@@ -194,6 +194,10 @@ pub struct AuditReport {
     pub turn: Option<u32>,
     /// The conversation's earlier turns, as the planner was given them.
     pub earlier_turns: Vec<EarlierTurn>,
+    /// Which of the asker's remembered facts the run searched with and used (its
+    /// `memory_read` event); `None` when the run read no memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::trace::MemoryRead>,
     pub status: String,
     pub reason: String,
     /// The run's verdict; `status` and `reason` are its fields, kept for older readers.
@@ -319,6 +323,7 @@ fn withheld(
         session_id: None,
         turn: None,
         earlier_turns: Vec::new(),
+        memory: None,
         status: WITHHELD.to_string(),
         reason: WITHHELD.to_string(),
         decision: Decision {
@@ -528,6 +533,10 @@ pub fn audit(
         session_id: started.and_then(|s| s.session_id.clone()),
         turn: started.and_then(|s| s.turn),
         earlier_turns: started.map(|s| s.earlier_turns.clone()).unwrap_or_default(),
+        memory: file.events().find_map(|e| match &e.body {
+            crate::trace::EventBody::MemoryRead(m) => Some(m.clone()),
+            _ => None,
+        }),
         status: decision.status.clone(),
         reason: decision.reason.clone(),
         decision,

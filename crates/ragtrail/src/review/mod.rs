@@ -16,7 +16,7 @@ pub mod runs;
 pub use audit::{AuditReport, audit};
 pub use replay::{ReplayOptions, ReplayReport, RoundVerdict, replay, replay_with};
 pub use report::{audit_markdown, audit_text, live_json, live_text, replay_text, rerun_text};
-pub use rerun::{RerunReport, rerun};
+pub use rerun::{MemoryToday, RerunReport, memory_today, rerun};
 
 use crate::engine::Engine;
 

@@ -172,6 +172,9 @@ pub fn audit_markdown(r: &AuditReport) -> String {
             md(&one_line(&t.answer))
         );
     }
+    for line in memory_lines(r) {
+        let _ = writeln!(out, "- {}", md(&line));
+    }
     let _ = writeln!(out, "- **Integrity:** {}", r.integrity.status);
     for p in &r.integrity.problems {
         let _ = writeln!(out, "  - {}", md(p));
@@ -283,6 +286,38 @@ pub fn audit_markdown(r: &AuditReport) -> String {
     out
 }
 
+/// The asker's remembered facts as the run used them: each used fact with its value, where it
+/// came from and when, then the keys searched, stated by the question, or not bearing on it.
+fn memory_lines(r: &AuditReport) -> Vec<String> {
+    let Some(m) = &r.memory else {
+        return Vec::new();
+    };
+    let mut lines = vec!["remembered facts:".to_string()];
+    for f in &m.used {
+        let source = match f.source.strip_prefix("run:") {
+            Some(run) => format!("said in run {run}"),
+            None => "set by the asker".to_string(),
+        };
+        lines.push(format!(
+            "  used: {} = {} ({source}, {})",
+            plain(&f.key),
+            plain(&f.value),
+            plain(&f.set_at)
+        ));
+    }
+    if m.used.is_empty() {
+        lines.push("  used: none".to_string());
+    }
+    let keys = |label: &str, keys: &[String]| {
+        (!keys.is_empty()).then(|| format!("  {label}: {}", plain(&keys.join(", "))))
+    };
+    let searched: Vec<String> = m.searched.iter().map(|f| f.key.clone()).collect();
+    lines.extend(keys("searched with", &searched));
+    lines.extend(keys("stated in the question instead", &m.stated));
+    lines.extend(keys("not bearing on the question", &m.unused));
+    lines
+}
+
 /// The audit for people.
 pub fn audit_text(r: &AuditReport) -> String {
     let mut out = String::new();
@@ -298,6 +333,9 @@ pub fn audit_text(r: &AuditReport) -> String {
             one_line(&t.question),
             one_line(&t.answer)
         );
+    }
+    for line in memory_lines(r) {
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "integrity: {}", r.integrity.status);
     for p in &r.integrity.problems {

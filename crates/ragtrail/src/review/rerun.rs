@@ -150,6 +150,8 @@ pub fn rerun(
         trace,
         session: started.session_id.clone().zip(started.turn),
         conversation,
+        // The facts the run used, as recorded: today's memory may have changed or be gone.
+        memory: recorded_facts(file),
     };
     let outcome = agent::run(engine, planner, &started.question, &settings, &mut |_| {})?;
 
@@ -274,4 +276,104 @@ fn compare_round(round: usize, recorded: Option<&Side>, rerun: Option<&Side>) ->
         recorded_hits,
         rerun_hits,
     }
+}
+
+/// The remembered facts a recorded run used or searched (its `memory_read` event), as the
+/// memory held them then.
+pub fn recorded_facts(file: &TraceFile) -> Vec<crate::memory::Fact> {
+    let mut facts: Vec<crate::memory::Fact> = Vec::new();
+    for e in file.events() {
+        if let EventBody::MemoryRead(m) = &e.body {
+            // The searched ones first, in the order they were searched.
+            for record in m.searched.iter().chain(&m.used) {
+                if !facts.iter().any(|f| f.key == record.key) {
+                    facts.push(record.into());
+                }
+            }
+        }
+    }
+    facts
+}
+
+/// What the asker's memory today would do to a recorded run (`replay --rerun`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryToday {
+    /// How today's facts differ from those the run recorded ("base city: 成都 → forgotten").
+    pub changes: Vec<String>,
+    /// The answer (or message) the offline planner gives with today's facts.
+    pub answer: Option<String>,
+    /// It is the recorded answer.
+    pub answer_same: bool,
+}
+
+/// When the asker's facts `today` differ from those `file` recorded (a fact changed or
+/// forgotten since, or one the run did not have), the question planned again by the offline
+/// planner with today's facts, no trace written; `None` when they are the same.
+pub fn memory_today(
+    engine: &Engine,
+    file: &TraceFile,
+    caller: &AccessContext,
+    today: &[crate::memory::Fact],
+) -> Result<Option<MemoryToday>, RerunError> {
+    use crate::memory::same_key;
+    check_access(file, caller)?;
+    let started = run_started(file).ok_or(RerunError::NoQuestion)?;
+    let recorded = recorded_facts(file);
+    // Keys the run knew of without their values (stated by the question, not bearing).
+    let named: Vec<String> = file
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::MemoryRead(m) => Some(m.stated.iter().chain(&m.unused).cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut changes = Vec::new();
+    for r in &recorded {
+        match today.iter().find(|f| same_key(&f.key, &r.key)) {
+            Some(f) if f.value == r.value => {}
+            Some(f) => changes.push(format!("{}: {} → {}", r.key, r.value, f.value)),
+            None => changes.push(format!("{}: {} → forgotten", r.key, r.value)),
+        }
+    }
+    for f in today {
+        let known = recorded.iter().any(|r| same_key(&r.key, &f.key))
+            || named.iter().any(|k| same_key(k, &f.key));
+        if !known {
+            changes.push(format!("{}: new, {}", f.key, f.value));
+        }
+    }
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let options: AgentRagOptions =
+        serde_json::from_value(started.options.clone()).unwrap_or_default();
+    let mut settings = RunSettings::new(options, caller.clone(), started.today.clone());
+    settings.memory = today.to_vec();
+    let mut planner = agent::offline::OfflinePlanner::new();
+    let outcome = agent::run(
+        engine,
+        &mut planner,
+        &started.question,
+        &settings,
+        &mut |_| {},
+    )?;
+    let answer = outcome
+        .answer
+        .as_ref()
+        .map(|a| a.text.clone())
+        .or(outcome.message);
+    let recorded_answer = file
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::Answer(a) => Some(a.text.clone()),
+            _ => None,
+        })
+        .last();
+    Ok(Some(MemoryToday {
+        changes,
+        answer_same: answer == recorded_answer,
+        answer,
+    }))
 }

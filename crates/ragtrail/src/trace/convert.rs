@@ -2,7 +2,8 @@
 //! there is a change here, made on purpose, and never a silent change of the format.
 
 use super::TracedHit;
-use super::records::{HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
+use super::records::{FactRecord, HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
+use crate::memory::{Fact, FactSource};
 use crate::search::fusion::FusionWeights;
 use crate::search::sufficiency::Sufficiency;
 use crate::search::{LegStats, SearchHit};
@@ -56,6 +57,37 @@ impl From<&FusionWeights> for WeightsRecord {
         Self {
             bm25: w.bm25,
             lexical_confidence: w.lexical_confidence,
+        }
+    }
+}
+
+impl From<&Fact> for FactRecord {
+    fn from(fact: &Fact) -> Self {
+        Self {
+            key: fact.key.clone(),
+            value: fact.value.clone(),
+            source: match &fact.source {
+                FactSource::Asker => "asker".to_string(),
+                FactSource::Said { run_id } => format!("run:{run_id}"),
+            },
+            set_at: fact.set_at.clone(),
+        }
+    }
+}
+
+impl From<&FactRecord> for Fact {
+    /// A recorded fact as the memory holds one, for a run planned again from its trace.
+    fn from(record: &FactRecord) -> Self {
+        Self {
+            key: record.key.clone(),
+            value: record.value.clone(),
+            source: match record.source.strip_prefix("run:") {
+                Some(run_id) => FactSource::Said {
+                    run_id: run_id.to_string(),
+                },
+                None => FactSource::Asker,
+            },
+            set_at: record.set_at.clone(),
         }
     }
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::records::{HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
+use super::records::{FactRecord, HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
 use crate::access::AccessContext;
 
 /// The major version this module writes and the newest it reads.
@@ -56,6 +56,8 @@ pub enum EventBody {
     Search(SearchRound),
     /// `answer`: the answer and its citations.
     Answer(AnswerEvent),
+    /// `memory_read`: which of the asker's remembered facts the run searched with and used.
+    MemoryRead(MemoryRead),
     /// `run_finished`: always the last line of a complete trace.
     RunFinished(RunFinished),
     /// An event type from a newer minor version: every field except the envelope, `type`
@@ -72,6 +74,7 @@ impl EventBody {
             EventBody::LlmTurn(_) => "llm_turn",
             EventBody::Search(_) => "search",
             EventBody::Answer(_) => "answer",
+            EventBody::MemoryRead(_) => "memory_read",
             EventBody::RunFinished(_) => "run_finished",
             EventBody::Unknown(fields) => fields.get("type").and_then(Value::as_str).unwrap_or(""),
         }
@@ -98,6 +101,7 @@ impl<'de> Deserialize<'de> for EventBody {
             "llm_turn" => EventBody::LlmTurn(typed(fields)?),
             "search" => EventBody::Search(typed(fields)?),
             "answer" => EventBody::Answer(typed(fields)?),
+            "memory_read" => EventBody::MemoryRead(typed(fields)?),
             "run_finished" => EventBody::RunFinished(typed(fields)?),
             _ => EventBody::Unknown(fields),
         })
@@ -273,6 +277,26 @@ pub struct TracedHit {
     /// Hash of the chunk's content when it was returned, to compare with the store later.
     #[serde(default)]
     pub content_hash: String,
+}
+
+/// What a run did with the asker's remembered facts: written once, before the answer, by a
+/// run whose asker had any. Only the facts it used or searched are copied with their values;
+/// the others are named by key, so the trace keeps no more of the memory than the run needed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct MemoryRead {
+    /// The facts that decided the answer, as they were when the run read them.
+    pub used: Vec<FactRecord>,
+    /// The facts whose values were searched (already in that search's keywords), so a run
+    /// planned again searches the same.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searched: Vec<FactRecord>,
+    /// Keys of the facts the question itself stated (it wins over memory for the run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stated: Vec<String>,
+    /// Keys of the remembered facts that did not bear on the question.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unused: Vec<String>,
 }
 
 /// The final answer and the evidence it cites.

@@ -33,7 +33,7 @@ mod tests;
 pub use canonical::{ZERO_HASH, canonical_json, digest_hex, event_hash};
 pub use error::TraceError;
 pub use events::{
-    AnswerEvent, Citation, ContextFit, EarlierTurn, EmbedderInfo, EventBody, LlmTurn,
+    AnswerEvent, Citation, ContextFit, EarlierTurn, EmbedderInfo, EventBody, LlmTurn, MemoryRead,
     RefusedCitation, RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, TRACE_VERSION,
     TokenUsage, TraceEvent, TracedHit,
 };
@@ -41,7 +41,7 @@ pub use integrity::{CheckedTrace, Integrity, check_integrity, check_integrity_wi
 pub use keyring::{KEYRING_FILE, add_to_keyring, keyring_path, read_keyring};
 pub use ledger::{LEDGER_FILE_NAME, Ledger, LedgerEntry, LedgerLine, ledger_path, read_ledger};
 pub use reader::{RawLine, TraceFile, read_trace, run_started};
-pub use records::{HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
+pub use records::{FactRecord, HitRecord, LegRecord, SufficiencyRecord, WeightsRecord};
 pub use sign::{KeyError, PublicKey, SigningKey, entry_message, run_message};
 pub use signed::{
     LedgerHead, RunSignature, SignatureState, SignedCheck, SignedReport, check_signature,

@@ -128,3 +128,34 @@ fn a_run_start_is_written_as_pinned() {
         r#"{"access":{"roles":["hr"],"tenant":"acme"},"caller":"alice","earlierTurns":[{"answer":"Hello","question":"Hi","trace":"t.jsonl","turn":1}],"embedder":{"dims":384,"kind":"hashing","model":"char-ngram-fnv1a-v1"},"hash":"153b7c2bc42f78eedf2796ba569c5194dd70f52fbae2407f19ad84e79357db1b","indexFingerprint":"gen-3","knowledgeBase":"kb-1","model":"small-chat","options":{"maxSearchRounds":3},"planner":"llm","prevHash":"0000000000000000000000000000000000000000000000000000000000000000","question":"How much annual leave?","runId":"01970000-0000-7000-8000-000000000000","seq":0,"sessionId":"s-1","today":"2026-11-30","ts":"2026-11-30T06:25:01.123Z","turn":2,"type":"run_started","v":1,"version":"0.1.0"}"#
     );
 }
+
+#[test]
+fn a_memory_read_is_written_as_pinned() {
+    use crate::memory::{Fact, FactSource};
+    let city = Fact {
+        key: "base city".to_string(),
+        value: "成都".to_string(),
+        source: FactSource::Asker,
+        set_at: "2026-11-30T06:20:00Z".to_string(),
+    };
+    let grade = Fact {
+        key: "grade".to_string(),
+        value: "B类".to_string(),
+        source: FactSource::Said {
+            run_id: "01970000-0000-7000-8000-000000000001".to_string(),
+        },
+        set_at: "2026-11-29T06:20:00Z".to_string(),
+    };
+    let body = EventBody::MemoryRead(MemoryRead {
+        used: vec![FactRecord::from(&city)],
+        searched: vec![FactRecord::from(&city), FactRecord::from(&grade)],
+        stated: vec!["start date".to_string()],
+        unused: vec!["grade".to_string()],
+    });
+    assert_eq!(
+        line(3, body),
+        r#"{"hash":"f243e99c08a04f5070d0554935fef52ac71fac0ba609733cffa4115ca1c5c396","prevHash":"0000000000000000000000000000000000000000000000000000000000000000","runId":"01970000-0000-7000-8000-000000000000","searched":[{"key":"base city","setAt":"2026-11-30T06:20:00Z","source":"asker","value":"成都"},{"key":"grade","setAt":"2026-11-29T06:20:00Z","source":"run:01970000-0000-7000-8000-000000000001","value":"B类"}],"seq":3,"stated":["start date"],"ts":"2026-11-30T06:25:01.123Z","type":"memory_read","unused":["grade"],"used":[{"key":"base city","setAt":"2026-11-30T06:20:00Z","source":"asker","value":"成都"}],"v":1}"#
+    );
+    // A recorded fact reads back as the memory held it.
+    assert_eq!(Fact::from(&FactRecord::from(&grade)), grade);
+}

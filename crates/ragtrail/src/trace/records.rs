@@ -75,3 +75,19 @@ pub struct WeightsRecord {
     )]
     pub lexical_confidence: Option<f64>,
 }
+
+/// One remembered fact of the asker as a run used it (a `memory_read` event), copied from the
+/// memory when the run read it: a later change or `forget` does not change the trace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactRecord {
+    #[serde(rename = "key")]
+    pub key: String,
+    #[serde(rename = "value")]
+    pub value: String,
+    /// `asker` (set by the asker) or `run:<runId>` (said in that run's question).
+    #[serde(rename = "source")]
+    pub source: String,
+    /// When the fact was set, RFC 3339 UTC.
+    #[serde(rename = "setAt")]
+    pub set_at: String,
+}

@@ -342,6 +342,7 @@ impl Planner for LlmPlanner {
             }),
             retries: reply.retries,
             context: fit,
+            memory: None,
         })
     }
 }

@@ -15,14 +15,14 @@ use crate::search::sufficiency::{KeyTerm, covered, covered_by};
 use crate::text::{self, char_len};
 
 /// The question's key terms, to measure how much of the question a set of terms covers.
-struct QuestionKeys {
-    keys: Vec<KeyTerm>,
+pub(super) struct QuestionKeys {
+    pub(super) keys: Vec<KeyTerm>,
     /// Their summed weight (never 0).
     total: f64,
 }
 
 impl QuestionKeys {
-    fn new(keys: Vec<KeyTerm>) -> Self {
+    pub(super) fn new(keys: Vec<KeyTerm>) -> Self {
         let total: f64 = keys
             .iter()
             .map(|k| k.weight)
@@ -43,10 +43,10 @@ impl QuestionKeys {
 }
 
 /// A returned chunk that may be cited.
-struct Candidate<'h> {
-    hit: &'h SearchHit,
+pub(super) struct Candidate<'h> {
+    pub(super) hit: &'h SearchHit,
     round: u32,
-    score: f64,
+    pub(super) score: f64,
     /// The reference a later round followed, when this chunk's title names it.
     reference: Option<String>,
     /// Key terms in its text or heading.
@@ -315,7 +315,10 @@ impl OfflinePlanner {
 
 /// Every returned chunk scored by how well it covers the question, best first: its text, its
 /// best sentence, and its heading naming the question's words.
-fn candidates<'h>(ctx: &'h PlannerContext<'_>, keys: &QuestionKeys) -> Vec<Candidate<'h>> {
+pub(super) fn candidates<'h>(
+    ctx: &'h PlannerContext<'_>,
+    keys: &QuestionKeys,
+) -> Vec<Candidate<'h>> {
     let mut candidates: Vec<Candidate<'_>> = all_hits(ctx)
         .filter_map(|(hit, round)| {
             let text = ctx.lookup.returned_chunk_text(&hit.chunk_id)?;

@@ -27,6 +27,7 @@ mod everyday;
 mod follow;
 mod question;
 mod references;
+mod remembered;
 
 use std::collections::HashSet;
 
@@ -95,6 +96,8 @@ pub struct OfflinePlanner {
     /// Everyday words no chunk contains, with the written words searched for them
     /// (`everyday::formal_equivalents`) and the key term that stands for them in the verdict.
     written: Vec<(String, Vec<String>, String)>,
+    /// The asker's remembered facts: stated by the question, searched, to be weighed.
+    remembered: remembered::Remembered,
 }
 
 impl OfflinePlanner {
@@ -280,9 +283,14 @@ impl Planner for OfflinePlanner {
         ctx: &PlannerContext<'_>,
         observations: &[Observation],
     ) -> Result<PlannerStep, PlannerError> {
-        let step = |action| {
+        // A run whose asker has remembered facts says on its last turn what it did with them.
+        let account = |used: Vec<String>, planner: &Self| {
+            (!ctx.memory.is_empty()).then(|| planner.remembered.account(used))
+        };
+        let step = |action: PlannerAction, memory| {
             Ok(PlannerStep {
                 actions: vec![action],
+                memory,
                 ..PlannerStep::default()
             })
         };
@@ -290,25 +298,36 @@ impl Planner for OfflinePlanner {
             && observations.is_empty()
             && let Some(text) = small_talk_reply(ctx.question)
         {
-            return step(PlannerAction::Reply {
-                text: text.to_string(),
-            });
+            return step(
+                PlannerAction::Reply {
+                    text: text.to_string(),
+                },
+                None,
+            );
         }
         if self.question_words.is_empty() && ctx.searches_done == 0 {
             self.read_question(ctx);
+            self.remembered = remembered::Remembered::read(ctx.question, ctx.memory);
         }
         // A refused answer is not retried with the same evidence.
         if observations
             .iter()
             .any(|o| matches!(o, Observation::CitationsRefused { .. }))
         {
-            return step(PlannerAction::GiveUp {
-                reason: "refused_citations".to_string(),
-            });
+            return step(
+                PlannerAction::GiveUp {
+                    reason: "refused_citations".to_string(),
+                },
+                account(Vec::new(), self),
+            );
         }
         let new_evidence = self.take_in(observations);
         if ctx.searches_done == 0 {
-            return step(self.first_search(ctx));
+            return step(self.first_search(ctx), None);
+        }
+        // The asker's remembered facts are searched once, after the question's own words.
+        if let Some(search) = self.memory_search(ctx) {
+            return step(search, None);
         }
         let sufficiency = self.question_sufficiency(ctx);
         let covered = sufficiency.sufficient;
@@ -332,24 +351,51 @@ impl Planner for OfflinePlanner {
                 .or_else(|| self.standout_evidence(ctx));
             evidence.unwrap_or(PlannerAction::GiveUp { reason })
         };
+        // A run about to finish answers from a remembered fact when one bears on the question
+        // (a subject no chunk names still refuses).
+        let remembered = || {
+            if !self.unknown_nouns.is_empty() {
+                return None;
+            }
+            self.remembered_answer(ctx)
+        };
         let last_had_hits =
             matches!(ctx.rounds.last(), Some(Observation::Hits { hits, .. }) if !hits.is_empty());
         if ctx.answer_only || !new_evidence || (covered && !self.pending_reference(ctx)) {
-            return step(if covered && (last_had_hits || ctx.searches_done > 1) {
-                self.answer(ctx)
-            } else {
-                give_up()
-            });
+            if let Some((action, used)) = remembered() {
+                return step(action, account(used, self));
+            }
+            return step(
+                if covered && (last_had_hits || ctx.searches_done > 1) {
+                    self.answer(ctx)
+                } else {
+                    give_up()
+                },
+                account(Vec::new(), self),
+            );
+        }
+        // Once the remembered facts were searched, a row they choose answers: following the
+        // references of the passages that name them would only stray.
+        if self.remembered.searched_any()
+            && let Some((action, used)) = remembered()
+        {
+            return step(action, account(used, self));
         }
         match self.next_keywords(ctx) {
-            Some((keywords, reason)) => step(PlannerAction::Search {
-                keywords,
-                reason,
-                top_k: None,
-                query: None,
-            }),
-            None if covered => step(self.answer(ctx)),
-            None => step(give_up()),
+            Some((keywords, reason)) => step(
+                PlannerAction::Search {
+                    keywords,
+                    reason,
+                    top_k: None,
+                    query: None,
+                },
+                None,
+            ),
+            None => match remembered() {
+                Some((action, used)) => step(action, account(used, self)),
+                None if covered => step(self.answer(ctx), account(Vec::new(), self)),
+                None => step(give_up(), account(Vec::new(), self)),
+            },
         }
     }
 }

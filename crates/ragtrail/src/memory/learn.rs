@@ -1,0 +1,236 @@
+//! Facts an asker states about themselves in a question, recognised by a few fixed patterns:
+//! a grade ("我是B类员工", "I'm a grade B employee"), a base city ("我常驻成都", "I'm based in
+//! Singapore"), a start date ("我2023年7月入职", "I started on 2023-07-01"). Only what the
+//! asker says of themselves, never what a document or a model says; remembered only when the
+//! operator asks for it (`ask --remember`).
+
+/// Longest value taken from a question, in characters.
+const MAX_SAID_CHARS: usize = 40;
+
+/// The (key, value) pairs the question states about the asker, at most one per key.
+pub fn facts_stated(question: &str) -> Vec<(String, String)> {
+    let mut facts: Vec<(String, String)> = Vec::new();
+    let mut add = |key: &str, value: Option<String>| {
+        if let Some(v) = value.map(|v| v.trim().to_string())
+            && !v.is_empty()
+            && v.chars().count() <= MAX_SAID_CHARS
+            && !facts.iter().any(|(k, _)| k == key)
+        {
+            facts.push((key.to_string(), v));
+        }
+    };
+    add("grade", grade_zh(question).or_else(|| grade_en(question)));
+    add("base city", city_zh(question).or_else(|| city_en(question)));
+    add(
+        "start date",
+        start_zh(question).or_else(|| start_en(question)),
+    );
+    facts
+}
+
+/// "我是B类员工", "我属于B类": the code and its 类/级.
+fn grade_zh(q: &str) -> Option<String> {
+    for lead in ["我是", "我属于", "我的级别是", "我的员工级别是"] {
+        for (at, _) in q.match_indices(lead) {
+            let rest = &q[at + lead.len()..];
+            let code: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if code.is_empty() || code.len() > 3 {
+                continue;
+            }
+            let after = rest[code.len()..].chars().next();
+            if let Some(kind @ ('类' | '级')) = after {
+                return Some(format!("{}{kind}", code.to_uppercase()));
+            }
+        }
+    }
+    None
+}
+
+/// "I'm a grade B employee", "I am grade B", "my grade is B".
+fn grade_en(q: &str) -> Option<String> {
+    let lower = q.to_lowercase();
+    for lead in [
+        "i'm a grade ",
+        "i am a grade ",
+        "i'm grade ",
+        "i am grade ",
+        "my grade is ",
+        "i'm in grade ",
+        "i am in grade ",
+    ] {
+        if let Some(at) = lower.find(lead) {
+            let code: String = q[at + lead.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if !code.is_empty() && code.len() <= 3 {
+                return Some(code.to_uppercase());
+            }
+        }
+    }
+    None
+}
+
+/// "我常驻成都", "我的常驻城市是成都", "我在成都工作": the Chinese name that follows.
+fn city_zh(q: &str) -> Option<String> {
+    let name_after = |rest: &str, stop: &[&str]| -> Option<String> {
+        let mut name = String::new();
+        for c in rest.chars() {
+            if !is_han(c) {
+                break;
+            }
+            name.push(c);
+            if stop.iter().any(|s| name.ends_with(s)) {
+                let cut = stop.iter().find(|s| name.ends_with(*s))?;
+                name.truncate(name.len() - cut.len());
+                break;
+            }
+        }
+        let n = name.chars().count();
+        (2..=8).contains(&n).then_some(name)
+    };
+    for lead in ["我的常驻城市是", "我常驻", "我的base在", "我base在"] {
+        if let Some(at) = q.find(lead) {
+            return name_after(&q[at + lead.len()..], &["工作", "上班", "办公"]);
+        }
+    }
+    let lead = "我在";
+    let at = q.find(lead)?;
+    let rest = &q[at + lead.len()..];
+    let name = name_after(rest, &["工作", "上班", "办公"])?;
+    let after = &rest[name.len()..];
+    ["工作", "上班", "办公"]
+        .iter()
+        .any(|w| after.starts_with(w))
+        .then_some(name)
+}
+
+/// "I'm based in Singapore", "I work in Kuala Lumpur": the capitalised words that follow.
+fn city_en(q: &str) -> Option<String> {
+    let lower = q.to_lowercase();
+    for lead in [
+        "i'm based in ",
+        "i am based in ",
+        "i work in ",
+        "i work out of ",
+        "my base city is ",
+        "my base is ",
+    ] {
+        if let Some(at) = lower.find(lead) {
+            // Capitalised words up to the first punctuation: "Kuala Lumpur." is two words.
+            let mut words: Vec<&str> = Vec::new();
+            for raw in q[at + lead.len()..].split_whitespace().take(3) {
+                let word = raw.trim_end_matches(|c: char| !c.is_alphanumeric());
+                if !word.chars().next().is_some_and(char::is_uppercase) {
+                    break;
+                }
+                words.push(word);
+                if word.len() < raw.len() {
+                    break;
+                }
+            }
+            if !words.is_empty() {
+                return Some(words.join(" "));
+            }
+        }
+    }
+    None
+}
+
+/// "我2023年7月入职", "我是2023年7月1日入职的": YYYY-MM or YYYY-MM-DD.
+fn start_zh(q: &str) -> Option<String> {
+    let at = q.find("入职")?;
+    let before = &q[..at];
+    let year_at = before.rfind('年')?;
+    let year: String = before[..year_at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let tail = &before[year_at + '年'.len_utf8()..];
+    let (month, tail) = tail.split_once('月')?;
+    let day = tail.split_once('日').map(|(d, _)| d.trim());
+    let (year, month): (u32, u32) = (year.parse().ok()?, month.trim().parse().ok()?);
+    if !(1900..=2200).contains(&year) || !(1..=12).contains(&month) {
+        return None;
+    }
+    Some(match day.and_then(|d| d.parse::<u32>().ok()) {
+        Some(d) if (1..=31).contains(&d) => format!("{year:04}-{month:02}-{d:02}"),
+        _ => format!("{year:04}-{month:02}"),
+    })
+}
+
+/// "I started on 2023-07-01", "I joined on 2023-07-01".
+fn start_en(q: &str) -> Option<String> {
+    let lower = q.to_lowercase();
+    for lead in ["i started on ", "i joined on ", "my start date is "] {
+        if let Some(at) = lower.find(lead) {
+            let date: String = q[at + lead.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '-')
+                .collect();
+            if chrono::NaiveDate::parse_from_str(&date, "%Y-%m-%d").is_ok() {
+                return Some(date);
+            }
+        }
+    }
+    None
+}
+
+/// A Han character (the CJK unified blocks), as place names are written.
+fn is_han(c: char) -> bool {
+    matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3400}'..='\u{4dbf}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(q: &str) -> Vec<(String, String)> {
+        facts_stated(q)
+    }
+
+    fn pair(k: &str, v: &str) -> (String, String) {
+        (k.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn facts_said_of_oneself_are_recognised() {
+        assert_eq!(
+            said("我是B类员工，出差住宿标准多少？"),
+            [pair("grade", "B类")]
+        );
+        assert_eq!(
+            said("I'm based in Singapore. What is the per diem?"),
+            [pair("base city", "Singapore")]
+        );
+        assert_eq!(
+            said("我常驻成都，伙食补贴多少"),
+            [pair("base city", "成都")]
+        );
+        assert_eq!(said("我在成都工作"), [pair("base city", "成都")]);
+        assert_eq!(
+            said("我2023年7月入职，年假几天？"),
+            [pair("start date", "2023-07")]
+        );
+        assert_eq!(
+            said("I'm a grade B employee and I started on 2023-07-01"),
+            [pair("grade", "B"), pair("start date", "2023-07-01")]
+        );
+    }
+
+    #[test]
+    fn questions_about_others_or_nothing_say_nothing() {
+        assert!(said("出差一天伙食补贴多少？").is_empty());
+        assert!(said("B类员工住宿标准多少？").is_empty());
+        assert!(said("我在想年假怎么算").is_empty());
+        assert!(said("What is the hotel cap in Singapore?").is_empty());
+        assert!(said("我是新员工").is_empty());
+    }
+}
