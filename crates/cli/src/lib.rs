@@ -9,6 +9,7 @@ mod db_cmd;
 mod eval_cmd;
 mod global;
 mod ingest_cmd;
+mod model_cmd;
 mod open;
 mod output;
 mod search_cmd;
@@ -163,6 +164,12 @@ pub enum Command {
     ///
     /// Exit status: 0 when the client closes the connection, 3 error.
     Mcp(serve_cmd::McpArgs),
+    /// The embedding models in the model cache: `model install [NAME]` fetches one (default
+    /// multilingual-e5-small, the embedder used when none is configured), `model list` shows
+    /// what is installed.
+    ///
+    /// Exit status: 0 done, 3 error.
+    Model(model_cmd::ModelArgs),
     /// Make, list and revoke the bearer tokens of `ragtrail serve`.
     ///
     /// Exit status: 0 done, 3 error.
@@ -245,6 +252,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve_cmd::serve(&cli.global, &args),
         Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
         Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
+        Command::Model(args) => model_cmd::run(&args),
     }
 }
 
