@@ -108,6 +108,7 @@ impl EmbedConfig {
     }
 
     /// The model the local embedder loads: the configured folder or file, else the default.
+    #[cfg(feature = "local-embed")]
     fn local_model(&self) -> Option<&PathBuf> {
         given(&self.model_dir).or_else(|| given(&self.default_model))
     }
@@ -224,6 +225,37 @@ mod tests {
             ..EmbedConfig::default()
         };
         assert_eq!(blank.resolved_choice(), EmbedderChoice::Hashing);
+    }
+
+    #[test]
+    fn the_default_model_is_used_only_when_nothing_is_configured() {
+        let unconfigured = EmbedConfig {
+            default_model: Some(PathBuf::from("/models/e5-small-q4.bin")),
+            ..EmbedConfig::default()
+        };
+        assert!(unconfigured.is_unconfigured());
+        assert_eq!(unconfigured.resolved_choice(), EmbedderChoice::Local);
+        // An endpoint, a model folder or a chosen kind wins over it.
+        let endpoint = EmbedConfig {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            ..unconfigured.clone()
+        };
+        assert!(!endpoint.is_unconfigured());
+        assert_eq!(endpoint.resolved_choice(), EmbedderChoice::Http);
+        let hashing = EmbedConfig {
+            choice: EmbedderChoice::Hashing,
+            ..unconfigured.clone()
+        };
+        assert!(!hashing.is_unconfigured());
+        assert_eq!(hashing.resolved_choice(), EmbedderChoice::Hashing);
+        #[cfg(feature = "local-embed")]
+        {
+            let folder = EmbedConfig {
+                model_dir: Some(PathBuf::from("/models/minilm")),
+                ..unconfigured
+            };
+            assert_eq!(folder.local_model(), Some(&PathBuf::from("/models/minilm")));
+        }
     }
 
     fn error_of(config: EmbedConfig) -> EmbedError {
