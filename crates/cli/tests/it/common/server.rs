@@ -79,6 +79,10 @@ impl Serve {
     /// `serve` with these extra arguments (a planner) and environment variables.
     pub fn start_with(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut cmd = command(root);
+        // A test that names an embedder gets it, not the hashing pin.
+        if envs.iter().any(|(k, _)| k.starts_with("RAGTRAIL_EMBED")) {
+            cmd.env_remove("RAGTRAIL_EMBEDDER");
+        }
         cmd.envs(envs.iter().copied());
         Self::spawn(cmd, args)
     }
