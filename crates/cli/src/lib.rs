@@ -29,7 +29,8 @@ pub use output::{EXIT_CLOSED_PIPE, EXIT_ERROR};
 /// Agentic retrieval over policy documents, with a replayable, auditable trace.
 ///
 /// Put Markdown or text files in `knowledge/`, then ask or search. The first command that needs
-/// the index builds it from `knowledge/`.
+/// the index builds it from `knowledge/`, installing the embedding model first (`ragtrail model
+/// install`; `--embedder hashing` needs none).
 #[derive(Debug, Parser)]
 #[command(
     name = "ragtrail",
