@@ -368,3 +368,53 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn model_install_from_a_file_at_hand_checks_it_and_keeps_a_copy() {
+    let ws = Workspace::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let bogus = ws.dir.path().join("e5-small-q4.bin");
+    std::fs::write(&bogus, b"not the model").expect("write");
+    let from = |file: &Path| {
+        let file = file.to_str().expect("utf-8").to_string();
+        unconfigured(
+            &ws,
+            cache.path(),
+            &["model", "install", "--from", &file],
+            &[],
+        )
+    };
+    let out = from(&bogus);
+    assert_eq!(out.status.code(), Some(3), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains(
+            "expected 1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f: refusing it"
+        ),
+        "{:?}",
+        text(&out)
+    );
+    let dest = cache
+        .path()
+        .join("multilingual-e5-small")
+        .join("e5-small-q4.bin");
+    assert!(!dest.exists());
+    let out = from(&e5_file());
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out)
+            .0
+            .starts_with("installed multilingual-e5-small (71.6 MB) from "),
+        "{:?}",
+        text(&out)
+    );
+    // A copy, not a link: the cache holds the model whatever happens to the file it came from.
+    let meta = std::fs::symlink_metadata(&dest).expect("installed");
+    assert!(meta.is_file() && meta.len() == E5_FILE_BYTES, "{meta:?}");
+    let listed = json(&unconfigured(
+        &ws,
+        cache.path(),
+        &["model", "list", "--json"],
+        &[],
+    ));
+    assert_eq!(listed["models"][0]["path"], dest.to_str().expect("utf-8"));
+}
