@@ -20,6 +20,9 @@ echo "== offline agent on the golden set"
 cargo run --release -p ragtrail --example agent_eval
 cargo build --release --quiet
 ragtrail=${CARGO_TARGET_DIR}/release/ragtrail
+# The rows are the hashing embedder's, as the examples above (which use the library's default):
+# set RAGTRAIL_EMBEDDER (or a model) to measure another.
+export RAGTRAIL_EMBEDDER=${RAGTRAIL_EMBEDDER:-hashing}
 if [ -d "$data/scifact" ]; then
   echo "== retrieval quality per fusion mode, SciFact train (ragtrail eval retrieval)"
   "$ragtrail" eval retrieval --beir "$data/scifact" --split train --timing

@@ -11,8 +11,7 @@
 #                                              port), its pid and log in DIR; wait for /health,
 #                                              then print the settings to use, one
 #                                              RAGTRAIL_...=value line each (ready for eval):
-#                                              the endpoint, model and marking, and the
-#                                              fusion for a multilingual model
+#                                              the endpoint, model and marking
 #   scripts/embed-server.sh stop DIR           stop the server started in DIR and delete DIR
 #   scripts/embed-server.sh ensure             the development server (kept running between
 #                                              runs, in ${TMPDIR:-/tmp}/ragtrail-embed-dev-UID):
@@ -74,9 +73,8 @@ settings() {
   echo "RAGTRAIL_EMBED_BASE_URL=http://127.0.0.1:$1/v1"
   echo "RAGTRAIL_EMBED_MODEL=$model"
   echo "RAGTRAIL_EMBED_MARKING=input-type"
-  # The model knows Chinese and English: let its meaning lead every search where BM25's best
-  # hit holds little of the question (BENCHMARKS.md, "Standout discounted by coverage").
-  echo "RAGTRAIL_SEARCH_FUSION=standout-coverage"
+  # No fusion line: the engine's default for multilingual-e5-small is standout-coverage
+  # (search::default_fusion_for), whether it runs in-process or here.
 }
 
 start_server() {

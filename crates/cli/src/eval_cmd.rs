@@ -200,8 +200,7 @@ fn load_and_ingest(global: &GlobalArgs, args: &BeirArgs) -> anyhow::Result<Scrat
             (tmp.path().to_path_buf(), Some(tmp))
         }
     };
-    let embedder = ragtrail::embedder_from_config(&global.embed.config())
-        .context("setting up the embedder")?;
+    let embedder = crate::open::embedder_for_new_index(global)?;
     // Each query is ranked once per mode: embed it once.
     let memo = std::sync::Arc::new(retrieval::QueryMemo::new(embedder));
     if let Some(path) = &args.query_cache {

@@ -70,10 +70,9 @@ pub struct GlobalArgs {
     pub default_access: DefaultAccessArg,
     /// How a search that names no fusion fuses the two legs (`search`, HTTP and MCP
     /// `searchDocs`, and the agent's searches unless `--agent-fusion` says otherwise), in
-    /// `search --fusion`'s terms; default: `agree:0.5` with the hashing embedder, `standout`
-    /// with a model. With a model that knows the askers' languages, `standout-coverage` lets
-    /// its meaning lead where BM25's best hit holds little of the question
-    /// (`scripts/embed-server.sh` prints it for multilingual-e5-small).
+    /// `search --fusion`'s terms; default: `agree:0.5` with the hashing embedder,
+    /// `standout-coverage` with multilingual-e5-small (its meaning leads where BM25's best hit
+    /// holds little of the question), `standout` with another model.
     #[arg(
         long,
         global = true,
@@ -159,7 +158,9 @@ impl GlobalArgs {
 pub struct EmbedArgs {
     /// `hashing` (offline, lexical), `local` (a model folder or file) or `http` (an OpenAI-compatible
     /// endpoint) [default: local if a model folder is set, else http if an endpoint is set,
-    /// else hashing].
+    /// else the default model multilingual-e5-small from the model cache, installed by the
+    /// first ingest that needs it (`ragtrail model install`); an index built with hashing
+    /// stays with hashing until `ingest --rebuild`].
     #[arg(long, global = true, env = "RAGTRAIL_EMBEDDER", value_name = "KIND")]
     pub embedder: Option<EmbedderChoice>,
     /// Local sentence-transformers model folder (config.json, tokenizer.json, model.safetensors),
@@ -240,6 +241,7 @@ impl EmbedArgs {
             api_key: self.embed_api_key.clone(),
             model: self.embed_model.clone(),
             model_dir: self.embed_model_dir.clone(),
+            default_model: None,
             dims: self.embed_dims,
             batch_size: self.embed_batch_size,
             concurrency: self.embed_concurrency,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::global::GlobalArgs;
-use crate::open::{open_engine_as, run_ingest};
+use crate::open::{ModelUse, open_engine_as, run_ingest};
 use crate::output;
 use ragtrail::IngestOptions;
 
@@ -40,7 +40,7 @@ pub struct IngestArgs {
 
 pub fn run(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.clone().unwrap_or_else(|| global.knowledge.clone());
-    let mut engine = open_engine_as(global, args.rebuild)?;
+    let mut engine = open_engine_as(global, args.rebuild, ModelUse::Ingest)?;
     let mut options = IngestOptions {
         rebuild: args.rebuild,
         ..global.ingest_options()

@@ -10,6 +10,7 @@ mod eval_cmd;
 mod global;
 mod ingest_cmd;
 mod memory_cmd;
+mod model_cmd;
 mod open;
 mod output;
 mod search_cmd;
@@ -29,7 +30,8 @@ pub use output::{EXIT_CLOSED_PIPE, EXIT_ERROR};
 /// Agentic retrieval over policy documents, with a replayable, auditable trace.
 ///
 /// Put Markdown or text files in `knowledge/`, then ask or search. The first command that needs
-/// the index builds it from `knowledge/`.
+/// the index builds it from `knowledge/`, installing the embedding model first (`ragtrail model
+/// install`; `--embedder hashing` needs none).
 #[derive(Debug, Parser)]
 #[command(
     name = "ragtrail",
@@ -176,6 +178,12 @@ pub enum Command {
     ///
     /// Exit status: each subcommand's --help lists its own; 3 error.
     Memory(memory_cmd::MemoryArgs),
+    /// The embedding models in the model cache: `model install [NAME]` fetches one (default
+    /// multilingual-e5-small, the embedder used when none is configured), `model list` shows
+    /// what is installed.
+    ///
+    /// Exit status: 0 done, 3 error.
+    Model(model_cmd::ModelArgs),
     /// Make, list and revoke the bearer tokens of `ragtrail serve`.
     ///
     /// Exit status: 0 done, 3 error.
@@ -259,6 +267,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => serve_cmd::mcp(&cli.global, &args),
         Command::Tokens(args) => serve_cmd::tokens(&cli.global, &args),
         Command::Memory(args) => memory_cmd::run(&cli.global, &args),
+        Command::Model(args) => model_cmd::run(&args),
     }
 }
 

@@ -3,22 +3,77 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 
 use crate::global::GlobalArgs;
 use crate::output;
+use ragtrail::{EmbedConfig, Embedder, EmbedderInfo, models};
 use ragtrail::{Engine, IngestOptions, IngestProgress, IngestSummary};
 
 pub(crate) fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    open_engine_as(global, false)
+    open_engine_as(global, false, ModelUse::IfInstalled)
 }
 
-/// `for_rebuild`: an index written in an older format opens empty, to be rebuilt.
-pub(crate) fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::Result<Engine> {
-    let embedder = ragtrail::embedder_from_config(&global.embed.config())
-        .context("setting up the embedder")?;
-    let mut engine = if let Some(url) = global.database_url() {
+/// What a command that finds no embedder configured does about the default model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ModelUse {
+    /// `ingest`: install the model when missing, and say when the index stays with hashing.
+    Ingest,
+    /// A command that answers (and ingests first into an empty index): install the model
+    /// when missing.
+    Answer,
+    /// Use the model if it is installed; otherwise the hashing embedder.
+    IfInstalled,
+}
+
+/// `for_rebuild`: an index written in an older format opens empty, to be rebuilt; an index
+/// built with the hashing embedder is rebuilt with the default model.
+pub(crate) fn open_engine_as(
+    global: &GlobalArgs,
+    for_rebuild: bool,
+    model_use: ModelUse,
+) -> anyhow::Result<Engine> {
+    let config = global.embed.config();
+    let mut engine = if config.is_unconfigured() {
+        // Which embedder built the index decides the default: open with the hashing embedder
+        // (free) to read it, then load the model if it is to be used.
+        let hashing: Arc<dyn Embedder> = Arc::new(ragtrail::HashingEmbedder::default());
+        let mut engine = open_with(global, for_rebuild, hashing)?;
+        let stored = engine.store().manifest().embedder.clone();
+        let config = default_config(
+            config,
+            stored.as_ref(),
+            for_rebuild,
+            model_use,
+            Notes::Print,
+        );
+        if config.default_model.is_some() {
+            let embedder = ragtrail::embedder_from_config(&config)
+                .context("setting up the default embedder")?;
+            if global.database_url().is_some() {
+                engine = open_with(global, for_rebuild, embedder)?;
+            } else {
+                engine.use_embedder(embedder);
+            }
+        }
+        engine
+    } else {
+        let embedder =
+            ragtrail::embedder_from_config(&config).context("setting up the embedder")?;
+        open_with(global, for_rebuild, embedder)?
+    };
+    global.apply_search_settings(&mut engine.settings);
+    Ok(engine)
+}
+
+fn open_with(
+    global: &GlobalArgs,
+    for_rebuild: bool,
+    embedder: Arc<dyn Embedder>,
+) -> anyhow::Result<Engine> {
+    Ok(if let Some(url) = global.database_url() {
         Engine::open_postgres(&global.data_dir, url, embedder)
             .context("opening the knowledge base in PostgreSQL")?
     } else if for_rebuild {
@@ -27,14 +82,85 @@ pub(crate) fn open_engine_as(global: &GlobalArgs, for_rebuild: bool) -> anyhow::
     } else {
         Engine::open_with(&global.data_dir, embedder)
             .with_context(|| format!("opening the data directory {}", global.data_dir.display()))?
+    })
+}
+
+/// The embedder the flags and the environment configure, or the default model (installed
+/// first when missing), for a fresh index that is not the data directory's (`eval --beir`).
+pub(crate) fn embedder_for_new_index(global: &GlobalArgs) -> anyhow::Result<Arc<dyn Embedder>> {
+    let mut config = global.embed.config();
+    if config.is_unconfigured() {
+        config = default_config(config, None, false, ModelUse::Answer, Notes::Print);
+    }
+    ragtrail::embedder_from_config(&config).context("setting up the embedder")
+}
+
+/// Whether [`default_config`] tells the user what it decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notes {
+    Print,
+    Quiet,
+}
+
+/// The embedder settings when none were given (`config.is_unconfigured()`): the installed
+/// default model, unless the index was built with the hashing embedder (it keeps working as
+/// it is; `ingest --rebuild` moves it to the model) or the model cannot be had.
+pub(crate) fn default_config(
+    mut config: EmbedConfig,
+    stored: Option<&EmbedderInfo>,
+    for_rebuild: bool,
+    model_use: ModelUse,
+    notes: Notes,
+) -> EmbedConfig {
+    let spec = models::DEFAULT_MODEL;
+    let say = |text: String| {
+        if notes == Notes::Print {
+            eprintln!("{text}");
+        }
     };
-    global.apply_search_settings(&mut engine.settings);
-    Ok(engine)
+    if stored.is_some_and(|s| s.kind == ragtrail::HASHING_KIND) && !for_rebuild {
+        // Only where the user acts on it: every `ask` would repeat it otherwise.
+        if model_use == ModelUse::Ingest {
+            say(format!(
+                "note: this index was built with the hashing embedder (lexical, not semantic) and stays with it; `ragtrail ingest --rebuild` re-embeds it with {} (--embedder hashing keeps hashing and drops this note).",
+                spec.name
+            ));
+        }
+        return config;
+    }
+    let Some(cache) = models::cache_dir() else {
+        say(format!(
+            "note: no home folder to keep {} in (set RAGTRAIL_MODEL_CACHE): using the hashing embedder (lexical, not semantic).",
+            spec.name
+        ));
+        return config;
+    };
+    if let Some(path) = spec.installed_in(&cache) {
+        config.default_model = Some(path);
+        return config;
+    }
+    if model_use == ModelUse::IfInstalled {
+        return config;
+    }
+    say(format!(
+        "No embedder is configured: installing the default model {} first, into {} (once; --embedder hashing skips it).",
+        spec.name,
+        cache.display()
+    ));
+    match crate::model_cmd::fetch(spec, &cache) {
+        Ok(path) => config.default_model = Some(path),
+        Err(e) => say(format!(
+            "note: {} could not be installed: {e}\n{}\nUsing the hashing embedder (lexical, not semantic); once the model is installed, `ragtrail ingest --rebuild` re-embeds the index with it.",
+            spec.name,
+            spec.manual_steps(&cache)
+        )),
+    }
+    config
 }
 
 /// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.
 pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    let mut engine = open_engine(global)?;
+    let mut engine = open_engine_as(global, false, ModelUse::Answer)?;
     if engine.is_empty() {
         eprintln!(
             "The index is empty: ingesting {} first.",

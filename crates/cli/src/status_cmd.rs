@@ -33,14 +33,50 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         ragtrail::status_in(&global.data_dir, counted)?
     };
-    let status =
-        status.with_configuration(&global.embed.config(), &|s| global.apply_search_settings(s));
+    // With no embedder configured, what the next command would use: the installed default
+    // model, or the hashing embedder an index built with it stays with (nothing installed).
+    let mut config = global.embed.config();
+    let default_note = config
+        .is_unconfigured()
+        .then(|| default_model_note(status.index_embedder.as_ref()));
+    if config.is_unconfigured() {
+        config = crate::open::default_config(
+            config,
+            status.index_embedder.as_ref(),
+            false,
+            crate::open::ModelUse::IfInstalled,
+            crate::open::Notes::Quiet,
+        );
+    }
+    let status = status.with_configuration(&config, &|s| global.apply_search_settings(s));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
         print!("{}", render(&status));
+        if let Some(note) = default_note {
+            println!("{:<20} {note}", "default embedder");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the default embedder is when none is configured, and why the index may not use it.
+fn default_model_note(index: Option<&EmbedderInfo>) -> String {
+    let spec = ragtrail::models::DEFAULT_MODEL;
+    let installed = ragtrail::models::cache_dir().and_then(|c| spec.installed_in(&c));
+    let hashing_index = index.is_some_and(|i| i.kind == ragtrail::HASHING_KIND);
+    match installed {
+        Some(path) if hashing_index => format!(
+            "{} (installed at {}); this index was built with the hashing embedder and stays with it until `ragtrail ingest --rebuild` re-embeds it with the model",
+            spec.name,
+            path.display()
+        ),
+        Some(path) => format!("{} (installed at {})", spec.name, path.display()),
+        None => format!(
+            "{} is not installed: the hashing embedder is used until `ragtrail model install` (or the first `ragtrail ingest`) installs it",
+            spec.name
+        ),
+    }
 }
 
 fn describe(info: &EmbedderInfo) -> String {

@@ -253,7 +253,7 @@ impl Engine {
     ) -> Result<Self, EngineError> {
         let (store, index) = read_state(data_dir, for_rebuild)?;
         // The default fusion depends on whether the vector leg is lexical or semantic.
-        let settings = SearchSettings::for_embedder(&embedder.info().kind);
+        let settings = SearchSettings::for_embedder(&embedder.info());
         Ok(Self {
             data_dir: data_dir.to_path_buf(),
             store,
@@ -412,6 +412,17 @@ impl Engine {
 
     pub fn embedder(&self) -> &dyn Embedder {
         self.embedder.as_ref()
+    }
+
+    /// Searches and ingests with `embedder` from now on, with its default fusion (settings
+    /// chosen since opening are reset). For a caller that must read which embedder built the
+    /// index before choosing one: open with the hashing embedder, which costs nothing, look at
+    /// the store's manifest, then swap. The vectors already stored stay as they are: searching
+    /// them with another embedder is refused, an ingest re-embeds them. PostgreSQL tunes its
+    /// connections to the embedder they open with (`hnsw.ef_search`): reopen there instead.
+    pub fn use_embedder(&mut self, embedder: Arc<dyn Embedder>) {
+        self.settings = SearchSettings::for_embedder(&embedder.info());
+        self.embedder = embedder;
     }
 
     /// Whether anything was ever ingested.

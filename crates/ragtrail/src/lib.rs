@@ -210,6 +210,8 @@ pub use search::MAX_TOP_K;
 
 /// Which side of a search a text is embedded as (a query or a passage).
 pub use embed::marking::Side as EmbedSide;
+/// The model cache: the models `ragtrail model install` fetches, where they are kept.
+pub use embed::models;
 /// The in-process model embedders: a sentence-transformers folder (with its options), and
 /// multilingual-e5-small from its packed 4-bit file.
 #[cfg(feature = "local-embed")]

@@ -147,6 +147,7 @@ fn every_path_respects_the_operator_context() {
             .arg("--data-dir")
             .arg(ws.data())
             .args(args)
+            .env("RAGTRAIL_EMBEDDER", "hashing")
             .output()
             .expect("run");
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
@@ -188,6 +189,7 @@ fn replay_cannot_be_widened_by_editing_the_trace() {
         .arg(ws.data())
         .arg("replay")
         .arg(&path)
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .output()
         .expect("replay");
     assert_eq!(out.status.code(), Some(3));
@@ -278,6 +280,7 @@ fn terminal_output_neutralises_escape_sequences_from_documents() {
         .arg("--data-dir")
         .arg(ws.data())
         .args(["search", "报销凭证", "Ignore", "-k", "20"])
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .output()
         .expect("search");
     let text = String::from_utf8_lossy(&out.stdout);

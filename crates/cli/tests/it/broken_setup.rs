@@ -278,6 +278,7 @@ async fn http_and_mcp_answer_a_broken_setup_as_an_error() {
     }
 
     let mut cmd = command(&root);
+    cmd.env_remove("RAGTRAIL_EMBEDDER");
     cmd.env("RAGTRAIL_EMBED_MODEL_DIR", &model).args([
         "mcp",
         "--planner",

@@ -187,6 +187,7 @@ fn chat_resumes_a_session_after_a_restart() {
             .args(["chat", "--session", "resume-me"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .env("RAGTRAIL_EMBEDDER", "hashing")
             .spawn()
             .expect("chat");
         child

@@ -448,6 +448,8 @@ fn ask_llm(
         .env("RAGTRAIL_LLM_MODEL", "scripted")
         .env("RAGTRAIL_LLM_MAX_RETRIES", "0")
         .envs(env.iter().copied());
+    // Not about the embedder: hashing, as the common helpers pin it.
+    cmd.env("RAGTRAIL_EMBEDDER", "hashing");
     let mut child = cmd.spawn().expect("spawn");
     let status_file = format!("/proc/{}/status", child.id());
     let mut peak_kib = 0u64;

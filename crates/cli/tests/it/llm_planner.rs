@@ -903,6 +903,8 @@ fn ragtrail_ask_planner_llm_through_the_binary() {
         if let Some(p) = planner {
             cmd.args(["--planner", p]);
         }
+        // Not about the embedder: hashing, as the common helpers pin it.
+        cmd.env("RAGTRAIL_EMBEDDER", "hashing");
         cmd.arg("坐高铁出差，报销需要什么凭证？")
             .output()
             .expect("run ragtrail")
@@ -1192,6 +1194,8 @@ fn ask_through_binary(
             .env("RAGTRAIL_LLM_API_KEY", KEY)
             .env("RAGTRAIL_LLM_MODEL", MODEL);
     }
+    // Not about the embedder: hashing, as the common helpers pin it.
+    cmd.env("RAGTRAIL_EMBEDDER", "hashing");
     cmd.arg("坐高铁出差，报销需要什么凭证？")
         .output()
         .expect("run ragtrail")

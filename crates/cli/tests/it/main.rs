@@ -11,6 +11,7 @@ mod browser;
 mod clean_text;
 mod cli_embedder;
 mod conversation;
+mod default_embedder;
 mod embed_server;
 mod eval_agent;
 mod eval_retrieval;

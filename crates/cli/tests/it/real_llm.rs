@@ -420,6 +420,8 @@ fn chat_through_the_binary_answers_each_turn_and_traces_it() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // Not about the embedder: hashing, as the common helpers pin it.
+    cmd.env("RAGTRAIL_EMBEDDER", "hashing");
     let mut child = cmd.spawn().expect("start ragtrail chat");
     child
         .stdin

@@ -186,6 +186,7 @@ fn every_kind_of_tampering_is_an_integrity_failure_naming_the_line() {
     let out = Command::new(env!("CARGO_BIN_EXE_ragtrail"))
         .args(["audit"])
         .arg(&path)
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .output()
         .expect("audit");
     // The run_finished line is torn, but the ledger recorded the run: cut after the fact.
@@ -224,6 +225,7 @@ fn a_run_that_crashed_mid_line_is_incomplete_not_tampered() {
         .arg(ws.data())
         .arg("audit")
         .arg(&crashed)
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .output()
         .expect("audit");
     assert_eq!(
@@ -308,6 +310,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
         .arg(ws.data())
         .arg("replay")
         .arg(&path)
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .output()
         .expect("replay");
     assert_eq!(out.status.code(), Some(1));
@@ -347,6 +350,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
         .arg(ws.data())
         .arg("replay")
         .arg(&path)
+        .env("RAGTRAIL_EMBEDDER", "hashing")
         .output()
         .expect("replay");
     // The command agrees with the library: 0 only when every round is identical.
@@ -434,6 +438,7 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
             .args(args)
             .arg("audit")
             .arg(&path)
+            .env("RAGTRAIL_EMBEDDER", "hashing")
             .output()
             .expect("audit");
         String::from_utf8_lossy(&out.stdout).to_string()

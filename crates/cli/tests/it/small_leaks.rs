@@ -170,6 +170,8 @@ fn with_closed_stdout(ws: &Workspace, args: &[&str]) -> std::process::Output {
             cmd.env_remove(&key);
         }
     }
+    // Not about the embedder: hashing, as the common helpers pin it.
+    cmd.env("RAGTRAIL_EMBEDDER", "hashing");
     let child = cmd.spawn().expect("spawn ragtrail");
     drop(cmd);
     child.wait_with_output().expect("wait")

@@ -18,7 +18,8 @@ use crate::http::RetryPolicy;
 /// Which embedder to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EmbedderChoice {
-    /// A model folder if one is configured, else an endpoint if one is configured, else hashing.
+    /// A model folder if one is configured, else an endpoint if one is configured, else the
+    /// installed default model ([`EmbedConfig::default_model`]), else hashing.
     #[default]
     Auto,
     /// The offline, lexical hashing embedder.
@@ -54,6 +55,10 @@ pub struct EmbedConfig {
     pub api_key: Option<String>,
     pub model: Option<String>,
     pub model_dir: Option<PathBuf>,
+    /// The installed default model file (`models::DEFAULT_MODEL`), used by [`EmbedderChoice::Auto`]
+    /// when neither a model folder nor an endpoint is configured. The caller fills it in: it
+    /// decides whether an existing index or a missing file rules it out.
+    pub default_model: Option<PathBuf>,
     /// Expected dimension of the endpoint's vectors (unset: learnt from its first answer).
     pub dims: Option<u32>,
     /// Inputs per request (HTTP) or per forward pass (local); unset: the embedder's default.
@@ -75,6 +80,7 @@ impl std::fmt::Debug for EmbedConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("model", &self.model)
             .field("model_dir", &self.model_dir)
+            .field("default_model", &self.default_model)
             .field("dims", &self.dims)
             .field("batch_size", &self.batch_size)
             .field("concurrency", &self.concurrency)
@@ -88,19 +94,35 @@ fn set(s: &Option<String>) -> Option<&str> {
     s.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
+fn given(p: &Option<PathBuf>) -> Option<&PathBuf> {
+    p.as_ref().filter(|d| !d.as_os_str().is_empty())
+}
+
 impl EmbedConfig {
+    /// Whether nothing chose an embedder: no kind, no model folder, no endpoint. The default
+    /// model applies then.
+    pub fn is_unconfigured(&self) -> bool {
+        self.choice == EmbedderChoice::Auto
+            && given(&self.model_dir).is_none()
+            && set(&self.base_url).is_none()
+    }
+
+    /// The model the local embedder loads: the configured folder or file, else the default.
+    #[cfg(feature = "local-embed")]
+    fn local_model(&self) -> Option<&PathBuf> {
+        given(&self.model_dir).or_else(|| given(&self.default_model))
+    }
+
     /// The embedder [`from_config`] would build, without building it.
     pub fn resolved_choice(&self) -> EmbedderChoice {
         match self.choice {
             EmbedderChoice::Auto => {
-                if self
-                    .model_dir
-                    .as_ref()
-                    .is_some_and(|d| !d.as_os_str().is_empty())
-                {
+                if given(&self.model_dir).is_some() {
                     EmbedderChoice::Local
                 } else if set(&self.base_url).is_some() {
                     EmbedderChoice::Http
+                } else if given(&self.default_model).is_some() {
+                    EmbedderChoice::Local
                 } else {
                     EmbedderChoice::Hashing
                 }
@@ -111,18 +133,14 @@ impl EmbedConfig {
 }
 
 /// Builds the configured embedder: a model folder if set, else an endpoint if set, else the
-/// hashing embedder (unless [`EmbedConfig::choice`] forces one). An endpoint without a declared
+/// default model if one is given, else the hashing embedder (unless [`EmbedConfig::choice`] forces one). An endpoint without a declared
 /// dimension is asked once, here, for a short text's vector to learn it.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     match config.resolved_choice() {
         EmbedderChoice::Auto | EmbedderChoice::Hashing => Ok(Arc::new(HashingEmbedder::default())),
         #[cfg(feature = "local-embed")]
         EmbedderChoice::Local => {
-            let dir = config
-                .model_dir
-                .as_ref()
-                .filter(|d| !d.as_os_str().is_empty())
-                .ok_or_else(|| {
+            let dir = config.local_model().ok_or_else(|| {
                     EmbedError::Config(
                         "the local embedder needs a model folder: set RAGTRAIL_EMBED_MODEL_DIR (or --embed-model-dir)".into(),
                     )
@@ -207,6 +225,37 @@ mod tests {
             ..EmbedConfig::default()
         };
         assert_eq!(blank.resolved_choice(), EmbedderChoice::Hashing);
+    }
+
+    #[test]
+    fn the_default_model_is_used_only_when_nothing_is_configured() {
+        let unconfigured = EmbedConfig {
+            default_model: Some(PathBuf::from("/models/e5-small-q4.bin")),
+            ..EmbedConfig::default()
+        };
+        assert!(unconfigured.is_unconfigured());
+        assert_eq!(unconfigured.resolved_choice(), EmbedderChoice::Local);
+        // An endpoint, a model folder or a chosen kind wins over it.
+        let endpoint = EmbedConfig {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            ..unconfigured.clone()
+        };
+        assert!(!endpoint.is_unconfigured());
+        assert_eq!(endpoint.resolved_choice(), EmbedderChoice::Http);
+        let hashing = EmbedConfig {
+            choice: EmbedderChoice::Hashing,
+            ..unconfigured.clone()
+        };
+        assert!(!hashing.is_unconfigured());
+        assert_eq!(hashing.resolved_choice(), EmbedderChoice::Hashing);
+        #[cfg(feature = "local-embed")]
+        {
+            let folder = EmbedConfig {
+                model_dir: Some(PathBuf::from("/models/minilm")),
+                ..unconfigured
+            };
+            assert_eq!(folder.local_model(), Some(&PathBuf::from("/models/minilm")));
+        }
     }
 
     fn error_of(config: EmbedConfig) -> EmbedError {

@@ -23,6 +23,7 @@ pub mod http;
 #[cfg(feature = "local-embed")]
 pub mod local;
 pub mod marking;
+pub mod models;
 #[cfg(feature = "local-embed")]
 pub mod xlmr_tokenizer;
 

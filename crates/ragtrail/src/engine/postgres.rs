@@ -98,7 +98,7 @@ impl Engine {
     ) -> Result<Self, EngineError> {
         let index = Bm25Index::open_or_create(&data_dir.join(INDEX_DIR))?;
         // The default fusion depends on whether the vector leg is lexical or semantic.
-        let settings = SearchSettings::for_embedder(&embedder.info().kind);
+        let settings = SearchSettings::for_embedder(&embedder.info());
         let kb_id = store.kb_id().to_string();
         let mut engine = Self {
             data_dir: data_dir.to_path_buf(),

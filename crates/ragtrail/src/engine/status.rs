@@ -284,7 +284,7 @@ impl Status {
             _ => None,
         };
         let settings = configured.as_ref().map(|info| {
-            let mut settings = SearchSettings::for_embedder(&info.kind);
+            let mut settings = SearchSettings::for_embedder(info);
             choose(&mut settings);
             settings
         });

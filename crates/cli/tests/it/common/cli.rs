@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// Runs `ragtrail ARGS` in `cwd` with every `RAGTRAIL_*` variable of the caller removed.
+/// Runs `ragtrail ARGS` in `cwd` with every `RAGTRAIL_*` variable of the caller removed, and
+/// the hashing embedder unless the test names an embedder (see [`pin_hashing`]).
 pub fn ragtrail(cwd: &Path, args: &[&str]) -> Output {
     ragtrail_with_env(cwd, args, &[])
 }
@@ -18,8 +19,28 @@ pub fn ragtrail_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Out
             cmd.env_remove(&key);
         }
     }
+    let names_embedder = env.iter().any(|(k, _)| k.starts_with("RAGTRAIL_EMBED"))
+        || args.iter().any(|a| a.starts_with("--embed"));
+    if names_embedder {
+        // Even so, never the user's model cache, and never a download.
+        cmd.env("RAGTRAIL_MODEL_CACHE", NO_MODEL_CACHE);
+    } else {
+        pin_hashing(&mut cmd);
+    }
     cmd.envs(env.iter().copied());
     cmd.output().expect("run ragtrail")
+}
+
+/// A model cache that cannot be made (a folder inside a device, even for root): a test that
+/// leaves the embedder to the default neither reads the user's cache nor fetches into one.
+pub const NO_MODEL_CACHE: &str = "/dev/null/ragtrail-test-model-cache";
+
+/// The hashing embedder, for a test that is not about the embedder: with none configured,
+/// `ragtrail` would use (and first install) multilingual-e5-small, a minute and more per
+/// ingest of `knowledge/` in a debug build.
+pub fn pin_hashing(cmd: &mut Command) {
+    cmd.env("RAGTRAIL_EMBEDDER", "hashing");
+    cmd.env("RAGTRAIL_MODEL_CACHE", NO_MODEL_CACHE);
 }
 
 /// [`ragtrail_with_env`] over a workspace's own folders in `cwd`: `data/`, `knowledge/` and

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::Value;
 
 /// The `ragtrail` command of a test workspace: data, knowledge and traces in `root`, nothing
-/// from the caller's environment, the offline planner and a fixed date.
+/// from the caller's environment, the hashing embedder, the offline planner and a fixed date.
 pub fn command(root: &Path) -> Command {
     command_with_data(root, "data")
 }
@@ -24,6 +24,8 @@ pub fn command_with_data(root: &Path, data: &str) -> Command {
         }
     }
     cmd.env_remove("DATABASE_URL");
+    // Not about the embedder: hashing (a test that is sets its own, or removes this).
+    super::cli::pin_hashing(&mut cmd);
     cmd.args([
         "--data-dir",
         data,
@@ -77,6 +79,10 @@ impl Serve {
     /// `serve` with these extra arguments (a planner) and environment variables.
     pub fn start_with(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut cmd = command(root);
+        // A test that names an embedder gets it, not the hashing pin.
+        if envs.iter().any(|(k, _)| k.starts_with("RAGTRAIL_EMBED")) {
+            cmd.env_remove("RAGTRAIL_EMBEDDER");
+        }
         cmd.envs(envs.iter().copied());
         Self::spawn(cmd, args)
     }

