@@ -674,6 +674,63 @@ fn three_500s_end_the_run_with_a_clear_error_after_exactly_three_requests() {
 }
 
 #[test]
+fn a_prompt_the_server_counts_as_too_long_is_trimmed_and_sent_again() {
+    let (ws, engine) = sample();
+    let overflow = "This model's maximum context length is 4096 tokens. However, you requested 5121 tokens (4097 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.";
+    let mut server = ScriptedLlm::start(config, move |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["高铁票", "报销凭证"])]),
+        // The first request with search results: refused as a server counting more tokens
+        // than the client estimated would refuse it.
+        2 => error(400, overflow, vec![]),
+        _ => answer_from_latest(&reqs[reqs.len() - 1], "a1").0,
+    });
+    server.config.context_tokens = Some(4096);
+    let outcome = server.ask(&ws, &engine, "坐高铁出差，报销凭证要怎么弄？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{}", outcome.reason);
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        3,
+        "one search, one refused request, the same turn again"
+    );
+    let tool_chars = |r: &Recorded| {
+        r.messages()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().map_or(0, str::len))
+            .sum::<usize>()
+    };
+    assert!(
+        tool_chars(&requests[2]) <= tool_chars(&requests[1]),
+        "the retry is never longer"
+    );
+    assert_eq!(requests[2].messages().len(), requests[1].messages().len());
+}
+
+#[test]
+fn a_prompt_still_too_long_after_trimming_ends_the_run_with_the_servers_reason() {
+    let (ws, engine) = small();
+    let overflow = "the request exceeds the available context size, try increasing it";
+    let mut server = ScriptedLlm::start(config, move |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["高铁票"])]),
+        _ => error(400, overflow, vec![]),
+    });
+    server.config.context_tokens = Some(4096);
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert!(
+        outcome.reason.contains("available context size"),
+        "{}",
+        outcome.reason
+    );
+    assert_eq!(
+        server.requests().len(),
+        4,
+        "the refused turn is sent three times in all"
+    );
+}
+
+#[test]
 fn a_hung_server_hits_the_request_timeout() {
     let (ws, engine) = small();
     let mut server = ScriptedLlm::start(config, |_| {

@@ -48,8 +48,64 @@ pub enum LlmError {
     },
 }
 
+impl LlmError {
+    /// Whether the server refused the request as longer than the model's context (HTTP 400
+    /// naming the context, as OpenAI, llama.cpp, vLLM and Ollama word it): the prompt was
+    /// counted in more tokens than estimated, and a shorter one may pass.
+    pub fn is_context_overflow(&self) -> bool {
+        let LlmError::Http(e) = self else {
+            return false;
+        };
+        let HttpError::Status {
+            status: 400,
+            detail,
+            ..
+        } = e.as_ref()
+        else {
+            return false;
+        };
+        let detail = detail.to_lowercase();
+        detail.contains("context")
+            && ["length", "size", "window", "exceed", "too long", "tokens"]
+                .iter()
+                .any(|w| detail.contains(w))
+    }
+}
+
 impl From<HttpError> for LlmError {
     fn from(e: HttpError) -> Self {
         LlmError::Http(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, detail: &str) -> LlmError {
+        LlmError::Http(Box::new(HttpError::Status {
+            purpose: "chat",
+            url: "http://127.0.0.1:1/v1/chat/completions".into(),
+            status,
+            attempts: 1,
+            detail: format!(": {detail}"),
+        }))
+    }
+
+    #[test]
+    fn context_overflows_are_told_from_other_refusals() {
+        for detail in [
+            // llama-cpp-python and OpenAI
+            "This model's maximum context length is 4096 tokens. However, you requested 5121 tokens (4097 in the messages, 1024 in the completion).",
+            // llama.cpp's server
+            "the request exceeds the available context size, try increasing it",
+            // vLLM
+            "This model's maximum context length is 2048 tokens. However, your request has 2300 input tokens.",
+        ] {
+            assert!(status(400, detail).is_context_overflow(), "{detail}");
+        }
+        assert!(!status(400, "unknown model: smollm3").is_context_overflow());
+        assert!(!status(500, "maximum context length exceeded").is_context_overflow());
+        assert!(!LlmError::Config("context length".into()).is_context_overflow());
     }
 }

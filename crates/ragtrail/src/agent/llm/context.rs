@@ -164,6 +164,13 @@ impl ContextBudget {
         }
     }
 
+    /// The server counted the last prompt as longer than its context although the estimate
+    /// fitted: count every character as half as many tokens again (up to the calibration's
+    /// bound), so the next [`ContextBudget::fit`] trims more.
+    pub fn count_denser(&mut self) {
+        self.scale = (self.scale * 1.5).min(4.0);
+    }
+
     fn scaled(&self, raw: u32) -> u32 {
         (f64::from(raw) * self.scale)
             .ceil()
@@ -324,6 +331,20 @@ mod tests {
         // A second fit of the same messages trims nothing more.
         let again = budget.fit(&mut messages, &json!([]));
         assert!(again.trimmed_chunks.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn counting_denser_after_an_overflow_trims_a_request_that_fitted() {
+        // A conversation that fits at the character estimate but not at 1.5 times it.
+        let (mut messages, mut budget) = conversation(2);
+        let first = budget.fit(&mut messages, &json!([]));
+        assert!(first.trimmed_chunks.is_empty(), "{first:?}");
+        let limit = 2048 - reply_reserve(2048);
+        assert!(first.prompt_tokens_estimate * 3 / 2 > limit, "{first:?}");
+        budget.count_denser();
+        let second = budget.fit(&mut messages, &json!([]));
+        assert!(!second.trimmed_chunks.is_empty(), "{second:?}");
+        assert!(second.prompt_tokens_estimate <= limit, "{second:?}");
     }
 
     #[test]

@@ -239,14 +239,45 @@ impl Planner for LlmPlanner {
             });
         }
         let message_count = u32::try_from(self.messages.len()).unwrap_or(u32::MAX);
-        let fit = self
+        let mut fit = self
             .context
             .as_mut()
             .map(|budget| budget.fit(&mut self.messages, &self.tools));
-        let reply = self
-            .client
-            .complete(&self.messages, &self.tools)
-            .map_err(|e| PlannerError::Failed(e.to_string()))?;
+        let mut reply = self.client.complete(&self.messages, &self.tools);
+        // The estimate is characters, the server counts its tokenizer's tokens: when it says
+        // the prompt overflowed, count denser and trim again (twice at most).
+        for _ in 0..2 {
+            let Some(budget) = self.context.as_mut() else {
+                break;
+            };
+            if !reply.as_ref().is_err_and(LlmError::is_context_overflow) {
+                break;
+            }
+            budget.count_denser();
+            let refit = budget.fit(&mut self.messages, &self.tools);
+            tracing::warn!(
+                "the chat endpoint counted the prompt as longer than its context; trimmed to about {} tokens and retried",
+                refit.prompt_tokens_estimate
+            );
+            fit = Some(match fit {
+                // One record for the call: what either fit trimmed, and the request as sent.
+                Some(mut first) => {
+                    first.trimmed_chunks.extend(refit.trimmed_chunks);
+                    for r in refit.trimmed_rounds {
+                        if !first.trimmed_rounds.contains(&r) {
+                            first.trimmed_rounds.push(r);
+                        }
+                    }
+                    first.trimmed_history_turns += refit.trimmed_history_turns;
+                    first.prompt_tokens_estimate = refit.prompt_tokens_estimate;
+                    first.over_budget = refit.over_budget;
+                    first
+                }
+                None => refit,
+            });
+            reply = self.client.complete(&self.messages, &self.tools);
+        }
+        let reply = reply.map_err(|e| PlannerError::Failed(e.to_string()))?;
         if let (Some(budget), Some(usage)) = (&mut self.context, reply.usage) {
             budget.calibrate(usage.prompt_tokens);
         }
