@@ -81,6 +81,42 @@ impl Operator {
         (code, value)
     }
 
+    /// `ragtrail --user USER chat --planner offline ARGS` with `input` piped to it: exit code,
+    /// stdout, stderr.
+    fn chat(&self, user: &str, input: &str, args: &[&str]) -> (i32, String, String) {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("RAGTRAIL_") {
+                cmd.env_remove(&key);
+            }
+        }
+        crate::common::cli::pin_hashing(&mut cmd);
+        cmd.current_dir(self.root())
+            .arg("--data-dir")
+            .arg(self.root().join("data"))
+            .arg("--knowledge")
+            .arg(repo_root().join("knowledge"))
+            .arg("--trace-dir")
+            .arg(self.traces())
+            .args(["--user", user, "chat", "--planner", "offline"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start ragtrail chat");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write the input");
+        let out = child.wait_with_output().expect("chat");
+        let (stdout, stderr) = text(&out);
+        (out.status.code().unwrap_or(-1), stdout, stderr)
+    }
+
     fn facts(&self, user: &str, tenant: Option<&str>) -> Vec<(String, String)> {
         let (code, stdout, stderr) = self.run(user, tenant, &["memory", "list", "--json"]);
         assert_eq!(code, 0, "{stderr}");
@@ -460,6 +496,82 @@ fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
         "{system}"
     );
     assert!(memory_read_of(&trace_of(&outcome)).is_none());
+}
+
+/// `chat` asks once, in the message's language, whether to remember what a message says about
+/// the asker, and remembers only on yes, as said in that turn's run; the next turn uses it.
+/// Without a flag a piped chat neither asks nor remembers; a fact already held with that value
+/// is not asked about again.
+#[test]
+fn chat_asks_before_remembering_what_a_message_says() {
+    let op = Operator::new();
+    // Piped without --remember: no question, nothing kept.
+    let said = "我常驻成都，出差一天伙食补贴多少？";
+    let (code, stdout, stderr) = op.chat("dave", &format!("{said}\n/quit\n"), &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("记住"), "{stdout}");
+    assert!(op.facts("dave", None).is_empty());
+
+    // A no keeps nothing; the no is not taken for a question.
+    let (_, stdout, _) = op.chat(
+        "dave",
+        &format!("{said}\nn\n/quit\n"),
+        &["--remember", "ask"],
+    );
+    assert!(
+        stdout.contains("记住：base city = 成都？[y/N] n\n没有记住"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("第 2 问"), "{stdout}");
+    assert!(op.facts("dave", None).is_empty());
+
+    // A yes keeps it, as said in the turn's run, and the next turn answers with it.
+    let input = format!("{said}\ny\n{ALLOWANCE}\n/quit\n");
+    let (code, stdout, stderr) = op.chat("dave", &input, &["--remember", "ask"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("记住：base city = 成都？[y/N] y\n已记住：base city = 成都"),
+        "{stdout}"
+    );
+    let (_, listed, _) = op.run("dave", None, &["memory", "list", "--json"]);
+    let listed: Vec<Value> = serde_json::from_str(&listed).expect("list --json");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["source"]["kind"], "said", "{listed:?}");
+    let run_id = listed[0]["source"]["runId"].as_str().expect("runId");
+    assert!(
+        walk(&op.traces())
+            .iter()
+            .any(|p| p.to_string_lossy().contains(run_id)),
+        "the fact names the run of the turn that said it: {run_id}"
+    );
+    let second = stdout.split("第 2 问 › ").nth(1).expect("a second turn");
+    assert!(
+        second.contains("按你记住的常驻城市 成都（属二类城市）") && second.contains("100元"),
+        "{second}"
+    );
+
+    // Already remembered with that value: not asked again; English asks in English.
+    let input = format!("{said}\nI'm based in Singapore. What is the per diem?\ny\n/quit\n");
+    let (_, stdout, _) = op.chat("dave", &input, &["--remember", "ask"]);
+    assert_eq!(stdout.matches("[y/N]").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains(
+            "Remember: base city = Singapore? [y/N] y\nremembered: base city = Singapore"
+        ),
+        "{stdout}"
+    );
+    // --remember alone keeps without asking, as `ask --remember` does.
+    let (_, stdout, _) = op.chat(
+        "erin",
+        "我是B类员工，出差住宿标准多少？\n/quit\n",
+        &["--remember"],
+    );
+    assert!(!stdout.contains("[y/N]"), "{stdout}");
+    assert!(stdout.contains("已记住：grade = B类"), "{stdout}");
+    assert_eq!(
+        op.facts("erin", None),
+        [("grade".to_string(), "B类".to_string())]
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
