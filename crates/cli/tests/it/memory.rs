@@ -469,6 +469,13 @@ fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
     let (used, stated) = memory_read_of(&trace_of(&outcome)).expect("a memory_read event");
     assert_eq!(used, ["grade", "base city"]);
     assert!(stated.is_empty(), "{stated:?}");
+    // The audit says the facts were given to the model, not that the model used them.
+    let (_, audit, stderr) = op.run("alice", None, &["audit", &trace_of(&outcome)]);
+    assert!(
+        audit.contains("given to the model: base city = 成都 (set by the asker"),
+        "{audit}{stderr}"
+    );
+    assert!(!audit.contains("  used:"), "{audit}");
 
     // A city the question states: still told (the rule says the question wins), named as stated.
     let before = server.requests().len();
