@@ -3,6 +3,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Args;
 
 use super::ask_cmd;
@@ -27,8 +28,26 @@ pub struct ChatArgs {
     /// Who plans the searches [default: llm when a chat endpoint is configured, else offline].
     #[arg(long, value_enum)]
     pub planner: Option<ask_cmd::PlannerChoice>,
+    /// Remember what a message says about you ("我是B类员工", "I'm based in Singapore",
+    /// "我2023年7月入职"; see `ragtrail memory`). `ask`: after the answer, asks once
+    /// `Remember: grade = B? [y/N]` (in the message's language) and reads the reply as the next
+    /// input line: y or yes (是, 好) remembers, anything else does not. `always`: remembers
+    /// without asking (`--remember` alone), as `ask --remember` does. `never`: neither.
+    /// A fact memory already holds with that value is not asked about. [default: ask on a
+    /// terminal, never when stdin is not one; a script that answers the question passes
+    /// `--remember ask` and writes y or n on the line after the message]
+    #[arg(long, value_enum, value_name = "WHEN", num_args = 0..=1, default_missing_value = "always")]
+    pub remember: Option<RememberWhen>,
     #[command(flatten)]
     pub llm: ask_cmd::LlmArgs,
+}
+
+/// When chat remembers the facts a message states about the asker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RememberWhen {
+    Ask,
+    Always,
+    Never,
 }
 
 const HELP: &str = "Ask a question, or:\n  /sources  the sources of the last answer\n  /trace    the last turn's trace and how to replay or audit it\n  /new      start a new session\n  /help     this text\n  /quit     leave (Ctrl-D works too)";
@@ -38,7 +57,14 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     drop(ask_cmd::choose_planner(args.planner, &args.llm)?);
     let engine = open_current_engine(global)?;
     let sessions = SessionStore::new(&global.data_dir);
-    let settings = ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true)?;
+    let mut settings =
+        ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true)?;
+    // Asking needs someone to answer: never by default when stdin is a pipe or a file.
+    let remember = args.remember.unwrap_or(if std::io::stdin().is_terminal() {
+        RememberWhen::Ask
+    } else {
+        RememberWhen::Never
+    });
     let mut id = args.session.clone().unwrap_or_else(SessionStore::new_id);
     // Checked before the first question: a session of another access context is refused.
     let resumed = sessions
@@ -160,6 +186,18 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                                 }
                             }
                         }
+                        out.flush()?;
+                        if remember != RememberWhen::Never {
+                            offer_to_remember(
+                                global,
+                                &mut settings,
+                                question,
+                                &outcome.run_id.to_string(),
+                                remember,
+                                &mut lines,
+                                &mut out,
+                            )?;
+                        }
                         last = Some(outcome);
                         last_lang = lang;
                     }
@@ -170,6 +208,73 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The facts `question` states about the asker that memory does not hold with that value,
+/// remembered as said in the run, after the asker says yes (`ask`) or at once (`always`).
+/// Memory is read again afterwards, so the next turn uses what was remembered.
+fn offer_to_remember(
+    global: &GlobalArgs,
+    settings: &mut ragtrail::RunSettings,
+    question: &str,
+    run_id: &str,
+    when: RememberWhen,
+    lines: &mut Lines,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let new: Vec<(String, String)> = ragtrail::facts_stated_in(question)
+        .into_iter()
+        .filter(|(key, value)| {
+            !(settings.memory.iter()).any(|f| ragtrail::same_key(&f.key, key) && &f.value == value)
+        })
+        .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
+    let lang = Lang::of(question);
+    if when == RememberWhen::Ask {
+        let listed: Vec<String> = new.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        let prompt = terminal_safe(&match lang {
+            Lang::Zh => format!("记住：{}？[y/N] ", listed.join("，")),
+            Lang::En => format!("Remember: {}? [y/N] ", listed.join(", ")),
+        });
+        let reply = lines.confirm(&prompt, out)?;
+        if !is_yes(&reply) {
+            writeln!(out, "{}", lang.pick("not remembered", "没有记住"))?;
+            return Ok(());
+        }
+    }
+    let store = ragtrail::MemoryStore::new(&global.data_dir);
+    let asker = global.asker()?;
+    for (key, value) in &new {
+        let source = ragtrail::FactSource::Said {
+            run_id: run_id.to_string(),
+        };
+        match store.set(&asker, key, value, source) {
+            Ok((fact, _)) => writeln!(
+                out,
+                "{}",
+                terminal_safe(&match lang {
+                    Lang::Zh => format!("已记住：{} = {}", fact.key, fact.value),
+                    Lang::En => format!("remembered: {} = {}", fact.key, fact.value),
+                })
+            )?,
+            // The conversation goes on; the fact is not kept, and the asker is told why.
+            Err(e) => writeln!(out, "error: {e}")?,
+        }
+    }
+    settings.memory = store
+        .list(&asker)
+        .context("reading the asker's memory (`ragtrail memory list` shows it)")?;
+    Ok(())
+}
+
+/// A yes to "[y/N]": y, yes, 是, 好 (any case, surrounding space ignored); anything else is no.
+fn is_yes(reply: &str) -> bool {
+    matches!(
+        reply.trim().to_lowercase().as_str(),
+        "y" | "yes" | "是" | "好"
+    )
 }
 
 /// Input lines: a line editor with history on a terminal, plain lines otherwise (scripts, tests).
@@ -186,6 +291,30 @@ impl Lines {
             return Lines::Editor(Box::new(editor));
         }
         Lines::Plain(std::io::stdin().lock())
+    }
+
+    /// The reply to a yes/no question: read with `prompt` shown, kept out of the history; an
+    /// end of input is an empty reply (no).
+    fn confirm(&mut self, prompt: &str, out: &mut impl Write) -> anyhow::Result<String> {
+        match self {
+            Lines::Editor(editor) => match editor.readline(prompt) {
+                Ok(line) => Ok(line),
+                Err(
+                    rustyline::error::ReadlineError::Eof
+                    | rustyline::error::ReadlineError::Interrupted,
+                ) => Ok(String::new()),
+                Err(e) => Err(e.into()),
+            },
+            Lines::Plain(stdin) => {
+                // The prompt and the line read are shown, so a transcript reads as a dialogue.
+                write!(out, "{prompt}")?;
+                out.flush()?;
+                let mut line = String::new();
+                stdin.read_line(&mut line)?;
+                writeln!(out, "{}", terminal_safe(line.trim()))?;
+                Ok(line)
+            }
+        }
     }
 
     fn next(&mut self) -> anyhow::Result<Option<String>> {

@@ -65,7 +65,7 @@ pub use access::AccessContext;
 pub use memory::learn::facts_stated as facts_stated_in;
 /// Long-term memory of the asker: facts (grade, base city…) kept per tenant and user, with
 /// where each came from ([`MemoryStore`] in the data directory, owner-only, written atomically).
-pub use memory::{Asker, Fact, FactSource, MemoryError, MemoryStore};
+pub use memory::{Asker, Fact, FactSource, MemoryError, MemoryStore, same_key};
 
 /// One knowledge base (a data directory, or PostgreSQL): open, ingest, search.
 pub use engine::Engine;

@@ -37,6 +37,17 @@ impl Operator {
 
     /// `ragtrail --user USER [--tenant T] ARGS`: exit code, stdout, stderr.
     fn run(&self, user: &str, tenant: Option<&str>, args: &[&str]) -> (i32, String, String) {
+        self.run_with(user, tenant, args, &[])
+    }
+
+    /// [`run`](Self::run) with these environment variables.
+    fn run_with(
+        &self,
+        user: &str,
+        tenant: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (i32, String, String) {
         let knowledge = repo_root().join("knowledge");
         let data = self.root().join("data");
         let traces = self.traces();
@@ -55,7 +66,7 @@ impl Operator {
         }
         all.extend(args.iter().map(|s| s.to_string()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        let out = ragtrail_with_env(self.root(), &all, &[]);
+        let out = ragtrail_with_env(self.root(), &all, env);
         let (stdout, stderr) = text(&out);
         (out.status.code().unwrap_or(-1), stdout, stderr)
     }
@@ -68,6 +79,42 @@ impl Operator {
         let value = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("ask --json: {e}\n{stdout}\n{stderr}"));
         (code, value)
+    }
+
+    /// `ragtrail --user USER chat --planner offline ARGS` with `input` piped to it: exit code,
+    /// stdout, stderr.
+    fn chat(&self, user: &str, input: &str, args: &[&str]) -> (i32, String, String) {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("RAGTRAIL_") {
+                cmd.env_remove(&key);
+            }
+        }
+        crate::common::cli::pin_hashing(&mut cmd);
+        cmd.current_dir(self.root())
+            .arg("--data-dir")
+            .arg(self.root().join("data"))
+            .arg("--knowledge")
+            .arg(repo_root().join("knowledge"))
+            .arg("--trace-dir")
+            .arg(self.traces())
+            .args(["--user", user, "chat", "--planner", "offline"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start ragtrail chat");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write the input");
+        let out = child.wait_with_output().expect("chat");
+        let (stdout, stderr) = text(&out);
+        (out.status.code().unwrap_or(-1), stdout, stderr)
     }
 
     fn facts(&self, user: &str, tenant: Option<&str>) -> Vec<(String, String)> {
@@ -336,6 +383,201 @@ fn remember_learns_and_rerun_uses_the_recorded_facts() {
     assert!(
         rerun.contains("with it the offline planner answers differently"),
         "{rerun}"
+    );
+}
+
+/// The `memory_read` event of a trace: (used keys, stated keys), `None` when it has none.
+fn memory_read_of(trace: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let file = ragtrail::trace::read_trace(Path::new(trace)).expect("read the trace");
+    file.events().find_map(|e| match &e.body {
+        ragtrail::trace::EventBody::MemoryRead(m) => Some((
+            m.used.iter().map(|f| f.key.clone()).collect(),
+            m.stated.clone(),
+        )),
+        _ => None,
+    })
+}
+
+/// The LLM planner is told the asker's facts in its system prompt, in the question's language,
+/// with the rule that the question's own facts win, and its run records them in a
+/// `memory_read` event; another asker's run is told nothing. A scripted server stands in for
+/// the model (it searches, then cites the first hit), so the test is about what is sent.
+#[test]
+fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
+    use crate::common::chat_server::{ChatServer, tool_calls};
+    use serde_json::json;
+
+    let server = ChatServer::start(|reqs| {
+        let req = reqs.last().expect("a request");
+        match req.hits().into_iter().next() {
+            None => tool_calls(&[("s", "searchDocs", json!({"keywords": ["伙食补贴", "城市"]}))]),
+            Some((chunk, snippet, _)) => {
+                let quote = (snippet.split(['。', '；', '\n']))
+                    .map(|s| s.trim().trim_matches('…').trim())
+                    .max_by_key(|s| s.chars().count())
+                    .unwrap_or_default()
+                    .to_string();
+                tool_calls(&[(
+                    "a",
+                    "submitAnswer",
+                    json!({"answer": quote, "citations": [{"chunkId": chunk, "quote": quote}]}),
+                )])
+            }
+        }
+    });
+    let env = [
+        ("RAGTRAIL_LLM_BASE_URL", server.base_url.as_str()),
+        ("RAGTRAIL_LLM_MODEL", "scripted-model"),
+    ];
+    let op = Operator::new();
+    op.set("alice", "grade", "B");
+    op.set("alice", "base city", "成都");
+    let ask = |user: &str, question: &str| {
+        let args = [
+            "ask",
+            question,
+            "--json",
+            "--planner",
+            "llm",
+            "--max-rounds",
+            "2",
+        ];
+        let (code, stdout, stderr) = op.run_with(user, None, &args, &env);
+        let outcome: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("ask --json: {e}\n{stdout}\n{stderr}"));
+        assert_eq!(code, 0, "{outcome}\n{stderr}");
+        outcome
+    };
+    let system_of_last_run = |runs_before: usize| {
+        let reqs = server.requests();
+        let first = reqs.get(runs_before).expect("the run's first request");
+        first.messages()[0]["content"]
+            .as_str()
+            .expect("the system prompt")
+            .to_string()
+    };
+
+    let outcome = ask("alice", ALLOWANCE);
+    let system = system_of_last_run(0);
+    assert!(
+        system.contains(
+            "提问者告诉过我们的事实（记住的，可能与问题有关）：\n- grade：B\n- base city：成都"
+        ),
+        "{system}"
+    );
+    assert!(system.contains("问题本身说明的事实优先"), "{system}");
+    let (used, stated) = memory_read_of(&trace_of(&outcome)).expect("a memory_read event");
+    assert_eq!(used, ["grade", "base city"]);
+    assert!(stated.is_empty(), "{stated:?}");
+    // The audit says the facts were given to the model, not that the model used them.
+    let (_, audit, stderr) = op.run("alice", None, &["audit", &trace_of(&outcome)]);
+    assert!(
+        audit.contains("given to the model: base city = 成都 (set by the asker"),
+        "{audit}{stderr}"
+    );
+    assert!(!audit.contains("  used:"), "{audit}");
+
+    // A city the question states: still told (the rule says the question wins), named as stated.
+    let before = server.requests().len();
+    let outcome = ask("alice", "我常驻北京，出差一天伙食补贴多少？");
+    assert!(system_of_last_run(before).contains("- base city：成都"));
+    let (_, stated) = memory_read_of(&trace_of(&outcome)).expect("a memory_read event");
+    assert_eq!(stated, ["base city"]);
+
+    // English question, English words; another asker is told nothing and records nothing.
+    let before = server.requests().len();
+    ask(
+        "alice",
+        "What is the daily meal allowance on a business trip?",
+    );
+    let system = system_of_last_run(before);
+    assert!(
+        system.contains("Facts the asker has told us") && system.contains("- base city: 成都"),
+        "{system}"
+    );
+    let before = server.requests().len();
+    let outcome = ask("bob", ALLOWANCE);
+    let system = system_of_last_run(before);
+    assert!(
+        !system.contains("成都") && !system.contains("提问者告诉过我们"),
+        "{system}"
+    );
+    assert!(memory_read_of(&trace_of(&outcome)).is_none());
+}
+
+/// `chat` asks once, in the message's language, whether to remember what a message says about
+/// the asker, and remembers only on yes, as said in that turn's run; the next turn uses it.
+/// Without a flag a piped chat neither asks nor remembers; a fact already held with that value
+/// is not asked about again.
+#[test]
+fn chat_asks_before_remembering_what_a_message_says() {
+    let op = Operator::new();
+    // Piped without --remember: no question, nothing kept.
+    let said = "我常驻成都，出差一天伙食补贴多少？";
+    let (code, stdout, stderr) = op.chat("dave", &format!("{said}\n/quit\n"), &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("记住"), "{stdout}");
+    assert!(op.facts("dave", None).is_empty());
+
+    // A no keeps nothing; the no is not taken for a question.
+    let (_, stdout, _) = op.chat(
+        "dave",
+        &format!("{said}\nn\n/quit\n"),
+        &["--remember", "ask"],
+    );
+    assert!(
+        stdout.contains("记住：base city = 成都？[y/N] n\n没有记住"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("第 2 问"), "{stdout}");
+    assert!(op.facts("dave", None).is_empty());
+
+    // A yes keeps it, as said in the turn's run, and the next turn answers with it.
+    let input = format!("{said}\ny\n{ALLOWANCE}\n/quit\n");
+    let (code, stdout, stderr) = op.chat("dave", &input, &["--remember", "ask"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("记住：base city = 成都？[y/N] y\n已记住：base city = 成都"),
+        "{stdout}"
+    );
+    let (_, listed, _) = op.run("dave", None, &["memory", "list", "--json"]);
+    let listed: Vec<Value> = serde_json::from_str(&listed).expect("list --json");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["source"]["kind"], "said", "{listed:?}");
+    let run_id = listed[0]["source"]["runId"].as_str().expect("runId");
+    assert!(
+        walk(&op.traces())
+            .iter()
+            .any(|p| p.to_string_lossy().contains(run_id)),
+        "the fact names the run of the turn that said it: {run_id}"
+    );
+    let second = stdout.split("第 2 问 › ").nth(1).expect("a second turn");
+    assert!(
+        second.contains("按你记住的常驻城市 成都（属二类城市）") && second.contains("100元"),
+        "{second}"
+    );
+
+    // Already remembered with that value: not asked again; English asks in English.
+    let input = format!("{said}\nI'm based in Singapore. What is the per diem?\ny\n/quit\n");
+    let (_, stdout, _) = op.chat("dave", &input, &["--remember", "ask"]);
+    assert_eq!(stdout.matches("[y/N]").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains(
+            "Remember: base city = Singapore? [y/N] y\nremembered: base city = Singapore"
+        ),
+        "{stdout}"
+    );
+    // --remember alone keeps without asking, as `ask --remember` does.
+    let (_, stdout, _) = op.chat(
+        "erin",
+        "我是B类员工，出差住宿标准多少？\n/quit\n",
+        &["--remember"],
+    );
+    assert!(!stdout.contains("[y/N]"), "{stdout}");
+    assert!(stdout.contains("已记住：grade = B类"), "{stdout}");
+    assert_eq!(
+        op.facts("erin", None),
+        [("grade".to_string(), "B类".to_string())]
     );
 }
 

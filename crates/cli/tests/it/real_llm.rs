@@ -397,6 +397,67 @@ fn ask_planner_llm_through_the_binary_completes_and_its_trace_replays() {
     }
 }
 
+/// The asker's remembered facts reach the real model in its system prompt, in the question's
+/// language, and the run records them in `memory_read`; the run still holds every invariant.
+/// One search round of two hits: SmolLM2 is slow on a loaded machine.
+#[test]
+fn remembered_facts_are_given_to_the_model_and_recorded() {
+    let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let (ws, engine) = knowledge();
+    let fact = |key: &str, value: &str| ragtrail::Fact {
+        key: key.to_string(),
+        value: value.to_string(),
+        source: ragtrail::FactSource::Asker,
+        set_at: "2026-11-29T06:20:00Z".to_string(),
+    };
+    let mut settings = ws.run_settings();
+    settings.options = AgentRagOptions {
+        max_search_rounds: 1,
+        top_k_per_round: 2,
+        require_source: true,
+    };
+    settings.memory = vec![fact("base city", "成都"), fact("grade", "B")];
+    let mut planner = LlmPlanner::new(&config()).expect("planner");
+    let outcome = ragtrail::run_agent(
+        &engine,
+        &mut planner,
+        "坐高铁出差，报销需要什么凭证？",
+        &settings,
+        &mut |_| {},
+    )
+    .expect("run");
+    assert!(
+        matches!(
+            outcome.status,
+            RunStatus::Answered | RunStatus::InsufficientEvidence
+        ),
+        "{:?} {}",
+        outcome.status,
+        outcome.reason
+    );
+    let system = serde_json::to_value(&planner.messages()[0]).expect("message");
+    let system = system["content"].as_str().expect("the system prompt");
+    assert!(
+        system.contains("提问者告诉过我们的事实")
+            && system.contains("- base city：成都\n- grade：B"),
+        "{system}"
+    );
+    let path = &outcome.trace.as_ref().expect("trace").path;
+    let read = ragtrail::trace::read_trace(path)
+        .expect("read")
+        .events()
+        .find_map(|e| match &e.body {
+            EventBody::MemoryRead(m) => Some(m.clone()),
+            _ => None,
+        })
+        .expect("a memory_read event");
+    let given: Vec<(&str, &str)> = (read.used.iter())
+        .map(|f| (f.key.as_str(), f.value.as_str()))
+        .collect();
+    assert_eq!(given, [("base city", "成都"), ("grade", "B")]);
+    check_trace(&engine, path, &AccessContext::default());
+}
+
 #[test]
 fn chat_through_the_binary_answers_each_turn_and_traces_it() {
     use std::io::Write;

@@ -293,20 +293,26 @@ fn memory_lines(r: &AuditReport) -> Vec<String> {
         return Vec::new();
     };
     let mut lines = vec!["remembered facts:".to_string()];
+    // A model is given every fact; which it relied on is its own reading, not recorded.
+    let used = if r.planner == "llm" {
+        "given to the model"
+    } else {
+        "used"
+    };
     for f in &m.used {
         let source = match f.source.strip_prefix("run:") {
             Some(run) => format!("said in run {run}"),
             None => "set by the asker".to_string(),
         };
         lines.push(format!(
-            "  used: {} = {} ({source}, {})",
+            "  {used}: {} = {} ({source}, {})",
             plain(&f.key),
             plain(&f.value),
             plain(&f.set_at)
         ));
     }
     if m.used.is_empty() {
-        lines.push("  used: none".to_string());
+        lines.push(format!("  {used}: none"));
     }
     let keys = |label: &str, keys: &[String]| {
         (!keys.is_empty()).then(|| format!("  {label}: {}", plain(&keys.join(", "))))

@@ -285,7 +285,8 @@ pub struct TracedHit {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct MemoryRead {
-    /// The facts that decided the answer, as they were when the run read them.
+    /// The facts that decided the answer, as they were when the run read them (an LLM run:
+    /// every fact the model was given).
     pub used: Vec<FactRecord>,
     /// The facts whose values were searched (already in that search's keywords), so a run
     /// planned again searches the same.

@@ -24,9 +24,11 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::planner::{
-    Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep, Usage,
+    MemoryUse, Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
+    Usage,
 };
 use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError, WireToolCall};
+use crate::memory::same_key;
 use context::ContextBudget;
 
 /// How the previous reply's parts are answered on the next turn.
@@ -193,6 +195,21 @@ impl LlmPlanner {
     }
 }
 
+/// The account of the facts given to the model, for the `memory_read` event: the model saw
+/// them all, so all count as used (a re-run gives it the same); the keys the question states
+/// itself are named too (the prompt tells the model the question wins for those).
+fn given_facts(ctx: &PlannerContext<'_>) -> MemoryUse {
+    let stated = crate::memory::learn::facts_stated(ctx.question);
+    MemoryUse {
+        searched: Vec::new(),
+        used: ctx.memory.iter().map(|f| f.key.clone()).collect(),
+        stated: (ctx.memory.iter())
+            .filter(|f| stated.iter().any(|(k, _)| same_key(k, &f.key)))
+            .map(|f| f.key.clone())
+            .collect(),
+    }
+}
+
 impl Planner for LlmPlanner {
     fn kind(&self) -> &'static str {
         "llm"
@@ -207,11 +224,17 @@ impl Planner for LlmPlanner {
         ctx: &PlannerContext<'_>,
         observations: &[Observation],
     ) -> Result<PlannerStep, PlannerError> {
+        let mut memory = None;
         if self.messages.is_empty() {
             self.client.start_budget();
-            self.messages.push(ChatMessage::System {
-                content: prompt::system_prompt(ctx.today, ctx.max_searches),
-            });
+            let mut system = prompt::system_prompt(ctx.today, ctx.max_searches);
+            // The asker's remembered facts go with the rules: never trimmed like evidence.
+            if let Some(facts) = prompt::remembered_facts(ctx.question, ctx.memory) {
+                system.push_str("\n\n");
+                system.push_str(&facts);
+                memory = Some(given_facts(ctx));
+            }
+            self.messages.push(ChatMessage::System { content: system });
             // The conversation so far, so a follow-up ("需要提供什么证明？", "what about Paris?")
             // can be turned into standalone keywords.
             for turn in ctx.history.iter().rev().take(prompt::HISTORY_TURNS).rev() {
@@ -373,7 +396,7 @@ impl Planner for LlmPlanner {
             }),
             retries: reply.retries,
             context: fit,
-            memory: None,
+            memory,
         })
     }
 }

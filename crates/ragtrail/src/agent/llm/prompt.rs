@@ -10,6 +10,42 @@ pub fn system_prompt(today: &str, max_searches: u32) -> String {
         .replace("{max_searches}", &max_searches.to_string())
 }
 
+/// The asker's remembered facts, appended to the system prompt in the question's language:
+/// what the asker told us, the rule that the question's own facts win, and that they are not
+/// evidence. `None` when nothing is remembered.
+pub fn remembered_facts(question: &str, facts: &[crate::memory::Fact]) -> Option<String> {
+    if facts.is_empty() {
+        return None;
+    }
+    let zh = crate::text::Lang::of(question) == crate::text::Lang::Zh;
+    let list: Vec<String> = (facts.iter())
+        .map(|f| {
+            if zh {
+                format!("- {}：{}", f.key, f.value)
+            } else {
+                format!("- {}: {}", f.key, f.value)
+            }
+        })
+        .collect();
+    let list = list.join("\n");
+    Some(if zh {
+        format!(
+            "提问者告诉过我们的事实（记住的，可能与问题有关）：\n{list}\n\
+             规则：当某个事实决定答案时（表格的哪一行、哪一类、哪个标准）就用它，并在回答中说明用了哪些事实；\
+             与问题无关的事实不要用。问题本身说明的事实优先于这里记住的事实。\
+             这些事实是提问者说的，不是证据：引用只能来自检索结果。"
+        )
+    } else {
+        format!(
+            "Facts the asker has told us (remembered, they may bear on the question):\n{list}\n\
+             Rules: when a fact decides the answer (which table row, category or cap applies), \
+             use it and say in the answer which facts you used; do not use a fact that does not \
+             bear on the question. A fact stated in the question itself wins over a remembered \
+             one. These facts are the asker's words, not evidence: citations come only from the hits."
+        )
+    })
+}
+
 /// Sent once, when no searches are left.
 pub fn answer_now(searches_done: u32, max_searches: u32) -> String {
     format!(
@@ -62,5 +98,28 @@ mod tests {
         assert!(p.contains("at most 3 searches"), "{p}");
         assert!(!p.contains("{today}"));
         assert!(!p.contains("{max_searches}"));
+    }
+
+    #[test]
+    fn remembered_facts_are_told_in_the_questions_language_with_the_rule() {
+        let fact = |key: &str, value: &str| crate::memory::Fact {
+            key: key.to_string(),
+            value: value.to_string(),
+            source: crate::memory::FactSource::Asker,
+            set_at: "2026-11-30T06:20:00Z".to_string(),
+        };
+        let facts = [fact("grade", "B类"), fact("base city", "成都")];
+        assert_eq!(remembered_facts("出差一天伙食补贴多少？", &[]), None);
+        let zh = remembered_facts("出差一天伙食补贴多少？", &facts).expect("zh");
+        assert!(zh.starts_with("提问者告诉过我们的事实"), "{zh}");
+        assert!(zh.contains("- grade：B类\n- base city：成都"), "{zh}");
+        assert!(zh.contains("问题本身说明的事实优先"), "{zh}");
+        let en = remembered_facts("What is the meal allowance?", &facts).expect("en");
+        assert!(en.starts_with("Facts the asker has told us"), "{en}");
+        assert!(en.contains("- base city: 成都"), "{en}");
+        assert!(
+            en.contains("A fact stated in the question itself wins"),
+            "{en}"
+        );
     }
 }
