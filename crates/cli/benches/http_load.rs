@@ -5,8 +5,8 @@
 //!     [--only search|ask] [--baseline PATH]
 //! ```
 //!
-//! Ingests the knowledge folder (default: the bundled `knowledge/`) into a scratch data
-//! directory, starts the real `ragtrail serve` binary on 127.0.0.1 with the offline planner and
+//! Ingests the knowledge folder (default: the bundled `knowledge/`) with the hashing embedder
+//! into a scratch data directory, starts the real `ragtrail serve` binary on 127.0.0.1 with the offline planner and
 //! one token, and then, for S seconds each (default 5):
 //!
 //! - in-process `searchDocs` on 1 thread and on every core (the same engine, opened here);
@@ -124,6 +124,9 @@ fn ragtrail(binary: &Path, data: &Path, knowledge: &Path, traces: &Path) -> Comm
         }
     }
     cmd.env_remove("DATABASE_URL");
+    // Load on the server, not the embedder: the hashing embedder, which the in-process
+    // engine opened here uses too (a model would dominate every row).
+    cmd.env("RAGTRAIL_EMBEDDER", "hashing");
     cmd.arg("--data-dir")
         .arg(data)
         .arg("--knowledge")

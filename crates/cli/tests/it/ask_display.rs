@@ -225,26 +225,13 @@ fn assert_whole_words(stdout: &str, words: &str) {
 
 fn bundled_text() -> String {
     let mut all = String::new();
-    for entry in walk(&repo_root().join("knowledge")) {
+    for entry in crate::common::files_under(&repo_root().join("knowledge")) {
         if entry.extension().is_some_and(|e| e == "md") {
             all.push_str(&std::fs::read_to_string(&entry).expect("read"));
             all.push('\n');
         }
     }
     all
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]

@@ -319,7 +319,7 @@ fn memory_never_crosses_users_or_tenants_and_forget_removes() {
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("forgotten: grade = B"), "{stdout}");
     assert!(op.facts("alice", None).is_empty());
-    let files: Vec<String> = walk(&data.join("memory"))
+    let files: Vec<String> = crate::common::files_under(&data.join("memory"))
         .iter()
         .map(|p| std::fs::read_to_string(p).unwrap_or_default())
         .collect();
@@ -329,7 +329,9 @@ fn memory_never_crosses_users_or_tenants_and_forget_removes() {
 
     // A memory file that cannot be read stops `memory` and `ask` with its name, exit 3.
     op.set("alice", "grade", "B");
-    let file = walk(&data.join("memory")).pop().expect("memory file");
+    let file = crate::common::files_under(&data.join("memory"))
+        .pop()
+        .expect("memory file");
     std::fs::write(&file, "{\"version\": 1, \"facts\": [").expect("corrupt it");
     let (code, _, stderr) = op.run("alice", None, &["memory", "list"]);
     assert_eq!(code, 3, "{stderr}");
@@ -546,7 +548,7 @@ fn chat_asks_before_remembering_what_a_message_says() {
     assert_eq!(listed[0]["source"]["kind"], "said", "{listed:?}");
     let run_id = listed[0]["source"]["runId"].as_str().expect("runId");
     assert!(
-        walk(&op.traces())
+        crate::common::files_under(&op.traces())
             .iter()
             .any(|p| p.to_string_lossy().contains(run_id)),
         "the fact names the run of the turn that said it: {run_id}"
@@ -579,21 +581,6 @@ fn chat_asks_before_remembering_what_a_message_says() {
         op.facts("erin", None),
         [("grade".to_string(), "B类".to_string())]
     );
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 /// Over HTTP the token's name is the asker: one token's facts are never another's, `DELETE`

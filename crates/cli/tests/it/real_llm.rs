@@ -496,7 +496,7 @@ fn chat_through_the_binary_answers_each_turn_and_traces_it() {
     assert!(stdout.contains("\nturn 1 › "), "turn 1 answered: {stdout}");
     assert!(stdout.contains("\nturn 2 › "), "turn 2 answered: {stdout}");
     let engine = Engine::open(&root.join("data")).expect("open");
-    let mut traces: Vec<_> = walk(&root.join("traces"))
+    let mut traces: Vec<_> = crate::common::files_under(&root.join("traces"))
         .into_iter()
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && !p.ends_with("ledger.jsonl"))
         .collect();
@@ -505,17 +505,4 @@ fn chat_through_the_binary_answers_each_turn_and_traces_it() {
     for t in &traces {
         check_trace(&engine, t, &AccessContext::default());
     }
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

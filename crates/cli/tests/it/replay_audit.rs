@@ -50,25 +50,12 @@ fn recorded_run(key: Option<&[u8]>) -> (Workspace, Engine, PathBuf) {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    for entry in walk(from) {
+    for entry in crate::common::files_under(from) {
         let rel = entry.strip_prefix(from).expect("prefix");
         let dest = to.join(rel);
         std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
         std::fs::copy(&entry, dest).expect("copy");
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p))
-        } else {
-            out.push(p)
-        }
-    }
-    out
 }
 
 fn rehash(line: &str, prev: Option<&str>, key: Option<&[u8]>) -> (String, String) {
@@ -366,7 +353,7 @@ fn drift_in_a_cited_paragraph_is_reported_and_reverting_it_reproduces() {
 #[test]
 fn the_committed_fixture_trace_still_reads_verifies_and_renders_the_same() {
     let dir = tests_dir().join("fixtures/traces");
-    let trace = walk(&dir)
+    let trace = crate::common::files_under(&dir)
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n != "ledger.jsonl"))
         .expect("fixture trace");
