@@ -62,6 +62,7 @@ impl Planner for DirectSearch {
                 top_k: None,
                 // An agent's keywords are all there is: no question to embed.
                 query: None,
+                lexical: false,
             }
         };
         Ok(PlannerStep {

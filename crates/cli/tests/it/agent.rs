@@ -60,6 +60,7 @@ fn search(keywords: &[&str]) -> PlannerAction {
         keywords: keywords.iter().map(|s| s.to_string()).collect(),
         reason: "test".into(),
         top_k: None,
+        lexical: false,
     }
 }
 

@@ -208,6 +208,25 @@ fn remembered_facts_choose_the_row_and_the_audit_names_them() {
     );
 
     let trace = trace_of(&outcome);
+    // The facts' own search is lexical: their values are names and codes a passage states as
+    // written, which a model's leg, given a bare list of them, would crowd out.
+    let fusions: Vec<(Vec<String>, String)> = ragtrail::trace::read_trace(Path::new(&trace))
+        .expect("read the trace")
+        .events()
+        .filter_map(|e| match &e.body {
+            ragtrail::trace::EventBody::Search(s) => Some((s.keywords.clone(), s.fusion.clone())),
+            _ => None,
+        })
+        .collect();
+    let facts_round = fusions
+        .iter()
+        .find(|(k, _)| k.iter().any(|w| w == "成都"))
+        .unwrap_or_else(|| panic!("a search with the remembered city: {fusions:?}"));
+    assert_eq!(facts_round.1, "bm25", "{fusions:?}");
+    assert_ne!(
+        fusions[0].1, "bm25",
+        "the question's own search fuses: {fusions:?}"
+    );
     let (code, audit, stderr) = op.run("alice", None, &["audit", &trace]);
     assert!(code == 0 || code == 1, "{audit}{stderr}");
     assert!(audit.contains("remembered facts:"), "{audit}");

@@ -33,6 +33,11 @@ pub enum PlannerAction {
         /// list (see [`crate::search::SearchRequest::query`]); BM25 always searches the keywords.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         query: Option<String>,
+        /// Search the keywords' words alone (BM25, no vector leg): for literal values that a
+        /// passage names as written (a grade's code, a place name), which a model's leg,
+        /// embedding a bare list of them, would crowd out.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lexical: bool,
     },
     /// Finish with an answer citing chunks returned in this run.
     Answer {

@@ -59,6 +59,8 @@ struct SearchAsked {
     reason: String,
     top_k: Option<u32>,
     query: Option<String>,
+    /// BM25 alone ([`PlannerAction::Search`]'s `lexical`).
+    lexical: bool,
     /// Why the planner gave up before any search, when the loop ran this search instead.
     overrode_give_up: Option<String>,
 }
@@ -292,6 +294,7 @@ impl<'a> Run<'a> {
                     reason,
                     top_k,
                     query,
+                    lexical,
                 } => {
                     let query = query.filter(|q| crate::text::char_len(q) <= MAX_QUERY_CHARS);
                     self.search_round(
@@ -300,6 +303,7 @@ impl<'a> Run<'a> {
                             reason,
                             top_k,
                             query,
+                            lexical,
                             overrode_give_up: None,
                         },
                         on_event,
@@ -321,6 +325,7 @@ impl<'a> Run<'a> {
                             reason: why,
                             top_k: None,
                             query: Some(self.question.to_string()),
+                            lexical: false,
                             overrode_give_up: Some(reason),
                         };
                         self.search_round(asked, on_event)?
@@ -379,6 +384,7 @@ impl<'a> Run<'a> {
             reason,
             top_k,
             query,
+            lexical,
             overrode_give_up,
         } = asked;
         self.search_asked = true;
@@ -408,7 +414,8 @@ impl<'a> Run<'a> {
             .unwrap_or(self.options.top_k_per_round)
             .clamp(1, self.options.top_k_per_round.max(1));
         let (resp, cached_from) =
-            match self.cached_or_searched(&key, &keywords, query.as_deref(), top_k, round) {
+            match self.cached_or_searched(&key, &keywords, query.as_deref(), lexical, top_k, round)
+            {
                 Ok(found) => found,
                 Err(e) if e.is_setup() => {
                     return Ok(Some(Finish {
@@ -514,14 +521,21 @@ impl<'a> Run<'a> {
         key: &[String],
         keywords: &[String],
         query: Option<&str>,
+        lexical: bool,
         top_k: u32,
         round: u32,
     ) -> Result<(RoundResult, CachedFrom), SearchError> {
         let settings = self.settings;
+        let fusion = if lexical {
+            crate::search::fusion::Fusion::Bm25Only
+        } else {
+            self.engine.settings.agent_fusion
+        };
         let cache_key = format!(
-            "{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}",
             key.join("\u{1f}"),
             query.unwrap_or_default(),
+            fusion,
             settings.access.tenant,
             settings.access.roles.join(","),
             top_k,
@@ -533,14 +547,14 @@ impl<'a> Run<'a> {
             .and_then(|c| c.lock().ok().and_then(|s| s.cached(&cache_key).cloned()));
         if let Some(c) = cached {
             let from = (c.turn, c.round);
-            let result = c.result(self.engine.settings.agent_fusion);
+            let result = c.result(fusion);
             self.lookup.remember_cached(&result.hits);
             return Ok((result, Some(from)));
         }
         let mut req =
             SearchRequest::new(keywords.to_vec(), top_k as usize, settings.access.clone());
         req.query = query.map(str::to_string);
-        req.fusion = Some(self.engine.settings.agent_fusion);
+        req.fusion = Some(fusion);
         let found = self.lookup.searcher.search(&req)?;
         self.lookup.remember(&found.hits);
         let result = RoundResult::from(found);

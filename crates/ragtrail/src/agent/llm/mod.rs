@@ -357,6 +357,7 @@ impl Planner for LlmPlanner {
                     reason,
                     top_k: None,
                     query: None,
+                    lexical: false,
                 };
                 self.overrode_give_up = true;
                 self.overridden_call = self

@@ -227,6 +227,7 @@ pub fn parse_call(
                 reason,
                 top_k: a.top_k,
                 query: None,
+                lexical: false,
             })
         }
         SUBMIT_ANSWER => {
@@ -346,6 +347,7 @@ mod tests {
                 reason: "find the rule".into(),
                 top_k: Some(3),
                 query: None,
+                lexical: false,
             })
         );
         assert_eq!(
@@ -359,6 +361,7 @@ mod tests {
                 reason: "thinking".into(),
                 top_k: None,
                 query: None,
+                lexical: false,
             })
         );
         assert_eq!(

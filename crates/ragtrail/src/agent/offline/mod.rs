@@ -156,6 +156,7 @@ impl OfflinePlanner {
             top_k: None,
             // Round 1 searches the question itself: a semantic vector leg embeds its words.
             query: Some(self.effective_question(ctx)),
+            lexical: false,
         }
     }
 
@@ -388,6 +389,7 @@ impl Planner for OfflinePlanner {
                     reason,
                     top_k: None,
                     query: None,
+                    lexical: false,
                 },
                 None,
             ),

@@ -149,6 +149,7 @@ impl OfflinePlanner {
             ),
             top_k: None,
             query: None,
+            lexical: true,
         })
     }
 
