@@ -4,7 +4,7 @@
 //! language, the asker's own words (never an analyser's stems), no coverage percentages, no
 //! HTML.
 
-use crate::common::cli::{ragtrail, text};
+use crate::common::cli::{ragtrail_over, text};
 use crate::common::{LEAVE_EN, TRAVEL, Workspace, repo_root};
 
 /// (round, #n) of every "round R #N" / "第 R 轮 #N" source line, and the hits each round listed.
@@ -54,18 +54,11 @@ fn every_source_is_a_listed_hit(stdout: &str, round_word: &str) {
 fn ask(ws: &Workspace, question: &str) -> String {
     let data = ws.data();
     let knowledge = ws.knowledge();
-    let out = ragtrail(
+    let out = ragtrail_over(
         ws.dir.path(),
-        &[
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--knowledge",
-            knowledge.to_str().expect("utf-8"),
-            "ask",
-            question,
-            "--no-trace",
-            "--rounds",
-        ],
+        &data,
+        &knowledge,
+        &["ask", question, "--no-trace", "--rounds"],
     );
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -99,18 +92,9 @@ fn an_english_question_is_shown_in_english_and_every_source_is_a_listed_hit() {
 fn ask_bundled(ws: &Workspace, question: &str, extra: &[&str]) -> (Option<i32>, String, String) {
     let data = ws.data();
     let knowledge = repo_root().join("knowledge");
-    let mut args = vec![
-        "--data-dir",
-        data.to_str().expect("utf-8"),
-        "--knowledge",
-        knowledge.to_str().expect("utf-8"),
-        "--trace-dir",
-        "traces",
-        "ask",
-        question,
-    ];
+    let mut args = vec!["--trace-dir", "traces", "ask", question];
     args.extend_from_slice(extra);
-    let out = ragtrail(ws.dir.path(), &args);
+    let out = ragtrail_over(ws.dir.path(), &data, &knowledge, &args);
     let (stdout, stderr) = text(&out);
     (out.status.code(), stdout, stderr)
 }
@@ -296,19 +280,11 @@ fn search_names_the_missing_keywords_as_typed() {
     let ws = Workspace::new();
     let data = ws.data();
     let knowledge = repo_root().join("knowledge");
-    let out = ragtrail(
+    let out = ragtrail_over(
         ws.dir.path(),
-        &[
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--knowledge",
-            knowledge.to_str().expect("utf-8"),
-            "search",
-            "hotel",
-            "invoices",
-            "taxpayer",
-            "zeppelins",
-        ],
+        &data,
+        &knowledge,
+        &["search", "hotel", "invoices", "taxpayer", "zeppelins"],
     );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");

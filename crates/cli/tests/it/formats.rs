@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::cli::{ragtrail, text};
+use crate::common::cli::{ragtrail, ragtrail_over, text};
 use crate::common::*;
 use ragtrail::Engine;
 use ragtrail::OfflinePlanner;
@@ -405,13 +405,11 @@ fn ask_on_the_bundled_knowledge_cites_the_pdf_page_that_holds_the_answer() {
     let ws = Workspace::new();
     let data = ws.data();
     let knowledge = repo_root().join("knowledge");
-    let out = ragtrail(
+    let out = ragtrail_over(
         ws.dir.path(),
+        &data,
+        &knowledge,
         &[
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--knowledge",
-            knowledge.to_str().expect("utf-8"),
             "ask",
             "How many days does an organiser lose the right to book meeting rooms after three \
              no-shows in a month?",
@@ -562,7 +560,7 @@ fn bad_input_each_gets_a_reason_and_gbk_and_bom_files_are_read() {
             ("empty.md", "empty file (0 bytes)"),
             ("empty.pdf", "empty file (0 bytes)"),
             ("empty.txt", "empty file (0 bytes)"),
-        ]
+        ],
     );
     let chunk_of = |source: &str| {
         engine

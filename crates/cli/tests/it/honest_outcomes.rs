@@ -8,25 +8,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::cli::{ragtrail_with_env, text};
+use crate::common::cli::{ragtrail_over, text};
 use crate::common::repo_root;
 
 fn ask_json(dir: &Path, question: &str) -> (Option<i32>, Value) {
     let data = dir.join("data");
     let knowledge = repo_root().join("knowledge");
-    let out = ragtrail_with_env(
-        dir,
-        &[
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--knowledge",
-            knowledge.to_str().expect("utf-8"),
-            "ask",
-            "--json",
-            question,
-        ],
-        &[],
-    );
+    let out = ragtrail_over(dir, &data, &knowledge, &["ask", "--json", question]);
     let (stdout, stderr) = text(&out);
     let json = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"));

@@ -43,6 +43,17 @@ pub fn pin_hashing(cmd: &mut Command) {
     cmd.env("RAGTRAIL_MODEL_CACHE", NO_MODEL_CACHE);
 }
 
+/// [`ragtrail`] with `--data-dir DATA --knowledge KNOWLEDGE` before `args`.
+pub fn ragtrail_over(cwd: &Path, data: &Path, knowledge: &Path, args: &[&str]) -> Output {
+    let (data, knowledge) = (
+        data.to_str().expect("utf-8"),
+        knowledge.to_str().expect("utf-8"),
+    );
+    let mut all = vec!["--data-dir", data, "--knowledge", knowledge];
+    all.extend_from_slice(args);
+    ragtrail(cwd, &all)
+}
+
 /// [`ragtrail_with_env`] over a workspace's own folders in `cwd`: `data/`, `knowledge/` and
 /// `traces/`.
 pub fn ragtrail_in_workspace(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
