@@ -210,7 +210,8 @@ pub const SETUP_ERROR: &str = "setup_error";
 
 fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     let mut planner = choose_planner(args.planner, &args.llm)?;
-    let engine = open_current_engine(global)?;
+    let lang = Lang::of(&args.question);
+    let engine = open_current_engine(global, lang)?;
     let settings = run_settings(
         global,
         args.max_rounds,
@@ -221,7 +222,6 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     )?;
     let json = args.json;
     let live = args.rounds && !json;
-    let lang = Lang::of(&args.question);
     let mut show = |event: AgentEvent<'_>| {
         if live {
             print!("{}", event_text(&event, lang));

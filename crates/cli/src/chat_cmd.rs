@@ -55,7 +55,8 @@ const HELP: &str = "Ask a question, or:\n  /sources  the sources of the last ans
 pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     // Checks the chat configuration before anything else (a wrong URL fails here, not mid-chat).
     drop(ask_cmd::choose_planner(args.planner, &args.llm)?);
-    let engine = open_current_engine(global)?;
+    // Said before the first question, so in English (each answer is in its question's language).
+    let engine = open_current_engine(global, Lang::En)?;
     let sessions = SessionStore::new(&global.data_dir);
     let mut settings =
         ask_cmd::run_settings(global, args.max_rounds, args.top_k, true, None, true)?;

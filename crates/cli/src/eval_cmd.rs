@@ -14,6 +14,7 @@ use super::output;
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_ready_engine;
+use crate::output::Lang;
 use ragtrail::Engine;
 use ragtrail::Fusion;
 use ragtrail::OfflinePlanner;
@@ -409,7 +410,7 @@ fn agent_cmd(global: &GlobalArgs, args: &AgentArgs) -> anyhow::Result<ExitCode> 
     });
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut planners = Planners::new(&args.run)?;
-    let mut engine = open_ready_engine(global)?;
+    let mut engine = open_ready_engine(global, Lang::En)?;
     if let Some(fusion) = args.fusion {
         engine.settings.fusion = fusion;
         engine.settings.agent_fusion = fusion;

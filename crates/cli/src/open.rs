@@ -8,12 +8,12 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::global::GlobalArgs;
-use crate::output;
+use crate::output::{self, Lang};
 use ragtrail::{EmbedConfig, Embedder, EmbedderInfo, models};
 use ragtrail::{Engine, IngestOptions, IngestProgress, IngestSummary};
 
 pub(crate) fn open_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    open_engine_as(global, false, ModelUse::IfInstalled)
+    open_engine_as(global, false, ModelUse::IfInstalled, Lang::En)
 }
 
 /// What a command that finds no embedder configured does about the default model.
@@ -29,11 +29,13 @@ pub(crate) enum ModelUse {
 }
 
 /// `for_rebuild`: an index written in an older format opens empty, to be rebuilt; an index
-/// built with the hashing embedder is rebuilt with the default model.
+/// built with the hashing embedder is rebuilt with the default model. What it says about the
+/// default model is said in `lang`.
 pub(crate) fn open_engine_as(
     global: &GlobalArgs,
     for_rebuild: bool,
     model_use: ModelUse,
+    lang: Lang,
 ) -> anyhow::Result<Engine> {
     let config = global.embed.config();
     let mut engine = if config.is_unconfigured() {
@@ -47,7 +49,7 @@ pub(crate) fn open_engine_as(
             stored.as_ref(),
             for_rebuild,
             model_use,
-            Notes::Print,
+            Notes::Print(lang),
         );
         if config.default_model.is_some() {
             let embedder = ragtrail::embedder_from_config(&config)
@@ -90,15 +92,21 @@ fn open_with(
 pub(crate) fn embedder_for_new_index(global: &GlobalArgs) -> anyhow::Result<Arc<dyn Embedder>> {
     let mut config = global.embed.config();
     if config.is_unconfigured() {
-        config = default_config(config, None, false, ModelUse::Answer, Notes::Print);
+        config = default_config(
+            config,
+            None,
+            false,
+            ModelUse::Answer,
+            Notes::Print(Lang::En),
+        );
     }
     ragtrail::embedder_from_config(&config).context("setting up the embedder")
 }
 
-/// Whether [`default_config`] tells the user what it decided.
+/// Whether [`default_config`] tells the user what it decided, and in which language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Notes {
-    Print,
+    Print(Lang),
     Quiet,
 }
 
@@ -113,8 +121,12 @@ pub(crate) fn default_config(
     notes: Notes,
 ) -> EmbedConfig {
     let spec = models::DEFAULT_MODEL;
+    let lang = match notes {
+        Notes::Print(lang) => lang,
+        Notes::Quiet => Lang::En,
+    };
     let say = |text: String| {
-        if notes == Notes::Print {
+        if notes != Notes::Quiet {
             eprintln!("{text}");
         }
     };
@@ -129,10 +141,16 @@ pub(crate) fn default_config(
         return config;
     }
     let Some(cache) = models::cache_dir() else {
-        say(format!(
-            "note: no home folder to keep {} in (set RAGTRAIL_MODEL_CACHE): using the hashing embedder (lexical, not semantic).",
-            spec.name
-        ));
+        say(match lang {
+            Lang::En => format!(
+                "note: no home folder to keep {} in (set RAGTRAIL_MODEL_CACHE): using the hashing embedder (lexical, not semantic).",
+                spec.name
+            ),
+            Lang::Zh => format!(
+                "提示：没有可存放 {} 的主目录（请设置 RAGTRAIL_MODEL_CACHE）：改用哈希嵌入（只按字面匹配，不理解语义）。",
+                spec.name
+            ),
+        });
         return config;
     };
     if let Some(path) = spec.installed_in(&cache) {
@@ -142,32 +160,57 @@ pub(crate) fn default_config(
     if model_use == ModelUse::IfInstalled {
         return config;
     }
-    say(format!(
-        "No embedder is configured: installing the default model {} first, into {} (once; --embedder hashing skips it).",
-        spec.name,
-        cache.display()
-    ));
-    match crate::model_cmd::fetch(spec, &cache) {
-        Ok(path) => config.default_model = Some(path),
-        Err(e) => say(format!(
-            "note: {} could not be installed: {e}\n{}\nUsing the hashing embedder (lexical, not semantic); once the model is installed, `ragtrail ingest --rebuild` re-embeds the index with it.",
+    say(match lang {
+        Lang::En => format!(
+            "No embedder is configured: installing the default model {} first, into {} (once; --embedder hashing skips it).",
             spec.name,
-            spec.manual_steps(&cache)
-        )),
+            cache.display()
+        ),
+        Lang::Zh => format!(
+            "未配置嵌入模型：先安装默认模型 {}，装到 {}（只需一次；--embedder hashing 可跳过）。",
+            spec.name,
+            cache.display()
+        ),
+    });
+    match crate::model_cmd::fetch(spec, &cache, lang) {
+        Ok(path) => config.default_model = Some(path),
+        Err(e) => say(match lang {
+            Lang::En => format!(
+                "note: {} could not be installed: {e}\n{}\nUsing the hashing embedder (lexical, not semantic); once the model is installed, `ragtrail ingest --rebuild` re-embeds the index with it.",
+                spec.name,
+                spec.manual_steps(&cache)
+            ),
+            // The manual steps are commands and addresses; their few words stay as written.
+            Lang::Zh => format!(
+                "提示：{} 未能安装：{e}\n{}\n改用哈希嵌入（只按字面匹配，不理解语义）；模型装好后，`ragtrail ingest --rebuild` 会用它重新嵌入索引。",
+                spec.name,
+                spec.manual_steps(&cache)
+            ),
+        }),
     }
     config
 }
 
-/// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet.
-pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    let mut engine = open_engine_as(global, false, ModelUse::Answer)?;
+/// Opens the engine, ingesting the knowledge folder first if nothing was ingested yet; what
+/// it says on the way is said in `lang` (the asker's).
+pub(crate) fn open_ready_engine(global: &GlobalArgs, lang: Lang) -> anyhow::Result<Engine> {
+    let mut engine = open_engine_as(global, false, ModelUse::Answer, lang)?;
     if engine.is_empty() {
+        let knowledge = global.knowledge.display();
         eprintln!(
-            "The index is empty: ingesting {} first.",
-            global.knowledge.display()
+            "{}",
+            match lang {
+                Lang::En => format!("The index is empty: ingesting {knowledge} first."),
+                Lang::Zh => format!("索引还是空的：先导入 {knowledge}。"),
+            }
         );
-        let summary = run_ingest(&mut engine, &global.knowledge, &global.ingest_options())?;
-        eprintln!("{}", output::ingest_summary_line(&summary));
+        let summary = run_ingest(
+            &mut engine,
+            &global.knowledge,
+            &global.ingest_options(),
+            lang,
+        )?;
+        eprintln!("{}", output::ingest_summary_line(&summary, lang));
     }
     Ok(engine)
 }
@@ -176,46 +219,61 @@ pub(crate) fn open_ready_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
 /// knowledge files edited, added or removed since the last ingest are re-ingested first with
 /// `--auto-ingest`, and otherwise named on stderr with the command that brings the index up
 /// to date, so nobody is answered from an old text without knowing it.
-pub(crate) fn open_current_engine(global: &GlobalArgs) -> anyhow::Result<Engine> {
-    let mut engine = open_ready_engine(global)?;
+pub(crate) fn open_current_engine(global: &GlobalArgs, lang: Lang) -> anyhow::Result<Engine> {
+    let mut engine = open_ready_engine(global, lang)?;
     let Some(changes) = engine.knowledge_changes().filter(|c| !c.is_empty()) else {
         return Ok(engine);
     };
+    let changed = output::knowledge_changes_line(&changes, lang);
     if global.auto_ingest && !changes.root_missing {
         eprintln!(
-            "{}; re-ingesting first (--auto-ingest).",
-            output::knowledge_changes_line(&changes)
+            "{}",
+            match lang {
+                Lang::En => format!("{changed}; re-ingesting first (--auto-ingest)."),
+                Lang::Zh => format!("{changed}；先重新导入（--auto-ingest）。"),
+            }
         );
-        let summary = run_ingest(&mut engine, &changes.root, &global.ingest_options())?;
-        eprintln!("{}", output::ingest_summary_line(&summary));
+        let summary = run_ingest(&mut engine, &changes.root, &global.ingest_options(), lang)?;
+        eprintln!("{}", output::ingest_summary_line(&summary, lang));
     } else {
+        let hint = output::knowledge_refresh_hint(&changes, &global.data_dir, lang);
         eprintln!(
-            "note: {}; answers come from the text as it was then. {}",
-            output::knowledge_changes_line(&changes),
-            output::knowledge_refresh_hint(&changes, &global.data_dir)
+            "{}",
+            match lang {
+                Lang::En =>
+                    format!("note: {changed}; answers come from the text as it was then. {hint}"),
+                Lang::Zh => format!("提示：{changed}；回答仍依据上次导入时的文本。{hint}"),
+            }
         );
     }
     Ok(engine)
 }
 
+/// Ingests `dir` with a progress bar on a terminal; what it says is said in `lang`.
 pub(crate) fn run_ingest(
     engine: &mut Engine,
     dir: &Path,
     options: &IngestOptions,
+    lang: Lang,
 ) -> anyhow::Result<IngestSummary> {
+    let eta = lang.pick("eta", "剩余");
     let style = |unit: &str| {
         indicatif::ProgressStyle::with_template(&format!(
-            "{{spinner}} {{msg}} {{pos}}/{{len}} {unit} [{{elapsed}}, {{per_sec}}, eta {{eta}}]"
+            "{{spinner}} {{msg}} {{pos}}/{{len}} {unit} [{{elapsed}}, {{per_sec}}, {eta} {{eta}}]"
         ))
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
     };
+    let (chunks, pages_unit) = (lang.pick("chunks", "个片段"), lang.pick("pages", "页"));
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(style("chunks"));
+        bar.set_style(style(chunks));
         bar
     });
-    let resumed = |kept: usize| {
-        format!("resuming: {kept} vectors kept from an ingest that stopped before it finished")
+    let resumed = |kept: usize| match lang {
+        Lang::En => {
+            format!("resuming: {kept} vectors kept from an ingest that stopped before it finished")
+        }
+        Lang::Zh => format!("继续上次未完成的导入：保留已算好的 {kept} 个向量"),
     };
     let mut progress = |p: IngestProgress| {
         if let (IngestProgress::Resumed { kept }, None) = (&p, &bar) {
@@ -228,26 +286,26 @@ pub(crate) fn run_ingest(
                 IngestProgress::Reading { file, done, pages } if pages >= 100 => {
                     if done == 1 {
                         bar.reset();
-                        bar.set_style(style("pages"));
+                        bar.set_style(style(pages_unit));
                         bar.set_length(pages as u64);
-                        bar.set_message(format!("reading {file}"));
+                        bar.set_message(format!("{} {file}", lang.pick("reading", "读取")));
                     }
                     bar.set_position(done as u64);
                     if done == pages {
-                        bar.set_style(style("chunks"));
+                        bar.set_style(style(chunks));
                     }
                 }
                 IngestProgress::Reading { .. } => {}
                 IngestProgress::Indexing { total } => {
                     bar.reset();
-                    bar.set_message("indexing");
+                    bar.set_message(lang.pick("indexing", "建索引"));
                     bar.set_length(total as u64);
                 }
                 IngestProgress::Indexed { done } => bar.set_position(done as u64),
                 IngestProgress::Embedding { total } => {
                     // A fresh start, so chunks/s and the ETA measure embedding alone.
                     bar.reset();
-                    bar.set_message("embedding");
+                    bar.set_message(lang.pick("embedding", "嵌入"));
                     bar.set_length(total as u64);
                 }
                 IngestProgress::Embedded { done } => bar.set_position(done as u64),
@@ -262,13 +320,21 @@ pub(crate) fn run_ingest(
         bar.finish_and_clear();
     }
     for skipped in &summary.skipped {
-        eprintln!("warning: skipped {}: {}", skipped.path, skipped.reason);
+        match lang {
+            Lang::En => eprintln!("warning: skipped {}: {}", skipped.path, skipped.reason),
+            Lang::Zh => eprintln!("警告：已跳过 {}：{}", skipped.path, skipped.reason),
+        }
     }
     let truncated = engine.embedder().truncated_inputs();
     if truncated > 0 {
-        eprintln!(
-            "note: {truncated} chunk texts were longer than the embedder accepts and were embedded from their beginning only"
-        );
+        match lang {
+            Lang::En => eprintln!(
+                "note: {truncated} chunk texts were longer than the embedder accepts and were embedded from their beginning only"
+            ),
+            Lang::Zh => {
+                eprintln!("提示：{truncated} 个片段超出嵌入模型的长度上限，只嵌入了开头部分")
+            }
+        }
     }
     Ok(summary)
 }

@@ -29,52 +29,84 @@ pub fn first_seen(rounds: &[ragtrail::RoundRecord], chunk_id: &str) -> Option<(u
     })
 }
 
-pub fn ingest_summary_line(s: &IngestSummary) -> String {
-    format!(
-        "ingest: {} added, {} changed, {} removed, {} unchanged; {} chunks in the index{}{}{}",
-        s.added.len(),
-        s.changed.len(),
-        s.removed.len(),
-        s.unchanged,
-        s.chunks,
-        if s.skipped.is_empty() {
-            String::new()
-        } else {
-            format!("; {} files skipped", s.skipped.len())
-        },
-        ingest_formats_part(s),
-        if s.versions_pruned == 0 {
-            String::new()
-        } else {
-            format!(
-                "; {} pruned (--keep-versions)",
-                count(s.versions_pruned, "past chunk text", "past chunk texts")
-            )
-        }
-    )
+/// One line saying what an ingest did, in `lang` (the asker's, when an `ask` ingested first).
+pub fn ingest_summary_line(s: &IngestSummary, lang: Lang) -> String {
+    let skipped = s.skipped.len();
+    let pruned = s.versions_pruned;
+    match lang {
+        Lang::En => format!(
+            "ingest: {} added, {} changed, {} removed, {} unchanged; {} chunks in the index{}{}{}",
+            s.added.len(),
+            s.changed.len(),
+            s.removed.len(),
+            s.unchanged,
+            s.chunks,
+            if skipped == 0 {
+                String::new()
+            } else {
+                format!("; {skipped} files skipped")
+            },
+            ingest_formats_part(s, lang),
+            if pruned == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; {} pruned (--keep-versions)",
+                    count(pruned, "past chunk text", "past chunk texts")
+                )
+            }
+        ),
+        Lang::Zh => format!(
+            "导入：新增 {}，修改 {}，删除 {}，未变 {}；索引中共 {} 个片段{}{}{}",
+            s.added.len(),
+            s.changed.len(),
+            s.removed.len(),
+            s.unchanged,
+            s.chunks,
+            if skipped == 0 {
+                String::new()
+            } else {
+                format!("；跳过 {skipped} 个文件")
+            },
+            ingest_formats_part(s, lang),
+            if pruned == 0 {
+                String::new()
+            } else {
+                format!("；清理了 {pruned} 个旧版片段文本（--keep-versions）")
+            }
+        ),
+    }
 }
 
 /// `; files: markdown 22 read, pdf 2 read 1 skipped, other 1 skipped` (nothing for an empty
 /// count).
-fn ingest_formats_part(s: &IngestSummary) -> String {
+fn ingest_formats_part(s: &IngestSummary, lang: Lang) -> String {
     if s.formats.is_empty() {
         return String::new();
     }
+    // "markdown 22 read" / "markdown 读取 22 个"
+    let counted = |n: usize, en: &str, zh: &str| match lang {
+        Lang::En => format!(" {n} {en}"),
+        Lang::Zh => format!(" {zh} {n} 个"),
+    };
     let parts: Vec<String> = s
         .formats
         .iter()
         .map(|(format, count)| {
             let mut part = format.clone();
             if count.read > 0 {
-                part.push_str(&format!(" {} read", count.read));
+                part.push_str(&counted(count.read, "read", "读取"));
             }
             if count.skipped > 0 {
-                part.push_str(&format!(" {} skipped", count.skipped));
+                part.push_str(&counted(count.skipped, "skipped", "跳过"));
             }
             part
         })
         .collect();
-    format!("; files: {}", parts.join(", "))
+    match lang {
+        Lang::En => format!("; files: {}", parts.join(", ")),
+        Lang::Zh => format!("；文件：{}", parts.join("，")),
+    }
 }
 
 /// The ingest summary as JSON (`ingest --json`): what changed, the counts per format and every
@@ -99,48 +131,76 @@ pub fn ingest_summary_json(s: &IngestSummary) -> serde_json::Value {
 
 /// What changed in the knowledge folder since the last ingest, in one line: "the knowledge
 /// folder knowledge changed since the last ingest: 1 edited, 2 added (a.md, b.md, c.md)".
-pub fn knowledge_changes_line(c: &KnowledgeChanges) -> String {
+pub fn knowledge_changes_line(c: &KnowledgeChanges, lang: Lang) -> String {
     let root = c.root.display();
     if c.root_missing {
-        return format!("the knowledge folder {root} indexed last is gone");
+        return match lang {
+            Lang::En => format!("the knowledge folder {root} indexed last is gone"),
+            Lang::Zh => format!("上次导入的知识库文件夹 {root} 已不存在"),
+        };
     }
     let mut counts = Vec::new();
-    for (n, what) in [
-        (c.changed.len(), "edited"),
-        (c.added.len(), "added"),
-        (c.removed.len(), "removed"),
+    for (n, en, zh) in [
+        (c.changed.len(), "edited", "修改"),
+        (c.added.len(), "added", "新增"),
+        (c.removed.len(), "removed", "删除"),
     ] {
         if n > 0 {
-            counts.push(format!("{n} {what}"));
+            counts.push(match lang {
+                Lang::En => format!("{n} {en}"),
+                Lang::Zh => format!("{zh} {n} 个"),
+            });
         }
     }
     let (names, more) = c.sample(3);
-    let more = if more > 0 {
-        format!(", {more} more")
-    } else {
-        String::new()
-    };
-    format!(
-        "the knowledge folder {root} changed since the last ingest: {} ({}{more})",
-        counts.join(", "),
-        names.join(", ")
-    )
+    match lang {
+        Lang::En => format!(
+            "the knowledge folder {root} changed since the last ingest: {} ({}{})",
+            counts.join(", "),
+            names.join(", "),
+            if more > 0 {
+                format!(", {more} more")
+            } else {
+                String::new()
+            }
+        ),
+        Lang::Zh => format!(
+            "知识库文件夹 {root} 自上次导入后有变动：{}（{}{}）",
+            counts.join("，"),
+            names.join("、"),
+            if more > 0 {
+                format!(" 等，另有 {more} 个")
+            } else {
+                String::new()
+            }
+        ),
+    }
 }
 
 /// The command that brings the index up to date with the folder it was built from.
-pub fn knowledge_refresh_hint(c: &KnowledgeChanges, data_dir: &std::path::Path) -> String {
+pub fn knowledge_refresh_hint(
+    c: &KnowledgeChanges,
+    data_dir: &std::path::Path,
+    lang: Lang,
+) -> String {
     if c.root_missing {
-        return "Ingest the folder that holds the documents now: `ragtrail ingest DIR`.".into();
+        return lang
+            .pick(
+                "Ingest the folder that holds the documents now: `ragtrail ingest DIR`.",
+                "请导入现在存放文档的文件夹：`ragtrail ingest DIR`。",
+            )
+            .into();
     }
     let data_dir = if data_dir == std::path::Path::new(crate::config::DEFAULT_DATA_DIR) {
         String::new()
     } else {
         format!(" --data-dir {}", data_dir.display())
     };
-    format!(
-        "Run `ragtrail{data_dir} ingest {}` (or pass --auto-ingest).",
-        c.root.display()
-    )
+    let root = c.root.display();
+    match lang {
+        Lang::En => format!("Run `ragtrail{data_dir} ingest {root}` (or pass --auto-ingest)."),
+        Lang::Zh => format!("运行 `ragtrail{data_dir} ingest {root}`（或加 --auto-ingest）。"),
+    }
 }
 
 /// The global flags that chose the data, knowledge and trace directories and the access

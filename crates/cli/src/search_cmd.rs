@@ -9,6 +9,7 @@ use super::output;
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_current_engine;
+use crate::output::Lang;
 use ragtrail::Fusion;
 use ragtrail::SearchRequest;
 
@@ -41,7 +42,7 @@ pub struct SearchArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
-    let engine = open_current_engine(global)?;
+    let engine = open_current_engine(global, Lang::of(&args.keywords.join(" ")))?;
     let access = config::access_context(global.tenant.as_deref(), &global.roles);
     let mut req = SearchRequest::new(args.keywords.clone(), args.top_k as usize, access);
     req.include_superseded = args.include_superseded;

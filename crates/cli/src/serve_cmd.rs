@@ -11,6 +11,7 @@ use super::ask_cmd::{LlmArgs, PlannerChoice, choose_planner};
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_current_engine;
+use crate::output::Lang;
 use ragtrail_server::{App, Grant, Limits, PlannerFactory, ServerConfig, TokenStore};
 
 #[derive(Debug, Args)]
@@ -125,7 +126,7 @@ fn app(
         Arc::new(move || choose_planner(choice, &llm).map_err(|e| format!("{e:#}")));
     // Check the planner's configuration before serving anybody.
     planner().map_err(anyhow::Error::msg)?;
-    let engine = open_current_engine(global)?;
+    let engine = open_current_engine(global, Lang::En)?;
     Ok(Arc::new(App::new(
         engine,
         ServerConfig {

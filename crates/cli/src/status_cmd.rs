@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::global::GlobalArgs;
+use crate::output::Lang;
 use crate::output::{knowledge_changes_line, knowledge_refresh_hint};
 use ragtrail::EmbedderInfo;
 use ragtrail::{Scope, Status};
@@ -166,8 +167,8 @@ fn render(s: &Status) -> String {
                 Some(c) if c.is_empty() => "unchanged since the last ingest".into(),
                 Some(c) => format!(
                     "{}. {}",
-                    knowledge_changes_line(c),
-                    knowledge_refresh_hint(c, std::path::Path::new(&s.data_dir))
+                    knowledge_changes_line(c, Lang::En),
+                    knowledge_refresh_hint(c, std::path::Path::new(&s.data_dir), Lang::En)
                 ),
             },
         );

@@ -10,6 +10,7 @@ use super::output::{self, terminal_safe};
 use crate::config;
 use crate::global::GlobalArgs;
 use crate::open::open_ready_engine;
+use crate::output::Lang;
 use ragtrail::OfflinePlanner;
 use ragtrail::TraceSettings;
 use ragtrail::review::audit::audit;
@@ -245,7 +246,7 @@ pub fn replay_cmd(global: &GlobalArgs, args: &ReplayArgs) -> anyhow::Result<Exit
     // Under the caller's access, checked before the index is even opened.
     let caller = config::access_context(global.tenant.as_deref(), &global.roles);
     ragtrail::review::check_access(&file, &caller)?;
-    let engine = open_ready_engine(global)?;
+    let engine = open_ready_engine(global, Lang::En)?;
     if let Err(mismatch) = ragtrail::review::check_knowledge_base(&file, &engine) {
         if !args.force {
             eprintln!("error: {mismatch}");
@@ -374,7 +375,7 @@ pub fn audit_cmd(global: &GlobalArgs, args: &AuditArgs) -> anyhow::Result<ExitCo
     {
         None
     } else {
-        Some(open_ready_engine(global)?)
+        Some(open_ready_engine(global, Lang::En)?)
     };
     let mut report = audit(file, checked.integrity.clone(), engine.as_ref(), &auditor);
     report.trace = trace.display().to_string();

@@ -313,3 +313,62 @@ fn rounds_are_shown_before_the_answer_only_when_asked_for() {
         "no summary as well: {stdout}"
     );
 }
+
+/// The lines an `ask` writes before its answer (the first ingest, a changed folder) are in the
+/// question's language too: a Chinese asker is not told in English what happened first.
+#[test]
+fn what_ask_says_before_answering_is_in_the_questions_language() {
+    let ws = Workspace::new();
+    ws.write("finance/travel.md", TRAVEL);
+    let data = ws.data();
+    let knowledge = ws.knowledge();
+    let ask = |question: &str| {
+        let out = ragtrail_over(
+            ws.dir.path(),
+            &data,
+            &knowledge,
+            &["ask", question, "--no-trace"],
+        );
+        let (stdout, stderr) = text(&out);
+        // Answered, evidence or refused; never an error.
+        assert!(
+            matches!(out.status.code(), Some(0 | 1 | 4)),
+            "{stdout}\n{stderr}"
+        );
+        stderr
+    };
+    let chinese_lines = |stderr: &str, expected: &[&str]| {
+        for needle in expected {
+            assert!(stderr.contains(needle), "{needle}: {stderr}");
+        }
+        for line in stderr.lines() {
+            // A file format's name is a name, not an English sentence.
+            let own = own_words(line).replace("markdown", "");
+            assert_eq!(latin_word(&own), None, "{line}\n{stderr}");
+        }
+    };
+
+    let first = ask("高铁票报销需要什么凭证？");
+    chinese_lines(
+        &first,
+        &["索引还是空的：先导入", "导入：新增 1，", "读取 1 个"],
+    );
+
+    ws.write("finance/travel.md", &format!("{TRAVEL}\n补充说明。\n"));
+    let after_edit = ask("住宿发票有什么要求？");
+    chinese_lines(
+        &after_edit,
+        &[
+            "提示：知识库文件夹",
+            "修改 1 个（finance/travel.md）",
+            "运行 `ragtrail",
+        ],
+    );
+
+    // The same notes for an English question stay English.
+    let english = ask("What does a train ticket claim need?");
+    assert!(
+        english.contains("changed since the last ingest: 1 edited (finance/travel.md)"),
+        "{english}"
+    );
+}
