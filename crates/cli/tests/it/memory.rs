@@ -720,6 +720,29 @@ async fn mcp_memory_tools_are_the_callers_own() {
     assert_eq!(facts["facts"], json!([]), "{facts}");
     other.cancel().await.expect("close");
 
+    // The same caller name in another tenant is another asker.
+    let mut cmd = command(root);
+    cmd.args([
+        "--tenant",
+        "acme",
+        "mcp",
+        "--planner",
+        "offline",
+        "--caller",
+        "agent-7",
+    ]);
+    let elsewhere =
+        ().serve(TokioChildProcess::new(tokio::process::Command::from(cmd)).expect("spawn mcp"))
+            .await
+            .expect("initialize");
+    let listed = elsewhere
+        .call_tool(CallToolRequestParams::new("memoryList").with_arguments(args(json!({}))))
+        .await
+        .expect("memoryList");
+    let facts = listed.structured_content.expect("structured");
+    assert_eq!(facts["facts"], json!([]), "{facts}");
+    elsewhere.cancel().await.expect("close");
+
     let agent = ().serve(connect("agent-7")).await.expect("initialize");
     let forgot = agent
         .call_tool(
