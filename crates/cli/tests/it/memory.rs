@@ -252,6 +252,18 @@ fn remembered_facts_choose_the_row_and_the_audit_names_them() {
     let (_, audit, _) = op.run("bob", None, &["audit", &trace_of(&outcome)]);
     assert!(!audit.contains("remembered facts:"), "{audit}");
 
+    // Nothing remembered, but the question says where the asker is based: that chooses the row.
+    let (code, outcome) = op.ask("bob", "我常驻成都，出差一天伙食补贴多少？", &[]);
+    assert_eq!(code, 0, "{outcome}");
+    let answer = outcome["answer"].as_str().expect("answer");
+    assert!(
+        answer.contains("100元") && !answer.contains("120元"),
+        "{answer}"
+    );
+    assert!(answer.contains("问题中的成都（属二类城市）"), "{answer}");
+    assert!(!answer.contains("你记住的"), "{answer}");
+    assert!(op.facts("bob", None).is_empty(), "nothing was kept");
+
     // A city the question names wins: 北京 is listed under 一类城市.
     let (code, outcome) = op.ask("alice", "去北京出差一天伙食补贴多少？", &[]);
     assert_eq!(code, 0, "{outcome}");

@@ -1,7 +1,9 @@
 //! The asker's remembered facts (`PlannerContext::memory`) in the offline planner.
 //!
 //! - A fact the question states itself, with the same value or another of its kind ("A类",
-//!   another place name), is left out: the question wins for the run.
+//!   another place name), is left out: the question wins for the run. A fact the question
+//!   states of the asker with nothing remembered under its key ("我常驻成都，…") stands for
+//!   the run the same way.
 //! - The others are searched once, after the question's own round, by their values: the
 //!   passages that name a value (the table row of a grade, the sentence listing a city under
 //!   its category) come back beside the ones that answer.
@@ -16,7 +18,7 @@ use std::collections::HashSet;
 use super::answer::{QuestionKeys, candidates};
 use super::{OfflinePlanner, all_hits, analysed};
 use crate::agent::{MemoryUse, PlannerAction, PlannerContext, ProposedCitation};
-use crate::memory::Fact;
+use crate::memory::{Fact, FactSource};
 use crate::text::{self, Lang, char_len};
 
 /// Values searched at most in the memory round.
@@ -84,6 +86,24 @@ impl Remembered {
                     instead.push((said, true));
                 }
             }
+        }
+        // What the question says of the asker stands for the run even when nothing is
+        // remembered under its key.
+        for (key, value) in crate::memory::learn::facts_stated(question) {
+            if memory.iter().any(|f| f.key.eq_ignore_ascii_case(&key)) {
+                continue;
+            }
+            r.stated.push(key.clone());
+            let said = Fact {
+                key,
+                value,
+                // Not kept: it lives for this run only.
+                source: FactSource::Said {
+                    run_id: String::new(),
+                },
+                set_at: String::new(),
+            };
+            instead.push((said, true));
         }
         r.candidates.extend(instead);
         r
