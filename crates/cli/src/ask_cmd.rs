@@ -258,7 +258,7 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
         None => ragtrail::run_agent(&engine, &mut *planner, &args.question, &settings, &mut show)?,
     };
     let remembered = if args.remember {
-        remember_said(global, &args.question, &outcome)?
+        remember_said(global, &args.question, &settings.today, &outcome)?
     } else {
         Vec::new()
     };
@@ -293,13 +293,14 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
 fn remember_said(
     global: &GlobalArgs,
     question: &str,
+    today: &str,
     outcome: &AgentOutcome,
 ) -> anyhow::Result<Vec<ragtrail::Fact>> {
     let store = ragtrail::MemoryStore::new(&global.data_dir);
     let asker = global.asker()?;
     let lang = Lang::of(question);
     let mut kept = Vec::new();
-    for (key, value) in ragtrail::facts_stated_in(question) {
+    for (key, value) in ragtrail::facts_stated_in(question, today) {
         let source = ragtrail::FactSource::Said {
             run_id: outcome.run_id.to_string(),
         };

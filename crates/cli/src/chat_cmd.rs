@@ -223,7 +223,7 @@ fn offer_to_remember(
     lines: &mut Lines,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let new: Vec<(String, String)> = ragtrail::facts_stated_in(question)
+    let new: Vec<(String, String)> = ragtrail::facts_stated_in(question, &settings.today)
         .into_iter()
         .filter(|(key, value)| {
             !(settings.memory.iter()).any(|f| ragtrail::same_key(&f.key, key) && &f.value == value)

@@ -397,6 +397,16 @@ fn remember_learns_and_rerun_uses_the_recorded_facts() {
         outcome["remembered"][0]["source"]["runId"], outcome["runId"],
         "{outcome}"
     );
+    // A year said relative to the run's day is kept as the year it means.
+    op.ask(
+        "dave",
+        "我去年7月入职，年假有几天？",
+        &["--remember", "--today", "2026-11-30"],
+    );
+    assert_eq!(
+        op.facts("dave", None),
+        [("start date".to_string(), "2025-07".to_string())]
+    );
 
     let (code, outcome) = op.ask("carol", ALLOWANCE, &[]);
     assert_eq!(code, 0, "{outcome}");

@@ -1,14 +1,18 @@
 //! Facts an asker states about themselves in a question, recognised by a few fixed patterns:
 //! a grade ("我是B类员工", "I'm a grade B employee"), a base city ("我常驻成都", "I'm based in
-//! Singapore"), a start date ("我2023年7月入职", "I started on 2023-07-01"). Only what the
-//! asker says of themselves, never what a document or a model says; remembered only when the
-//! operator asks for it (`ask --remember`).
+//! Singapore"), a start date ("我2023年7月入职", "我去年7月入职", "I started on 2023-07-01",
+//! "I joined last July"; a year said relative to the run's day is resolved against it). Only
+//! what the asker says of themselves, never what a document or a model says; remembered only
+//! when the operator asks for it (`ask --remember`).
 
 /// Longest value taken from a question, in characters.
 const MAX_SAID_CHARS: usize = 40;
 
-/// The (key, value) pairs the question states about the asker, at most one per key.
-pub fn facts_stated(question: &str) -> Vec<(String, String)> {
+/// The (key, value) pairs the question states about the asker, at most one per key. `today`
+/// (`YYYY-MM-DD`, the run's day) resolves a year said relative to it ("去年", "last July");
+/// without a valid one, such a date is not taken.
+pub fn facts_stated(question: &str, today: &str) -> Vec<(String, String)> {
+    let today = chrono::NaiveDate::parse_from_str(today, "%Y-%m-%d").ok();
     let mut facts: Vec<(String, String)> = Vec::new();
     let mut add = |key: &str, value: Option<String>| {
         if let Some(v) = value.map(|v| v.trim().to_string())
@@ -23,7 +27,7 @@ pub fn facts_stated(question: &str) -> Vec<(String, String)> {
     add("base city", city_zh(question).or_else(|| city_en(question)));
     add(
         "start date",
-        start_zh(question).or_else(|| start_en(question)),
+        (start_zh(question, today)).or_else(|| start_en(question, today)),
     );
     facts
 }
@@ -140,12 +144,14 @@ fn city_en(q: &str) -> Option<String> {
     None
 }
 
-/// "我2023年7月入职", "我是2023年7月1日入职的": YYYY-MM or YYYY-MM-DD.
-fn start_zh(q: &str) -> Option<String> {
+/// "我2023年7月入职", "我是2023年7月1日入职的", "我去年7月入职" (今年, 去年, 前年 against
+/// `today`): YYYY-MM or YYYY-MM-DD.
+fn start_zh(q: &str, today: Option<chrono::NaiveDate>) -> Option<String> {
+    use chrono::Datelike;
     let at = q.find("入职")?;
     let before = &q[..at];
     let year_at = before.rfind('年')?;
-    let year: String = before[..year_at]
+    let digits: String = before[..year_at]
         .chars()
         .rev()
         .take_while(char::is_ascii_digit)
@@ -153,10 +159,22 @@ fn start_zh(q: &str) -> Option<String> {
         .into_iter()
         .rev()
         .collect();
+    let year: u32 = if digits.is_empty() {
+        // 今年 / 去年 / 前年: the character before 年 says how many years back.
+        let back = match before[..year_at].chars().next_back()? {
+            '今' => 0,
+            '去' => 1,
+            '前' => 2,
+            _ => return None,
+        };
+        u32::try_from(today?.year() - back).ok()?
+    } else {
+        digits.parse().ok()?
+    };
     let tail = &before[year_at + '年'.len_utf8()..];
     let (month, tail) = tail.split_once('月')?;
     let day = tail.split_once('日').map(|(d, _)| d.trim());
-    let (year, month): (u32, u32) = (year.parse().ok()?, month.trim().parse().ok()?);
+    let month: u32 = month.trim().parse().ok()?;
     if !(1900..=2200).contains(&year) || !(1..=12).contains(&month) {
         return None;
     }
@@ -166,8 +184,10 @@ fn start_zh(q: &str) -> Option<String> {
     })
 }
 
-/// "I started on 2023-07-01", "I joined on 2023-07-01".
-fn start_en(q: &str) -> Option<String> {
+/// "I started on 2023-07-01", "I joined on 2023-07-01", "I joined last July", "I started in
+/// March this year" (against `today`).
+fn start_en(q: &str, today: Option<chrono::NaiveDate>) -> Option<String> {
+    use chrono::Datelike;
     let lower = q.to_lowercase();
     for lead in ["i started on ", "i joined on ", "my start date is "] {
         if let Some(at) = lower.find(lead) {
@@ -180,8 +200,50 @@ fn start_en(q: &str) -> Option<String> {
             }
         }
     }
+    // A month named with a year relative to today: "last July", "in July last year".
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let said = |w: &[&str]| {
+        ["started", "joined"]
+            .iter()
+            .any(|v| w.windows(2).any(|p| p == ["i", *v]))
+    };
+    if !said(&words) {
+        return None;
+    }
+    let year = today?.year();
+    for (i, w) in words.iter().enumerate() {
+        let Some(month) = MONTHS.iter().position(|m| m == w).map(|m| m as u32 + 1) else {
+            continue;
+        };
+        let before = i.checked_sub(1).and_then(|j| words.get(j)).copied();
+        let after = (words.get(i + 1).copied(), words.get(i + 2).copied());
+        let back = match (before, after) {
+            (Some("last"), _) | (_, (Some("last"), Some("year"))) => 1,
+            (Some("this"), _) | (_, (Some("this"), Some("year"))) => 0,
+            _ => continue,
+        };
+        return Some(format!("{:04}-{month:02}", year - back));
+    }
     None
 }
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
 
 /// A Han character (the CJK unified blocks), as place names are written.
 fn is_han(c: char) -> bool {
@@ -193,7 +255,7 @@ mod tests {
     use super::*;
 
     fn said(q: &str) -> Vec<(String, String)> {
-        facts_stated(q)
+        facts_stated(q, "2026-12-05")
     }
 
     fn pair(k: &str, v: &str) -> (String, String) {
@@ -223,6 +285,33 @@ mod tests {
             said("I'm a grade B employee and I started on 2023-07-01"),
             [pair("grade", "B"), pair("start date", "2023-07-01")]
         );
+    }
+
+    #[test]
+    fn a_year_said_relative_to_the_run_day_is_resolved_against_it() {
+        assert_eq!(
+            said("我去年7月入职，年假几天？"),
+            [pair("start date", "2025-07")]
+        );
+        assert_eq!(
+            said("我是今年3月1日入职的"),
+            [pair("start date", "2026-03-01")]
+        );
+        assert_eq!(said("我前年9月入职"), [pair("start date", "2024-09")]);
+        assert_eq!(
+            said("I joined last July. How many days of leave do I get?"),
+            [pair("start date", "2025-07")]
+        );
+        assert_eq!(
+            said("I started in March this year"),
+            [pair("start date", "2026-03")]
+        );
+        // Without a day to count from, a relative year is not guessed.
+        assert!(facts_stated("我去年7月入职", "").is_empty());
+        // A month without a year said, or not about the asker: nothing.
+        assert!(said("I started in July").is_empty());
+        assert!(said("She joined last July").is_empty());
+        assert!(said("我明年7月入职").is_empty());
     }
 
     #[test]

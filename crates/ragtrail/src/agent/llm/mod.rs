@@ -199,7 +199,7 @@ impl LlmPlanner {
 /// them all, so all count as used (a re-run gives it the same); the keys the question states
 /// itself are named too (the prompt tells the model the question wins for those).
 fn given_facts(ctx: &PlannerContext<'_>) -> MemoryUse {
-    let stated = crate::memory::learn::facts_stated(ctx.question);
+    let stated = crate::memory::learn::facts_stated(ctx.question, ctx.today);
     MemoryUse {
         searched: Vec::new(),
         used: ctx.memory.iter().map(|f| f.key.clone()).collect(),

@@ -308,7 +308,7 @@ impl Planner for OfflinePlanner {
         }
         if self.question_words.is_empty() && ctx.searches_done == 0 {
             self.read_question(ctx);
-            self.remembered = remembered::Remembered::read(ctx.question, ctx.memory);
+            self.remembered = remembered::Remembered::read(ctx.question, ctx.today, ctx.memory);
         }
         // A refused answer is not retried with the same evidence.
         if observations

@@ -70,7 +70,7 @@ struct Chosen {
 
 impl Remembered {
     /// Sorts the asker's facts by what the question says.
-    pub(super) fn read(question: &str, memory: &[Fact]) -> Self {
+    pub(super) fn read(question: &str, today: &str, memory: &[Fact]) -> Self {
         let mut r = Self::default();
         let mut instead = Vec::new();
         for fact in memory {
@@ -89,7 +89,7 @@ impl Remembered {
         }
         // What the question says of the asker stands for the run even when nothing is
         // remembered under its key.
-        for (key, value) in crate::memory::learn::facts_stated(question) {
+        for (key, value) in crate::memory::learn::facts_stated(question, today) {
             if memory.iter().any(|f| f.key.eq_ignore_ascii_case(&key)) {
                 continue;
             }
