@@ -139,6 +139,7 @@ fn app(
             limits,
             memory: ragtrail::MemoryStore::new(&global.data_dir),
             allowed_hosts,
+            observer: crate::telemetry::observer(),
         },
     )))
 }
