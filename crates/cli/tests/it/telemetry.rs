@@ -200,22 +200,26 @@ fn leave_model() -> ChatServer {
     })
 }
 
-fn workspace() -> Workspace {
+pub(crate) fn workspace() -> Workspace {
     let ws = Workspace::new();
     ws.write("leave.md", LEAVE_EN);
     ws.write("travel.md", TRAVEL);
     ws
 }
 
-#[test]
-fn an_ask_with_the_llm_planner_is_one_agent_span_with_chat_and_retrieval_spans() {
-    let ws = workspace();
+/// `ask --json --planner llm QUESTION` in `ws` against the scripted leave model, exported to
+/// `project` with `extra` variables besides: the outcome (answered) and stderr.
+pub(crate) fn llm_ask_exported(
+    ws: &Workspace,
+    project: &str,
+    extra: &[(&'static str, String)],
+) -> (Value, String) {
     let model = leave_model();
-    let project = fresh_project("cli");
-    let mut env = otel_env(&project);
+    let mut env = otel_env(project);
     env.push(("RAGTRAIL_LLM_BASE_URL", model.base_url.clone()));
     env.push(("RAGTRAIL_LLM_MODEL", "scripted-model".to_string()));
     env.push(("RAGTRAIL_LLM_API_KEY", "sk-telemetry-secret".to_string()));
+    env.extend(extra.iter().cloned());
     let out = ragtrail_in_workspace(
         ws.dir.path(),
         &[
@@ -233,6 +237,14 @@ fn an_ask_with_the_llm_planner_is_one_agent_span_with_chat_and_retrieval_spans()
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let outcome: Value = serde_json::from_str(&stdout).expect("--json");
     assert_eq!(outcome["status"], "answered", "{outcome:#}");
+    (outcome, stderr)
+}
+
+#[test]
+fn an_ask_with_the_llm_planner_is_one_agent_span_with_chat_and_retrieval_spans() {
+    let ws = workspace();
+    let project = fresh_project("cli");
+    let (outcome, stderr) = llm_ask_exported(&ws, &project, &[]);
     let run_id = outcome["runId"].as_str().expect("runId");
     let trace_file = Path::new(outcome["trace"].as_str().expect("trace"))
         .file_name()
