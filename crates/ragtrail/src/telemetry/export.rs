@@ -153,3 +153,31 @@ impl Sender {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A collector that takes connections and never answers: the queue fills, further runs'
+    /// batches are dropped instead of waited for, and a bounded flush gives up.
+    #[test]
+    fn a_full_queue_drops_instead_of_waiting_and_flush_is_bounded() {
+        let hung = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let config = TelemetryConfig {
+            endpoint: format!("http://{}/v1/traces", hung.local_addr().expect("addr")),
+            headers: Vec::new(),
+            timeout: Duration::from_secs(30),
+            resource: Vec::new(),
+            capture_content: false,
+        };
+        let exporter = Exporter::start(&config).expect("start");
+        for _ in 0..QUEUE_RUNS * 3 {
+            exporter.offer(vec![0u8; 16]);
+        }
+        // At most the queue and the one batch being sent are pending: the rest were dropped.
+        let pending = *lock(&exporter.state.pending);
+        assert!(pending <= QUEUE_RUNS + 1, "{pending} pending");
+        assert!(exporter.state.overflowing.load(Ordering::Relaxed));
+        assert!(!exporter.flush(Duration::from_millis(50)));
+    }
+}
