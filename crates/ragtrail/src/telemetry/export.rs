@@ -144,7 +144,7 @@ impl Sender {
             request = request.header(k.as_str(), v.as_str());
         }
         // The error names the endpoint and the cause, never a header value.
-        let response = request.send().map_err(|e| e.without_url().to_string())?;
+        let response = request.send().map_err(|e| with_causes(&e.without_url()))?;
         let status = response.status();
         if status.is_success() {
             Ok(())
@@ -152,6 +152,22 @@ impl Sender {
             Err(format!("the collector answered {status}"))
         }
     }
+}
+
+/// An error and its causes, `error sending request: … Connection refused`, so the warning
+/// says what actually went wrong.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 #[cfg(test)]
