@@ -446,6 +446,10 @@ fn a_collector_that_is_down_or_hangs_neither_fails_nor_holds_up_a_run() {
         stderr.contains(&down),
         "the warning names the endpoint: {stderr}"
     );
+    assert!(
+        stderr.to_lowercase().contains("connection refused"),
+        "the warning says why: {stderr}"
+    );
 
     // A collector that takes the connection and never answers: the request would wait for the
     // export timeout (10 s by default), but the command exits after its bounded flush (3 s),
