@@ -5,7 +5,7 @@
 #
 # The server is the PyPI package `arize-phoenix`, installed once into a virtual environment in
 # a cache folder outside the clone: ${RAGTRAIL_CACHE:-~/.cache/ragtrail}/phoenix/VERSION
-# (about 600 MB; a few minutes the first time, nothing after).
+# (about 860 MB; a few minutes the first time, nothing after).
 #
 #   scripts/phoenix-server.sh install          install the package if missing
 #   scripts/phoenix-server.sh start DIR        start Phoenix on 127.0.0.1 with free ports (its

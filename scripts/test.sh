@@ -17,7 +17,7 @@
 # Starts Arize Phoenix, the OpenTelemetry receiver the export tests read spans back from
 # (crates/cli/tests/it/telemetry.rs), with scripts/phoenix-server.sh unless
 # RAGTRAIL_TEST_PHOENIX_URL names one already: PyPI's arize-phoenix, installed once into
-# ~/.cache/ragtrail/phoenix (about 600 MB; its install runs in the background from the start).
+# ~/.cache/ragtrail/phoenix (about 860 MB; its install runs in the background from the start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
