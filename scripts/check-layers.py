@@ -13,7 +13,7 @@ import sys
 # Bottom first. Keep in step with the table in docs/architecture.md.
 LAYERS = [
     "access", "memory", "seeded", "text", "http", "knowledge", "embed", "index", "store", "search",
-    "engine", "trace", "llm", "agent", "session", "review", "eval",
+    "engine", "trace", "llm", "agent", "session", "telemetry", "review", "eval",
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 

@@ -14,10 +14,24 @@
 # with scripts/llm-server.sh unless RAGTRAIL_TEST_LLM_BASE_URL names one already: llama-cpp-python
 # and SmolLM2-135M are built and installed once into ~/.cache/ragtrail/llm (about 9 minutes on 2
 # idle cores the first time, nothing after); if the server cannot be started the run fails here.
+# Starts Arize Phoenix, the OpenTelemetry receiver the export tests read spans back from
+# (crates/cli/tests/it/telemetry.rs), with scripts/phoenix-server.sh unless
+# RAGTRAIL_TEST_PHOENIX_URL names one already: PyPI's arize-phoenix, installed once into
+# ~/.cache/ragtrail/phoenix (about 860 MB; its install runs in the background from the start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+# Phoenix is the largest install: it runs beside the lints and the other servers' starts, and
+# is waited for just before Phoenix is started.
+phoenix_install_pid=
+phoenix_install_log=
+if [ -z "${RAGTRAIL_TEST_PHOENIX_URL:-}" ]; then
+  phoenix_install_log=$(mktemp "${TMPDIR:-/tmp}/ragtrail-phoenix-install.XXXXXX")
+  bash scripts/phoenix-server.sh install >"$phoenix_install_log" 2>&1 &
+  phoenix_install_pid=$!
+fi
 
 # The local-embedder tests need all-MiniLM-L6-v2: installed once, outside the clone.
 if [ -z "${RAGTRAIL_TEST_MODEL_DIR:-}" ]; then
@@ -56,8 +70,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 pg_dir=
 embed_dir=
 llm_dir=
+phoenix_dir=
 # One EXIT trap stops every server this run started.
 cleanup() {
+  if [ -n "$phoenix_dir" ]; then bash scripts/phoenix-server.sh stop "$phoenix_dir" || true; fi
+  if [ -n "$phoenix_install_log" ]; then rm -f "$phoenix_install_log"; fi
   if [ -n "$pg_dir" ]; then bash scripts/pg-test.sh stop "$pg_dir" || true; fi
   if [ -n "$embed_dir" ]; then bash scripts/embed-server.sh stop "$embed_dir" || true; fi
   if [ -n "$llm_dir" ]; then bash scripts/llm-server.sh stop "$llm_dir" || true; fi
@@ -108,6 +125,26 @@ if [ -z "${RAGTRAIL_TEST_LLM_BASE_URL:-}" ]; then
   export RAGTRAIL_TEST_LLM_BASE_URL RAGTRAIL_TEST_LLM_MODEL RAGTRAIL_TEST_LLM_CONTEXT_TOKENS
 fi
 echo "== model server for the real-model tests: $RAGTRAIL_TEST_LLM_BASE_URL (${RAGTRAIL_TEST_LLM_MODEL:-smollm2})"
+
+# The OpenTelemetry export tests read their spans back from a real Phoenix. If it cannot be
+# installed or started the run fails here.
+if [ -z "${RAGTRAIL_TEST_PHOENIX_URL:-}" ]; then
+  echo "== starting Arize Phoenix, the OpenTelemetry receiver (scripts/phoenix-server.sh)"
+  if ! wait "$phoenix_install_pid"; then
+    cat "$phoenix_install_log" >&2
+    echo "error: could not install arize-phoenix for the telemetry tests (see above)" >&2
+    exit 1
+  fi
+  phoenix_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-phoenix-test.XXXXXX")
+  if ! phoenix_out=$(bash scripts/phoenix-server.sh start "$phoenix_dir"); then
+    echo "error: could not start Phoenix for the telemetry tests (see above)" >&2
+    exit 1
+  fi
+  RAGTRAIL_TEST_PHOENIX_URL=$(printf '%s\n' "$phoenix_out" | sed -n 's/^RAGTRAIL_TEST_PHOENIX_URL=//p')
+  [ -n "$RAGTRAIL_TEST_PHOENIX_URL" ] || { echo "error: phoenix-server.sh printed no RAGTRAIL_TEST_PHOENIX_URL" >&2; exit 1; }
+  export RAGTRAIL_TEST_PHOENIX_URL
+fi
+echo "== Phoenix for the telemetry tests: $RAGTRAIL_TEST_PHOENIX_URL"
 
 echo "== cargo test"
 cargo test --workspace --all-targets --locked

@@ -182,6 +182,7 @@ pub fn run_settings(
         memory: ragtrail::MemoryStore::new(&global.data_dir)
             .list(&global.asker()?)
             .context("reading the asker's memory (`ragtrail memory list` shows it)")?,
+        observer: crate::telemetry::observer(),
     })
 }
 

@@ -17,6 +17,7 @@ mod search_cmd;
 mod serve_cmd;
 mod sign_cmds;
 mod status_cmd;
+mod telemetry;
 pub mod trace_cmds;
 
 use std::process::ExitCode;
@@ -196,7 +197,9 @@ pub fn main() -> ExitCode {
     config::load_dotenv();
     let cli = Cli::parse();
     init_logging();
-    match run(cli) {
+    let result = run(cli);
+    telemetry::flush_before_exit();
+    match result {
         Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => ExitCode::from(EXIT_CLOSED_PIPE),
         Err(err) => {

@@ -140,6 +140,7 @@ fn app(
             limits,
             memory: ragtrail::MemoryStore::new(&global.data_dir),
             allowed_hosts,
+            observer: crate::telemetry::observer(),
         },
     )))
 }

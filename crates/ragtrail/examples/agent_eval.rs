@@ -26,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         session: None,
         conversation: None,
         memory: Vec::new(),
+        observer: None,
     };
     let report = agent::evaluate(&engine, &items, &settings, &mut || {
         Box::new(OfflinePlanner::new()) as Box<dyn Planner>

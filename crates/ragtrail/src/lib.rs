@@ -51,6 +51,7 @@ mod search;
 mod seeded;
 mod session;
 mod store;
+mod telemetry;
 mod text;
 pub mod trace;
 
@@ -125,12 +126,19 @@ pub use agent::TraceSettings;
 pub use agent::error_cause;
 /// The planner that asks an OpenAI-compatible chat model.
 pub use agent::llm::LlmPlanner;
+/// Told about each finished run with the events its trace holds (set in
+/// [`RunSettings::observer`]); [`Telemetry`] is the one the front ends use.
+pub use agent::observe::{ObservedEvent, ObservedRun, RunObserver};
 /// The planner that needs no model: deterministic keywords and extractive answers.
 pub use agent::offline::OfflinePlanner;
 /// Runs the agent loop for one question: rounds of searches, then a checked answer.
 pub use agent::run as run_agent;
+
 /// The chat model an [`LlmPlanner`] calls.
 pub use llm::ChatConfig;
+/// OpenTelemetry export of runs as GenAI spans over OTLP/HTTP, configured by the standard
+/// `OTEL_*` variables (docs/telemetry.md); the JSONL trace stays the record.
+pub use telemetry::{ConfigProblem as TelemetryConfigProblem, Telemetry, TelemetryConfig};
 
 /// The conversations on disk (one JSON file each).
 pub use session::SessionStore;

@@ -51,6 +51,9 @@ pub struct ServerConfig {
     /// ([`crate::mcp::LOOPBACK_HOSTS`]); any other `Host` header is refused, so a web page that
     /// rebinds its own name to this address cannot reach the tools.
     pub allowed_hosts: Vec<String>,
+    /// Told about every run (the operator's OpenTelemetry export, `ragtrail::Telemetry`);
+    /// `None`: runs keep nothing for it.
+    pub observer: Option<Arc<dyn ragtrail::RunObserver>>,
 }
 
 /// What one client may hold of the server: connections, and time to send a request.
@@ -196,6 +199,7 @@ impl App {
             signer: self.config.signer.clone(),
             caller: Some(grant.name.clone()),
         });
+        settings.observer = self.config.observer.clone();
         settings
     }
 

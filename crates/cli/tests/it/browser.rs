@@ -85,9 +85,13 @@ impl Drop for Driver {
 }
 
 fn screenshots() -> PathBuf {
+    screenshots_of("trace-browser")
+}
+
+fn screenshots_of(what: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("screenshots")
-        .join("trace-browser");
+        .join(what);
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     dir
 }
@@ -186,20 +190,29 @@ fn recorded_runs() -> (Workspace, String, String) {
     (ws, alice, run_id)
 }
 
+/// The chromedriver to use, or `None` (after saying so) when the install script could not
+/// install one and said why; panics when there is none and no reason.
+fn chromedriver_or_skip(test: &str) -> Option<PathBuf> {
+    if let Some(bin) = chromedriver() {
+        return Some(bin);
+    }
+    match std::env::var("RAGTRAIL_TEST_BROWSER_SKIP") {
+        Ok(why) if !why.is_empty() => {
+            eprintln!("\n!!!! SKIPPED {test}: {why} !!!!\n");
+            None
+        }
+        _ => panic!(
+            "no chromedriver: run `bash scripts/install-browser.sh` (apt-get install chromium chromium-driver) or set RAGTRAIL_TEST_CHROMEDRIVER"
+        ),
+    }
+}
+
 #[test]
 fn the_trace_browser_shows_runs_rounds_citations_audit_and_replay() {
-    let Some(driver_bin) = chromedriver() else {
-        match std::env::var("RAGTRAIL_TEST_BROWSER_SKIP") {
-            Ok(why) if !why.is_empty() => {
-                eprintln!(
-                    "\n!!!! SKIPPED the_trace_browser_shows_runs_rounds_citations_audit_and_replay: {why} !!!!\n"
-                );
-                return;
-            }
-            _ => panic!(
-                "no chromedriver: run `bash scripts/install-browser.sh` (apt-get install chromium chromium-driver) or set RAGTRAIL_TEST_CHROMEDRIVER"
-            ),
-        }
+    let Some(driver_bin) =
+        chromedriver_or_skip("the_trace_browser_shows_runs_rounds_citations_audit_and_replay")
+    else {
+        return;
     };
     let (ws, alice, run_id) = recorded_runs();
     let serve = Serve::start(ws.dir.path());
@@ -211,7 +224,8 @@ fn the_trace_browser_shows_runs_rounds_citations_audit_and_replay() {
     runtime.block_on(browse(&driver.url, &serve.base, &alice, &run_id));
 }
 
-async fn browse(driver: &str, base: &str, alice: &str, run_id: &str) {
+/// A headless Chromium session from chromedriver at `driver`.
+async fn chromium(driver: &str) -> Client {
     let mut chrome_options = json!({
         "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--window-size=1280,1400"],
@@ -223,11 +237,15 @@ async fn browse(driver: &str, base: &str, alice: &str, run_id: &str) {
     caps.insert("browserName".into(), json!("chrome"));
     caps.insert("goog:chromeOptions".into(), chrome_options);
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let client = ClientBuilder::new(connector)
+    ClientBuilder::new(connector)
         .capabilities(caps)
         .connect(driver)
         .await
-        .expect("a Chromium session from chromedriver");
+        .expect("a Chromium session from chromedriver")
+}
+
+async fn browse(driver: &str, base: &str, alice: &str, run_id: &str) {
+    let client = chromium(driver).await;
 
     // Signed out: the page asks for a token; a wrong one is refused with the server's reason.
     client.goto(&format!("{base}/")).await.expect("open /");
@@ -355,4 +373,74 @@ async fn browse(driver: &str, base: &str, alice: &str, run_id: &str) {
         .expect("read storage");
     assert_eq!(stored, Value::Null);
     client.close().await.expect("close the browser");
+}
+
+/// A run exported to a real Phoenix (crates/cli/tests/it/telemetry.rs) as its UI shows it:
+/// the agent span with its chat and retrieval spans in the trace tree, then a retrieval span's
+/// documents. Screenshots go to `target/tmp/screenshots/phoenix/`.
+#[test]
+fn phoenix_shows_an_exported_run_its_rounds_and_documents() {
+    let Some(driver_bin) =
+        chromedriver_or_skip("phoenix_shows_an_exported_run_its_rounds_and_documents")
+    else {
+        return;
+    };
+    let ws = crate::telemetry::workspace();
+    let project = crate::telemetry::fresh_project("ui");
+    let capture = [(
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "true".to_string(),
+    )];
+    let (outcome, _) = crate::telemetry::llm_ask_exported(&ws, &project, &capture);
+    let run_id = outcome["runId"].as_str().expect("runId").to_string();
+    let chunk = outcome["rounds"][0]["hits"][0]["chunkId"]
+        .as_str()
+        .expect("a hit")
+        .to_string();
+    // Phoenix holds the whole trace before the page is opened.
+    crate::telemetry::spans_of(&project, &run_id, 4);
+    let driver = Driver::start(&driver_bin);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = chromium(&driver.url).await;
+        let trace_id = run_id.replace('-', "");
+        let url = format!(
+            "{}/redirects/traces/{trace_id}",
+            crate::telemetry::phoenix()
+        );
+        client.goto(&url).await.expect("open the trace in Phoenix");
+        wait_for_text(&client, "body", "invoke_agent ragtrail").await;
+        let page = wait_for_text(&client, "body", "retrieval").await;
+        assert!(
+            page.contains(&trace_id),
+            "the page names the trace (the run id)"
+        );
+        assert!(page.contains("chat scripted-model"), "{page}");
+        let png = client.screenshot().await.expect("screenshot");
+        let path = screenshots_of("phoenix").join("01-run.png");
+        std::fs::write(&path, png).expect("write screenshot");
+        eprintln!("screenshot: {}", path.display());
+
+        // The round's span: its documents, by chunk id, with the snippet captured.
+        client
+            .find(Locator::XPath("//*[normalize-space(text())='retrieval']"))
+            .await
+            .expect("the retrieval span in the tree")
+            .click()
+            .await
+            .expect("select it");
+        let page = wait_for_text(&client, "body", &chunk).await;
+        assert!(
+            page.contains("earn 10 days"),
+            "the captured snippet: {page}"
+        );
+        let png = client.screenshot().await.expect("screenshot");
+        let path = screenshots_of("phoenix").join("02-retrieval-documents.png");
+        std::fs::write(&path, png).expect("write screenshot");
+        eprintln!("screenshot: {}", path.display());
+        client.close().await.expect("close the browser");
+    });
 }

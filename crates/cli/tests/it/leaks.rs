@@ -53,6 +53,7 @@ fn run_as(ws: &Workspace, engine: &Engine, access: AccessContext, question: &str
         session: None,
         conversation: None,
         memory: Vec::new(),
+        observer: None,
     };
     let outcome = ragtrail::run_agent(
         engine,

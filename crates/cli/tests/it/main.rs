@@ -43,3 +43,4 @@ mod serve_stream;
 mod signed_traces;
 mod small_leaks;
 mod stale_knowledge;
+mod telemetry;

@@ -35,6 +35,7 @@ fn recorded_run(key: Option<&[u8]>) -> (Workspace, Engine, PathBuf) {
         session: None,
         conversation: None,
         memory: Vec::new(),
+        observer: None,
     };
     let outcome = ragtrail::run_agent(
         &engine,
@@ -407,6 +408,7 @@ fn an_auditor_sees_only_the_evidence_their_access_covers() {
         session: None,
         conversation: None,
         memory: Vec::new(),
+        observer: None,
     };
     let outcome = ragtrail::run_agent(
         &engine,
@@ -469,6 +471,7 @@ fn the_markdown_audit_escapes_html_and_table_pipes() {
         session: None,
         conversation: None,
         memory: Vec::new(),
+        observer: None,
     };
     let outcome = ragtrail::run_agent(
         &engine,

@@ -6,6 +6,7 @@ mod citations;
 pub mod conversation;
 mod keywords;
 pub mod llm;
+pub mod observe;
 pub mod offline;
 mod options;
 mod outcome;
@@ -72,6 +73,9 @@ pub struct RunSettings {
     /// trace when a run is planned again): the planner uses those that bear on the question,
     /// and the trace records which.
     pub memory: Vec<Fact>,
+    /// Told about the run when it ends, with the events its trace holds (OpenTelemetry
+    /// export, `telemetry`); `None`: nothing is kept for it.
+    pub observer: Option<Arc<dyn observe::RunObserver>>,
 }
 
 impl RunSettings {
@@ -85,6 +89,7 @@ impl RunSettings {
             session: None,
             conversation: None,
             memory: Vec::new(),
+            observer: None,
         }
     }
 }

@@ -108,6 +108,8 @@ pub struct PlannerStep {
     pub retries: u32,
     /// How the request fitted the model's context, when a context budget is set.
     pub context: Option<crate::trace::ContextFit>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`…), as its server said.
+    pub finish_reason: Option<String>,
     /// Which of the asker's remembered facts this turn's decision used, by key (set on the
     /// turn that finishes a run with remembered facts; the loop records it in the trace).
     pub memory: Option<MemoryUse>,

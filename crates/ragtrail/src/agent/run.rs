@@ -4,10 +4,11 @@
 //! happens, so the trace reads in the order the run went.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::citations;
 use super::conversation::{CachedSearch, PriorTurn, RoundResult};
+use super::observe::{ObservedEvent, ObservedRun};
 use super::planner::{
     EvidenceLookup, MemoryUse, Observation, Planner, PlannerAction, PlannerContext, PlannerStep,
     ProposedCitation, RefusalReason,
@@ -38,13 +39,22 @@ pub const SEARCH_ERROR: &str = "search_error";
 /// answer, a missing model).
 pub const PLANNER_ERROR: &str = "planner_error";
 
-/// Writes trace events when a trace is configured.
+/// Writes trace events when a trace is configured, and keeps them for the run's observer
+/// when one is set.
 struct Recorder {
     writer: Option<TraceWriter>,
+    /// `Some` only with an observer: the events and when each was recorded.
+    observed: Option<Vec<ObservedEvent>>,
 }
 
 impl Recorder {
     fn event(&mut self, body: EventBody) -> Result<(), TraceError> {
+        if let Some(events) = &mut self.observed {
+            events.push(ObservedEvent {
+                at: SystemTime::now(),
+                body: body.clone(),
+            });
+        }
         if let Some(w) = &mut self.writer {
             w.record(body)?;
         }
@@ -83,6 +93,8 @@ pub(super) struct Run<'a> {
     /// The run's options, every value inside its bounds.
     options: AgentRagOptions,
     run_id: uuid::Uuid,
+    /// When [`Run::start`] was called (the observer's view of the run begins there).
+    started: SystemTime,
     recorder: Recorder,
     /// Store generation and size: part of every session-cache key, so that a cached search is
     /// served only against the index it came from.
@@ -121,6 +133,7 @@ impl<'a> Run<'a> {
         question: &'a str,
         settings: &'a RunSettings,
     ) -> Result<Self, AgentError> {
+        let started = SystemTime::now();
         let question = question.trim();
         if question.is_empty() {
             return Err(AgentError::EmptyQuestion);
@@ -139,6 +152,7 @@ impl<'a> Run<'a> {
                 ),
                 None => None,
             },
+            observed: settings.observer.as_ref().map(|_| Vec::new()),
         };
         let index_fingerprint = engine.knowledge_version(&settings.access);
         let history: Vec<PriorTurn> = settings
@@ -176,6 +190,7 @@ impl<'a> Run<'a> {
             question,
             options,
             run_id,
+            started,
             recorder,
             index_fingerprint,
             history,
@@ -253,6 +268,7 @@ impl<'a> Run<'a> {
             }),
             latency_ms: latency.as_secs_f64() * 1e3,
             retries: step.retries,
+            finish_reason: step.finish_reason.clone(),
         }))?;
         if let Some(used) = &step.memory
             && !self.memory_recorded
@@ -736,6 +752,19 @@ impl<'a> Run<'a> {
             Some(w) => Some(w.finish(status, reason.clone(), searches, searches)?),
             None => None,
         };
+        if let (Some(observer), Some(events)) = (&self.settings.observer, &self.recorder.observed) {
+            observer.run_finished(&ObservedRun {
+                run_id: self.run_id,
+                trace_file: (trace.as_ref())
+                    .and_then(|t| t.path.file_name())
+                    .map(|n| n.to_string_lossy().into_owned()),
+                started: self.started,
+                finished: SystemTime::now(),
+                status,
+                reason: &reason,
+                events,
+            });
+        }
         Ok(AgentOutcome {
             run_id: self.run_id,
             status,

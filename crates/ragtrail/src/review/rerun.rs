@@ -152,6 +152,7 @@ pub fn rerun(
         conversation,
         // The facts the run used, as recorded: today's memory may have changed or be gone.
         memory: recorded_facts(file),
+        observer: None,
     };
     let outcome = agent::run(engine, planner, &started.question, &settings, &mut |_| {})?;
 

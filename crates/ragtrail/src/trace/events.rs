@@ -186,6 +186,10 @@ pub struct LlmTurn {
     pub latency_ms: f64,
     /// Attempts repeated after transport errors or malformed replies.
     pub retries: u32,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`…), as its server said; absent
+    /// when it did not say, for planners without a model, and in traces before it existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 /// How one request to the model was fitted into its context budget: what was sent and what

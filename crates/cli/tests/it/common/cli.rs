@@ -13,9 +13,11 @@ pub fn ragtrail(cwd: &Path, args: &[&str]) -> Output {
 pub fn ragtrail_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ragtrail"));
     cmd.current_dir(cwd).args(args);
-    // Only what each test passes: nothing from the caller's environment.
+    // Only what each test passes: nothing from the caller's environment (an OpenTelemetry
+    // endpoint of the developer's included).
     for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("RAGTRAIL_") {
+        let key_text = key.to_string_lossy();
+        if key_text.starts_with("RAGTRAIL_") || key_text.starts_with("OTEL_") {
             cmd.env_remove(&key);
         }
     }

@@ -19,7 +19,10 @@ pub fn command_with_data(root: &Path, data: &str) -> Command {
     cmd.current_dir(root);
     for (key, _) in std::env::vars_os() {
         let key_text = key.to_string_lossy();
-        if key_text.starts_with("RAGTRAIL_") || key_text.starts_with("OPENAI_") {
+        if key_text.starts_with("RAGTRAIL_")
+            || key_text.starts_with("OPENAI_")
+            || key_text.starts_with("OTEL_")
+        {
             cmd.env_remove(&key);
         }
     }
