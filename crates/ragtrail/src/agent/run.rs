@@ -111,6 +111,9 @@ pub(super) struct Run<'a> {
     model_calls: Vec<ModelCall>,
     /// The `memory_read` event was written (once per run).
     memory_recorded: bool,
+    /// The planner's kind and model, as `run_started` recorded them.
+    planner: String,
+    model: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -191,6 +194,8 @@ impl<'a> Run<'a> {
             search_asked: false,
             model_calls: Vec::new(),
             memory_recorded: false,
+            planner: planner.kind().to_string(),
+            model: planner.model(),
         })
     }
 
@@ -253,6 +258,8 @@ impl<'a> Run<'a> {
             }),
             latency_ms: latency.as_secs_f64() * 1e3,
             retries: step.retries,
+            reply: step.model_reply.clone(),
+            note: step.model_note.clone(),
         }))?;
         if let Some(used) = &step.memory
             && !self.memory_recorded
@@ -745,6 +752,8 @@ impl<'a> Run<'a> {
             rounds: self.rounds,
             keyword_sets_tried: self.keyword_sets_tried,
             model_calls: self.model_calls,
+            planner: self.planner,
+            model: self.model,
             trace,
         })
     }

@@ -398,6 +398,7 @@ impl Planner for LlmPlanner {
             retries: reply.retries,
             context: fit,
             memory,
+            ..PlannerStep::default()
         })
     }
 }

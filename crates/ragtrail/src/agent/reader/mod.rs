@@ -1,0 +1,231 @@
+//! The reader mode (`--planner reader`): the offline planner searches, deterministic and in
+//! milliseconds, and where it would finish, a chat model reads the passages found and writes
+//! the answer in one call.
+//!
+//! The model sees the question and the hits shown compactly ([`passages`]): each chunk's two
+//! or three sentences most about the question, numbered, about 2,000 characters in all. It
+//! answers in the question's language citing passages by number, or says `NONE`. The loop maps
+//! each number back to its chunk and quotes the shown sentence of it that shares the most words
+//! with the answer; every quote is checked verbatim against its chunk, and every figure the
+//! answer writes in digits must be in a cited passage or in the question. When the model says
+//! none answers, writes something unusable, or cannot be reached, the run finishes as the
+//! offline planner would have (its answer, its evidence or its refusal): never with a claim
+//! these checks did not pass. What the model replied goes to the trace (`llm_turn.reply`).
+
+pub mod passages;
+pub mod prompt;
+pub mod reply;
+
+use std::collections::HashSet;
+
+use super::citations::{self, ReturnedTexts};
+use super::offline::OfflinePlanner;
+use super::planner::{
+    EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
+    ProposedCitation, Usage,
+};
+use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError};
+use crate::text::{Lang, truncate_chars};
+use passages::Passage;
+use reply::Read;
+
+/// Tokens the model may write: an answer of a few sentences.
+const MAX_REPLY_TOKENS: u32 = 320;
+
+/// Sampling temperature: the same passages should give the same answer.
+const TEMPERATURE: f32 = 0.0;
+
+/// The offline planner searching, a chat model writing the answer.
+pub struct ReaderPlanner {
+    offline: OfflinePlanner,
+    client: ChatClient,
+    /// Characters of passages shown (smaller when the model's context is small).
+    passage_chars: usize,
+    /// The offline planner's finishing action, once the model was asked: the run ends with it
+    /// if the model's answer is refused after all.
+    fallback: Option<PlannerAction>,
+}
+
+impl ReaderPlanner {
+    /// Builds the client; nothing is sent until the offline planner would finish.
+    pub fn new(config: &ChatConfig) -> Result<Self, LlmError> {
+        let mut client = ChatClient::new(config)?;
+        let reply_tokens = match config.context_tokens {
+            Some(c) => MAX_REPLY_TOKENS.min(super::llm::context::reply_reserve(c)),
+            None => MAX_REPLY_TOKENS,
+        };
+        client.set_max_reply_tokens(Some(reply_tokens));
+        client.set_temperature(Some(TEMPERATURE));
+        // Chinese counts about two tokens a character: the passages, the rules and the reply
+        // must fit a small context.
+        let passage_chars = match config.context_tokens {
+            Some(c) => (c.saturating_sub(reply_tokens + 600) as usize / 2)
+                .clamp(400, passages::PASSAGE_CHARS),
+            None => passages::PASSAGE_CHARS,
+        };
+        Ok(Self {
+            offline: OfflinePlanner::new(),
+            client,
+            passage_chars,
+            fallback: None,
+        })
+    }
+
+    /// Whether the model should read the passages before the run finishes with `action`.
+    fn worth_reading(&self, ctx: &PlannerContext<'_>, step: &PlannerStep) -> bool {
+        let finishing = match step.actions.as_slice() {
+            [PlannerAction::Answer { .. } | PlannerAction::Evidence { .. }] => true,
+            // A refusal because the question's subject is in no passage stands: the model
+            // would only be tempted to answer from what is there.
+            [PlannerAction::GiveUp { .. }] => !self.offline.subject_unknown(),
+            _ => false,
+        };
+        // An answer decided by the asker's remembered facts is the offline planner's to give.
+        let from_memory = step.memory.as_ref().is_some_and(|m| !m.used.is_empty());
+        finishing && !from_memory && ctx.searches_done > 0
+    }
+
+    /// Asks the model; the step finishes with its checked answer, or with `fallback`.
+    fn read(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        mut step: PlannerStep,
+    ) -> Result<PlannerStep, PlannerError> {
+        let fallback = step.actions.first().cloned();
+        let first: Vec<String> = match &fallback {
+            Some(
+                PlannerAction::Answer { citations, .. } | PlannerAction::Evidence { citations, .. },
+            ) => citations.iter().map(|c| c.chunk_id.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let shown = passages::select(ctx, &first, self.passage_chars);
+        if shown.is_empty() {
+            return Ok(step);
+        }
+        let lang = Lang::of(ctx.question);
+        let earlier = ctx.history.last().map(|t| t.question.as_str());
+        let messages = vec![
+            ChatMessage::System {
+                content: prompt::system(lang).to_string(),
+            },
+            ChatMessage::User {
+                content: prompt::user(lang, &passages::render(&shown), ctx.question, earlier),
+            },
+        ];
+        self.client.start_budget();
+        step.message_count = Some(messages.len() as u32);
+        self.fallback = fallback;
+        let reply = match self.client.complete(&messages, &serde_json::Value::Null) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("the reader's model call failed ({e}); the offline reply stands");
+                step.model_reply = Some(format!("error: {e}"));
+                return Ok(step);
+            }
+        };
+        step.usage = reply.usage.map(|u| Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+        });
+        step.retries = reply.retries;
+        let text = reply.message.content.clone().unwrap_or_default();
+        let verdict = match reply::read(&text, shown.len()) {
+            Read::Answer {
+                text: answer,
+                cited,
+            } => checked(ctx, &shown, &answer, &cited),
+            Read::None => Err("the model said no passage answers".to_string()),
+            Read::Unusable(why) => Err(why),
+        };
+        step.model_reply = Some(text);
+        match verdict {
+            Ok(action) => step.actions = vec![action],
+            Err(why) => {
+                tracing::debug!("the reader's answer is not used: {why}");
+                step.model_note = Some(why);
+            }
+        }
+        Ok(step)
+    }
+}
+
+/// The chunks returned in this run, as the citation checks read them.
+struct Returned<'a>(&'a dyn EvidenceLookup);
+
+impl ReturnedTexts for Returned<'_> {
+    fn text_of(&self, chunk_id: &str) -> Option<&str> {
+        self.0.returned_chunk_text(chunk_id)
+    }
+}
+
+/// The model's answer as an action, once every check passed; else why not.
+fn checked(
+    ctx: &PlannerContext<'_>,
+    shown: &[Passage],
+    answer: &str,
+    cited: &[usize],
+) -> Result<PlannerAction, String> {
+    let bare = reply::strip_markers(answer);
+    let mut proposed = Vec::new();
+    for &n in cited {
+        let passage = &shown[n - 1];
+        let Some((sentence, _)) = passages::supporting_sentence(passage, &bare) else {
+            return Err(format!("passage {n} shares no word with the answer"));
+        };
+        proposed.push(ProposedCitation {
+            chunk_id: passage.chunk_id.clone(),
+            quote: truncate_chars(sentence, citations::MAX_QUOTE_CHARS).to_string(),
+        });
+    }
+    if let Some(r) = citations::check(&proposed, &Returned(ctx.lookup)).first() {
+        return Err(format!("citation of {} refused: {}", r.chunk_id, r.reason));
+    }
+    // A figure the passages do not hold is the model's own.
+    let mut known: HashSet<String> = reply::figures(ctx.question).into_iter().collect();
+    for c in &proposed {
+        if let Some(text) = ctx.lookup.returned_chunk_text(&c.chunk_id) {
+            known.extend(reply::figures(text));
+        }
+    }
+    let cited_figures = reply::figures(&bare);
+    if let Some(f) = cited_figures.iter().find(|f| !known.contains(*f)) {
+        return Err(format!("the answer's figure {f} is in no cited passage"));
+    }
+    Ok(PlannerAction::Answer {
+        text: answer.to_string(),
+        citations: proposed,
+    })
+}
+
+impl Planner for ReaderPlanner {
+    fn kind(&self) -> &'static str {
+        "reader"
+    }
+
+    fn model(&self) -> Option<String> {
+        Some(self.client.model().to_string())
+    }
+
+    fn next(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        observations: &[Observation],
+    ) -> Result<PlannerStep, PlannerError> {
+        // The model's answer was refused after all: the offline reply stands.
+        if let Some(fallback) = self.fallback.take()
+            && observations
+                .iter()
+                .any(|o| matches!(o, Observation::CitationsRefused { .. }))
+        {
+            return Ok(PlannerStep {
+                actions: vec![fallback],
+                ..PlannerStep::default()
+            });
+        }
+        let step = self.offline.next(ctx, observations)?;
+        if self.worth_reading(ctx, &step) {
+            return self.read(ctx, step);
+        }
+        Ok(step)
+    }
+}
