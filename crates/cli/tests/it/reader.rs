@@ -117,7 +117,10 @@ fn the_models_numbered_citation_becomes_a_checked_quote_of_that_chunk() {
     assert_eq!(outcome.model_calls[0].prompt_tokens, Some(100));
     let turns = model_turns(&outcome);
     assert_eq!(turns.len(), 1);
-    assert_eq!(turns[0].usage.as_ref().map(|u| u.completion_tokens), Some(20));
+    assert_eq!(
+        turns[0].usage.as_ref().map(|u| u.completion_tokens),
+        Some(20)
+    );
     assert!(turns[0].reply.as_deref().unwrap_or("").contains("10 days"));
     assert_eq!(turns[0].note, None);
     // The request: plain text (no tools), temperature 0, English rules, numbered passages.
