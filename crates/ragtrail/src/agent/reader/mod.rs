@@ -25,7 +25,7 @@ use super::planner::{
     ProposedCitation, Usage,
 };
 use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError};
-use crate::text::{Lang, truncate_chars};
+use crate::text::{self, Lang, truncate_chars};
 use passages::Passage;
 use reply::Read;
 
@@ -177,6 +177,13 @@ fn checked(
             quote: truncate_chars(sentence, citations::MAX_QUOTE_CHARS).to_string(),
         });
     }
+    // What the answer says beyond the question must come from what it cites: an answer
+    // that only restates the question ("Yes, you can …") or adds words of its own is the
+    // model's, not the passages'.
+    let shown: Vec<&Passage> = cited.iter().map(|&n| &shown[n - 1]).collect();
+    if let Some(why) = unsupported(ctx.question, &bare, &shown) {
+        return Err(why);
+    }
     if let Some(r) = citations::check(&proposed, &Returned(ctx.lookup)).first() {
         return Err(format!("citation of {} refused: {}", r.chunk_id, r.reason));
     }
@@ -194,6 +201,38 @@ fn checked(
     Ok(PlannerAction::Answer {
         text: answer.to_string(),
         citations: proposed,
+    })
+}
+
+/// Why an answer is not the cited passages' own, if it is not: it adds nothing to the
+/// question, or fewer than half of the words it adds are in the passages it cites (their
+/// shown sentences and titles: what the model read).
+fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<String> {
+    let asked: HashSet<String> = text::terms(question).into_iter().map(|t| t.text).collect();
+    let mut added: Vec<String> = text::terms(answer)
+        .into_iter()
+        .map(|t| t.text)
+        .filter(|t| !asked.contains(t))
+        .collect();
+    added.sort();
+    added.dedup();
+    if added.is_empty() {
+        return Some("the answer only restates the question".to_string());
+    }
+    let read: HashSet<String> = cited
+        .iter()
+        .flat_map(|p| {
+            std::iter::once(p.title_path.as_str()).chain(p.sentences.iter().map(String::as_str))
+        })
+        .flat_map(text::terms)
+        .map(|t| t.text)
+        .collect();
+    let found = added.iter().filter(|t| read.contains(*t)).count();
+    (found * 2 < added.len()).then(|| {
+        format!(
+            "{found} of the {} words the answer adds to the question are in the passages it cites",
+            added.len()
+        )
     })
 }
 
@@ -227,5 +266,67 @@ impl Planner for ReaderPlanner {
             return self.read(ctx, step);
         }
         Ok(step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passage(title: &str, sentences: &[&str]) -> Passage {
+        Passage {
+            chunk_id: "c1".into(),
+            title_path: title.into(),
+            sentences: sentences.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_answer_must_add_what_its_passages_say() {
+        let receipts = passage(
+            "FAQ / Receipts",
+            &["You can attach receipts by clicking on the Add receipt button."],
+        );
+        let q = "Do I need to keep the paper slip for every purchase on a trip?";
+        // It restates the question, with a "yes" the passage does not say.
+        assert!(
+            unsupported(
+                q,
+                "Yes, I need to keep the paper slip for every purchase on a trip.",
+                &[&receipts]
+            )
+            .is_some()
+        );
+        assert_eq!(
+            unsupported(
+                q,
+                "Do I need to keep the paper slip for every purchase on a trip",
+                &[&receipts]
+            )
+            .as_deref(),
+            Some("the answer only restates the question")
+        );
+        // Words of its own.
+        let why = unsupported(
+            q,
+            "Yes, keep every slip for seven years in a binder.",
+            &[&receipts],
+        );
+        assert!(why.is_some_and(|w| w.contains("words the answer adds")));
+        // The passage's own words.
+        assert_eq!(
+            unsupported(
+                q,
+                "You attach receipts with the Add receipt button.",
+                &[&receipts]
+            ),
+            None
+        );
+        let leave = passage("Leave / 年假", &["员工每年享有十天年假，最多累计二十天。"]);
+        assert_eq!(
+            unsupported("年假有几天？", "员工每年享有十天年假。", &[&leave]),
+            None
+        );
+        assert!(unsupported("年假有几天？", "年假有几天。", &[&leave]).is_some());
     }
 }
