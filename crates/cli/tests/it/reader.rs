@@ -173,7 +173,7 @@ fn unusable_replies_fall_back_to_the_offline_reply() {
     let (ws, engine) = small();
     let q = "How many days of annual leave do employees earn?";
     let expected = offline(&ws, &engine, q);
-    let cases: [(&str, &str); 5] = [
+    let cases: [(&str, &str); 7] = [
         ("NONE", "the model said no passage answers"),
         (
             "Employees earn 10 days [7].",
@@ -189,6 +189,16 @@ fn unusable_replies_fall_back_to_the_offline_reply() {
             "the answer's figure 15 is in no cited passage",
         ),
         ("[1]", "the reply has citations but no answer"),
+        // Qwen2.5-Coder-1.5B: a yes that restates the question, and words of its own beside
+        // a passage that shares a few of the question's.
+        (
+            "Yes, employees earn days of annual leave [1].",
+            "0 of the 1 words the answer adds",
+        ),
+        (
+            "Employees earn annual leave through the HR portal every quarter [1].",
+            "0 of the",
+        ),
     ];
     for (reply, why) in cases {
         let scripted = ScriptedLlm::start(config, move |_: &[Recorded]| text_reply(reply));

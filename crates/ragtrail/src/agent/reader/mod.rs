@@ -177,13 +177,6 @@ fn checked(
             quote: truncate_chars(sentence, citations::MAX_QUOTE_CHARS).to_string(),
         });
     }
-    // What the answer says beyond the question must come from what it cites: an answer
-    // that only restates the question ("Yes, you can …") or adds words of its own is the
-    // model's, not the passages'.
-    let shown: Vec<&Passage> = cited.iter().map(|&n| &shown[n - 1]).collect();
-    if let Some(why) = unsupported(ctx.question, &bare, &shown) {
-        return Err(why);
-    }
     if let Some(r) = citations::check(&proposed, &Returned(ctx.lookup)).first() {
         return Err(format!("citation of {} refused: {}", r.chunk_id, r.reason));
     }
@@ -197,6 +190,13 @@ fn checked(
     let cited_figures = reply::figures(&bare);
     if let Some(f) = cited_figures.iter().find(|f| !known.contains(*f)) {
         return Err(format!("the answer's figure {f} is in no cited passage"));
+    }
+    // What the answer says beyond the question must come from what it cites: an answer
+    // that only restates the question ("Yes, you can …") or adds words of its own is the
+    // model's, not the passages'.
+    let shown: Vec<&Passage> = cited.iter().map(|&n| &shown[n - 1]).collect();
+    if let Some(why) = unsupported(ctx.question, &bare, &shown) {
+        return Err(why);
     }
     Ok(PlannerAction::Answer {
         text: answer.to_string(),
