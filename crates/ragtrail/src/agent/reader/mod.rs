@@ -6,8 +6,10 @@
 //! or three sentences most about the question, numbered, about 2,000 characters in all. It
 //! answers in the question's language citing passages by number, or says `NONE`. The loop maps
 //! each number back to its chunk and quotes the shown sentence of it that shares the most words
-//! with the answer; every quote is checked verbatim against its chunk, and every figure the
-//! answer writes in digits must be in a cited passage or in the question. When the model says
+//! with the answer; every quote is checked verbatim against its chunk, every figure the answer
+//! writes in digits must be in the question or in the sentences it read of the passages it cites
+//! (Chinese numerals read as digits), and at least half of the words the answer adds to the
+//! question must be in those sentences (an answer restating the question is none). When the model says
 //! none answers, writes something unusable, or cannot be reached, the run finishes as the
 //! offline planner would have (its answer, its evidence or its refusal): never with a claim
 //! these checks did not pass. What the model replied goes to the trace (`llm_turn.reply`).
@@ -180,14 +182,18 @@ fn checked(
     if let Some(r) = citations::check(&proposed, &Returned(ctx.lookup)).first() {
         return Err(format!("citation of {} refused: {}", r.chunk_id, r.reason));
     }
-    // A figure the passages do not hold is the model's own.
-    let mut known: HashSet<String> = reply::figures(ctx.question).into_iter().collect();
-    for c in &proposed {
-        if let Some(text) = ctx.lookup.returned_chunk_text(&c.chunk_id) {
-            known.extend(reply::figures(text));
+    // A figure the model did not read, in the question or the sentences of the passages it
+    // cites (Chinese numerals read as digits), is its own.
+    let mut known: HashSet<String> = reply::figures(&reply::arabic(ctx.question))
+        .into_iter()
+        .collect();
+    for &n in cited {
+        let p = &shown[n - 1];
+        for s in std::iter::once(&p.title_path).chain(&p.sentences) {
+            known.extend(reply::figures(&reply::arabic(s)));
         }
     }
-    let cited_figures = reply::figures(&bare);
+    let cited_figures = reply::figures(&reply::arabic(&bare));
     if let Some(f) = cited_figures.iter().find(|f| !known.contains(*f)) {
         return Err(format!("the answer's figure {f} is in no cited passage"));
     }
@@ -208,8 +214,9 @@ fn checked(
 /// question, or fewer than half of the words it adds are in the passages it cites (their
 /// shown sentences and titles: what the model read).
 fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<String> {
-    let asked: HashSet<String> = text::terms(question).into_iter().map(|t| t.text).collect();
-    let mut added: Vec<String> = text::terms(answer)
+    let terms = |s: &str| text::terms(&reply::arabic(s));
+    let asked: HashSet<String> = terms(question).into_iter().map(|t| t.text).collect();
+    let mut added: Vec<String> = terms(answer)
         .into_iter()
         .map(|t| t.text)
         .filter(|t| !asked.contains(t))
@@ -224,7 +231,7 @@ fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<Strin
         .flat_map(|p| {
             std::iter::once(p.title_path.as_str()).chain(p.sentences.iter().map(String::as_str))
         })
-        .flat_map(text::terms)
+        .flat_map(terms)
         .map(|t| t.text)
         .collect();
     let found = added.iter().filter(|t| read.contains(*t)).count();
@@ -322,6 +329,14 @@ mod tests {
             ),
             None
         );
+        // A figure in digits is found where the passage writes it in Chinese numerals.
+        let notice = passage(
+            "劳动合同法 / 解除",
+            &["第三十七条 劳动者提前三十日以书面形式通知用人单位，可以解除劳动合同。"],
+        );
+        let q = "我不想干了，得提前多少天跟单位打招呼？";
+        assert_eq!(unsupported(q, "30天。", &[&notice]), None);
+        assert!(passages::supporting_sentence(&notice, "30天。").is_some());
         let leave = passage("Leave / 年假", &["员工每年享有十天年假，最多累计二十天。"]);
         assert_eq!(
             unsupported("年假有几天？", "员工每年享有十天年假。", &[&leave]),

@@ -150,12 +150,17 @@ pub fn render(passages: &[Passage]) -> String {
 /// The sentence of a passage that shares the most words with `claim` (the answer's text),
 /// with how many; `None` when it shares none.
 pub fn supporting_sentence<'a>(passage: &'a Passage, claim: &str) -> Option<(&'a str, usize)> {
-    let claim_terms: HashSet<String> = text::terms(claim).into_iter().map(|t| t.text).collect();
+    // Chinese numerals read as digits on both sides: "30天" is supported by "提前三十日".
+    let arabic = super::reply::arabic;
+    let claim_terms: HashSet<String> = text::terms(&arabic(claim))
+        .into_iter()
+        .map(|t| t.text)
+        .collect();
     passage
         .sentences
         .iter()
         .map(|s| {
-            let shared = text::terms(s)
+            let shared = text::terms(&arabic(s))
                 .into_iter()
                 .map(|t| t.text)
                 .collect::<HashSet<_>>()

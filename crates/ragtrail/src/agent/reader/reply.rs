@@ -140,8 +140,105 @@ pub fn figures(text: &str) -> Vec<String> {
     out
 }
 
+/// The value of a Chinese numeral character, or of a unit (十, 百, 千, 万).
+fn chinese_digit(c: char) -> Option<u64> {
+    Some(match c {
+        '零' | '〇' => 0,
+        '一' => 1,
+        '二' | '两' => 2,
+        '三' => 3,
+        '四' => 4,
+        '五' => 5,
+        '六' => 6,
+        '七' => 7,
+        '八' => 8,
+        '九' => 9,
+        _ => return None,
+    })
+}
+
+fn chinese_unit(c: char) -> Option<u64> {
+    Some(match c {
+        '十' => 10,
+        '百' => 100,
+        '千' => 1000,
+        '万' => 10_000,
+        _ => return None,
+    })
+}
+
+/// The value of a run of Chinese numerals: positional with units (三十七 = 37, 十二 = 12), or
+/// digit by digit without them (一九九四 = 1994).
+fn chinese_value(run: &[char]) -> u64 {
+    if !run.iter().any(|&c| chinese_unit(c).is_some()) {
+        return run
+            .iter()
+            .filter_map(|&c| chinese_digit(c))
+            .fold(0, |v, d| v.saturating_mul(10).saturating_add(d));
+    }
+    let (mut total, mut section, mut digit) = (0u64, 0u64, None::<u64>);
+    for &c in run {
+        if let Some(d) = chinese_digit(c) {
+            digit = Some(d);
+        } else if let Some(u) = chinese_unit(c) {
+            if u == 10_000 {
+                total = total
+                    .saturating_add(section.saturating_add(digit.unwrap_or(0)).saturating_mul(u));
+                section = 0;
+            } else {
+                section = section.saturating_add(digit.unwrap_or(1).saturating_mul(u));
+            }
+            digit = None;
+        }
+    }
+    total
+        .saturating_add(section)
+        .saturating_add(digit.unwrap_or(0))
+}
+
+/// The text with Chinese numerals written in digits (提前三十日 → 提前30日, 十二个月 → 12个月),
+/// so a figure the model writes in digits is found where the passage writes it in characters.
+/// A lone 一 stays: it is far more often part of a word (一般, 统一) than the number one.
+pub fn arabic(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let numeral = |c: char| chinese_digit(c).is_some() || chinese_unit(c).is_some();
+        if numeral(chars[i]) {
+            let start = i;
+            while i < chars.len() && numeral(chars[i]) {
+                i += 1;
+            }
+            let run = &chars[start..i];
+            if run == ['一'] || run.iter().all(|&c| chinese_unit(c).is_some() && c != '十') {
+                out.extend(run);
+            } else {
+                out.push_str(&chinese_value(run).to_string());
+            }
+            continue;
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn chinese_numerals_become_digits() {
+        assert_eq!(
+            arabic("劳动者提前三十日以书面形式通知"),
+            "劳动者提前30日以书面形式通知"
+        );
+        assert_eq!(arabic("第三十七条，十二个月，两年"), "第37条，12个月，2年");
+        assert_eq!(arabic("一九九四年十二月六日"), "1994年12月6日");
+        assert_eq!(arabic("一万五千元"), "15000元");
+        assert_eq!(arabic("一般统一"), "一般统一");
+        assert_eq!(arabic("满一年不足五年"), "满一年不足5年");
+    }
+
     use super::*;
 
     #[test]
