@@ -310,3 +310,67 @@ fn ask_json_names_the_reader_mode() {
         "{v}"
     );
 }
+
+/// `eval agent --planner reader` counts each question's model calls, tokens and model time.
+#[test]
+fn eval_agent_reports_the_readers_model_usage() {
+    let (ws, _engine) = small();
+    std::fs::write(
+        ws.dir.path().join("golden.jsonl"),
+        concat!(
+            r#"{"id":"en-1","lang":"en","answerable":true,"turns":[{"question":"When is a doctor's note required for sick leave?","expected":["Leave Policy / Sick leave"],"facts":["two days"]}]}"#,
+            "\n",
+            r#"{"id":"en-2","lang":"en","answerable":false,"turns":[{"question":"How long is the sabbatical for pilots?"}]}"#,
+            "\n"
+        ),
+    )
+    .expect("golden");
+    let scripted = ScriptedLlm::start(config, |reqs: &[Recorded]| {
+        let n = passage_number(reqs.last().expect("request"), "Sick leave");
+        text_reply(&format!(
+            "A doctor's note is required for sick leave longer than two days [{n}]."
+        ))
+    });
+    let base_url = scripted.base_url.clone();
+    let out = crate::common::cli::ragtrail_with_env(
+        ws.dir.path(),
+        &[
+            "--data-dir",
+            "data",
+            "--knowledge",
+            "knowledge",
+            "eval",
+            "agent",
+            "--golden",
+            "golden.jsonl",
+            "--out",
+            "run",
+            "--planner",
+            "reader",
+            "--today",
+            "2026-11-30",
+            "--json",
+        ],
+        &[
+            ("RAGTRAIL_LLM_BASE_URL", base_url.as_str()),
+            ("RAGTRAIL_LLM_MODEL", "scripted-model"),
+        ],
+    );
+    let (stdout, stderr) = crate::common::cli::text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["items"][0]["status"], "answered", "{v}");
+    assert_eq!(v["items"][0]["modelUsage"]["calls"], 1);
+    assert_eq!(v["items"][1]["status"], "insufficient_evidence");
+    assert_eq!(v["items"][1]["modelUsage"]["calls"], 0);
+    // One call of 100 + 20 tokens over two questions.
+    assert_eq!(v["modelCallsPerQuestion"], 0.5);
+    assert_eq!(v["promptTokensPerQuestion"], 50.0);
+    assert_eq!(v["completionTokensPerQuestion"], 10.0);
+    assert_eq!(v["factsFound"], 1.0);
+    let md = std::fs::read_to_string(ws.dir.path().join("run/report.md")).expect("report.md");
+    assert!(
+        md.contains("| model calls, prompt + completion tokens, model seconds per question | 0.50, 50 + 10, "),
+        "{md}"
+    );
+}
