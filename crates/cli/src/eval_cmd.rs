@@ -540,8 +540,18 @@ pub fn agent_summary(r: &agent_eval::AgentReport) -> String {
         ),
         ("mean rounds", format!("{:.2}", r.mean_rounds)),
         (
-            "latency p50 / p95 (no model)",
+            "latency p50 / p95 (whole run, model calls included)",
             format!("{:.1} / {:.1} ms", r.latency_p50_ms, r.latency_p95_ms),
+        ),
+        (
+            "model calls, prompt + completion tokens, model seconds per question",
+            format!(
+                "{:.2}, {:.0} + {:.0}, {:.1} s",
+                r.model_calls_per_question,
+                r.prompt_tokens_per_question,
+                r.completion_tokens_per_question,
+                r.model_seconds_per_question
+            ),
         ),
     ];
     for (name, value) in rows {

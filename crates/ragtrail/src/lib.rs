@@ -131,6 +131,8 @@ pub use agent::llm::LlmPlanner;
 pub use agent::observe::{ObservedEvent, ObservedRun, RunObserver};
 /// The planner that needs no model: deterministic keywords and extractive answers.
 pub use agent::offline::OfflinePlanner;
+/// The reader mode: the offline planner searches, a chat model writes the answer.
+pub use agent::reader::ReaderPlanner;
 /// Runs the agent loop for one question: rounds of searches, then a checked answer.
 pub use agent::run as run_agent;
 

@@ -31,6 +31,7 @@ mod mcp_http;
 mod memory;
 mod outcomes;
 mod postgres;
+mod reader;
 mod real_llm;
 mod replay_audit;
 mod replay_rerun;

@@ -506,3 +506,130 @@ fn chat_through_the_binary_answers_each_turn_and_traces_it() {
         check_trace(&engine, t, &AccessContext::default());
     }
 }
+
+/// A run of the reader mode (`--planner reader`) with the real model.
+fn run_reader(engine: &Engine, ws: &Workspace, question: &str) -> AgentOutcome {
+    let mut planner = ragtrail::ReaderPlanner::new(&config()).expect("reader");
+    ragtrail::run_agent(
+        engine,
+        &mut planner,
+        question,
+        &ws.run_settings(),
+        &mut |_| {},
+    )
+    .expect("run")
+}
+
+/// The model turns of a reader run's trace, after checking the trace verifies and audits
+/// clean (every quote in its chunk).
+fn reader_model_turns(engine: &Engine, outcome: &AgentOutcome) -> Vec<ragtrail::trace::LlmTurn> {
+    let path = &outcome.trace.as_ref().expect("trace").path;
+    let (integrity, file) = check_integrity(path, None).expect("read the trace");
+    let file = file.expect("a trace file");
+    assert_eq!(verify_chain(&file, None).status(), ChainStatus::Valid);
+    let report = audit(&file, integrity, Some(engine), &AccessContext::default());
+    assert_eq!(
+        report.exit_code(),
+        0,
+        "audit findings: {:?}",
+        report.findings
+    );
+    file.events()
+        .filter_map(|e| match &e.body {
+            EventBody::LlmTurn(t) if t.message_count.is_some() => Some(t.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whatever the model writes, a reader run ends with its checked answer or with exactly the
+/// offline planner's reply; the model is asked once, and never about a subject no passage names.
+#[test]
+fn reader_mode_answers_from_the_passages_or_gives_the_offline_reply() {
+    let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let (ws, engine) = knowledge();
+    for question in [
+        "高铁票报销需要什么凭证？",
+        "How many days of annual leave do employees get?",
+    ] {
+        let outcome = run_reader(&engine, &ws, question);
+        let offline = ws.ask(&engine, &mut ragtrail::OfflinePlanner::new(), question);
+        assert_eq!(outcome.planner, "reader");
+        assert_eq!(outcome.model.as_deref(), Some(model().as_str()));
+        assert_eq!(outcome.model_calls.len(), 1, "{question}: one model call");
+        let turns = reader_model_turns(&engine, &outcome);
+        assert_eq!(turns.len(), 1);
+        let reply = turns[0].reply.clone().expect("the model's reply is traced");
+        let answer = outcome.answer.as_ref().expect("answered or evidence");
+        let texts = |o: &AgentOutcome| {
+            let a = o.answer.as_ref().expect("an answer");
+            let ids: Vec<&str> = a.citations.iter().map(|c| c.chunk_id.as_str()).collect();
+            (a.text.clone(), ids.join(","))
+        };
+        match &turns[0].note {
+            // The model's answer was used: it cites by number and its quotes are checked.
+            None => {
+                assert_eq!(outcome.status, RunStatus::Answered, "{question}: {reply}");
+                assert!(answer.text.contains("[1]"), "{}", answer.text);
+                assert!(!answer.citations.is_empty());
+            }
+            // Not used: the offline planner's reply, word for word.
+            Some(why) => {
+                assert_eq!(outcome.status, offline.status, "{question}: {why}");
+                assert_eq!(texts(&outcome), texts(&offline), "{question}: {why}");
+            }
+        }
+        for secret in SECRETS {
+            assert!(!answer.text.contains(secret));
+        }
+    }
+    let outcome = run_reader(&engine, &ws, "How long is the sabbatical for pilots?");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert!(outcome.model_calls.is_empty(), "the model is not asked");
+}
+
+/// With a model that can read (`RAGTRAIL_TEST_LLM_MODEL=qwen2.5-coder-1.5b`, its server from
+/// `scripts/llm-server.sh --model qwen2.5-coder-1.5b start DIR`), the reader mode answers both
+/// languages from the right passage, in the question's language. SmolLM2-135M cannot, so with it
+/// this test says so and checks nothing more.
+#[test]
+fn reader_mode_with_a_model_that_can_read_answers_from_the_right_passage() {
+    if !model().starts_with("qwen") {
+        eprintln!(
+            "not run: RAGTRAIL_TEST_LLM_MODEL is {}, not a Qwen model",
+            model()
+        );
+        return;
+    }
+    let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let (ws, engine) = knowledge();
+    for (question, title, fact) in [
+        ("高铁票报销需要什么凭证？", "火车票", "电子客票"),
+        (
+            "How many days of annual leave do employees get?",
+            "Annual leave",
+            "10",
+        ),
+    ] {
+        let outcome = run_reader(&engine, &ws, question);
+        let turns = reader_model_turns(&engine, &outcome);
+        assert_eq!(turns[0].note, None, "{question}: {:?}", turns[0].reply);
+        assert_eq!(outcome.status, RunStatus::Answered);
+        let answer = outcome.answer.as_ref().expect("answer");
+        assert!(answer.text.contains(fact), "{question}: {}", answer.text);
+        assert_eq!(
+            ragtrail::Lang::of(&answer.text),
+            ragtrail::Lang::of(question),
+            "{}",
+            answer.text
+        );
+        assert!(
+            answer
+                .citations
+                .iter()
+                .any(|c| c.title_path.contains(title)),
+            "{question}: {:?}",
+            answer.citations
+        );
+    }
+}

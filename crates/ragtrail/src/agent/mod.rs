@@ -12,6 +12,7 @@ mod options;
 mod outcome;
 mod planner;
 pub mod question_search;
+pub mod reader;
 mod run;
 mod standout;
 
@@ -181,6 +182,9 @@ pub struct AgentOutcome {
     pub keyword_sets_tried: Vec<Vec<String>>,
     /// Each planner turn that called a model (empty for the offline planner).
     pub model_calls: Vec<ModelCall>,
+    /// The planner that ran (`offline`, `llm`, `reader`) and its model, as the trace records them.
+    pub planner: String,
+    pub model: Option<String>,
     pub trace: Option<FinishedTrace>,
 }
 

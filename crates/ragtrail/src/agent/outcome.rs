@@ -31,6 +31,11 @@ pub struct AskOutcome {
     /// The chat model's turns (latency, tokens), empty with the offline planner.
     pub model_calls: Vec<ModelCall>,
     pub model_usage: ModelUsage,
+    /// The planner that ran: offline, llm or reader.
+    pub planner: String,
+    /// The chat model it called, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The trace file, relative to the working directory of whoever ran it.
     pub trace: Option<String>,
     /// With status `error` only: what failed, in its own words (an index embedded with another
@@ -57,6 +62,8 @@ impl From<AgentOutcome> for AskOutcome {
             rounds: o.rounds,
             model_calls: o.model_calls,
             model_usage,
+            planner: o.planner,
+            model: o.model,
             trace: o.trace.map(|t| t.path.display().to_string()),
             error,
         }
@@ -128,6 +135,8 @@ mod tests {
                     retries: 1,
                 },
             ],
+            planner: "llm".to_string(),
+            model: Some("small-chat".to_string()),
             trace: Some(FinishedTrace {
                 path: "traces/run.jsonl".into(),
                 lines: 5,
@@ -138,7 +147,8 @@ mod tests {
         }
     }
 
-    /// Field for field what `ask --json` and `/v1/ask` have always sent.
+    /// Field for field what `ask --json` and `/v1/ask` have always sent, and the planner and
+    /// its model.
     #[test]
     fn an_answered_outcome_is_written_as_before() {
         let value = serde_json::to_value(outcome()).unwrap();
@@ -169,6 +179,8 @@ mod tests {
                 ],
                 "modelUsage": {"calls": 2, "promptTokens": 100, "completionTokens": 7,
                     "callsWithoutUsage": 1, "latencyMs": 15.0},
+                "planner": "llm",
+                "model": "small-chat",
                 "trace": "traces/run.jsonl",
             })
         );

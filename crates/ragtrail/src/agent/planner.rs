@@ -113,6 +113,10 @@ pub struct PlannerStep {
     /// Which of the asker's remembered facts this turn's decision used, by key (set on the
     /// turn that finishes a run with remembered facts; the loop records it in the trace).
     pub memory: Option<MemoryUse>,
+    /// The model's reply as written, when the actions are not simply read from it (the
+    /// reader mode), and why it was not used when it was not: both go to the trace.
+    pub model_reply: Option<String>,
+    pub model_note: Option<String>,
 }
 
 /// What a planner did with the asker's remembered facts, each named by its key.

@@ -123,6 +123,9 @@ pub(super) struct Run<'a> {
     model_calls: Vec<ModelCall>,
     /// The `memory_read` event was written (once per run).
     memory_recorded: bool,
+    /// The planner's kind and model, as `run_started` recorded them.
+    planner: String,
+    model: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -206,6 +209,8 @@ impl<'a> Run<'a> {
             search_asked: false,
             model_calls: Vec::new(),
             memory_recorded: false,
+            planner: planner.kind().to_string(),
+            model: planner.model(),
         })
     }
 
@@ -269,6 +274,8 @@ impl<'a> Run<'a> {
             latency_ms: latency.as_secs_f64() * 1e3,
             retries: step.retries,
             finish_reason: step.finish_reason.clone(),
+            reply: step.model_reply.clone(),
+            note: step.model_note.clone(),
         }))?;
         if let Some(used) = &step.memory
             && !self.memory_recorded
@@ -774,6 +781,8 @@ impl<'a> Run<'a> {
             rounds: self.rounds,
             keyword_sets_tried: self.keyword_sets_tried,
             model_calls: self.model_calls,
+            planner: self.planner,
+            model: self.model,
             trace,
         })
     }

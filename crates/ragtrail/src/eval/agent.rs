@@ -32,6 +32,8 @@ pub struct ItemResult {
     /// Whether a cited passage is in an expected section.
     pub cites_expected: bool,
     pub latency_ms: f64,
+    /// The run's model calls added up (no calls with the offline planner).
+    pub model_usage: agent::ModelUsage,
     pub trace: Option<String>,
 }
 
@@ -64,6 +66,12 @@ pub struct AgentReport {
     pub mean_rounds: f64,
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
+    /// Model calls, prompt and completion tokens, and seconds of model time per question
+    /// (means over every question; tokens over the calls whose server reported them).
+    pub model_calls_per_question: f64,
+    pub prompt_tokens_per_question: f64,
+    pub completion_tokens_per_question: f64,
+    pub model_seconds_per_question: f64,
     pub items: Vec<ItemResult>,
 }
 
@@ -195,6 +203,7 @@ pub fn evaluate(
                 .iter()
                 .any(|c| turn.expected.contains(&c.title_path)),
             latency_ms,
+            model_usage: agent::ModelUsage::of(&outcome.model_calls),
             trace: outcome.trace.as_ref().map(|t| t.path.display().to_string()),
         });
     }
@@ -238,6 +247,14 @@ pub fn evaluate(
         mean_rounds: mean(results.iter().map(|r| f64::from(r.rounds))),
         latency_p50_ms: percentile(&lat, 0.5),
         latency_p95_ms: percentile(&lat, 0.95),
+        model_calls_per_question: mean(results.iter().map(|r| f64::from(r.model_usage.calls))),
+        prompt_tokens_per_question: mean(
+            (results.iter()).map(|r| r.model_usage.prompt_tokens.unwrap_or(0) as f64),
+        ),
+        completion_tokens_per_question: mean(
+            (results.iter()).map(|r| r.model_usage.completion_tokens.unwrap_or(0) as f64),
+        ),
+        model_seconds_per_question: mean(results.iter().map(|r| r.model_usage.latency_ms / 1e3)),
         items: results,
     })
 }

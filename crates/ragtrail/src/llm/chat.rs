@@ -120,6 +120,7 @@ pub struct ChatClient {
     /// Reply bytes received so far by this client (one run).
     received_bytes: u64,
     max_reply_tokens: Option<u32>,
+    temperature: Option<f32>,
 }
 
 impl ChatClient {
@@ -149,6 +150,7 @@ impl ChatClient {
             max_run_reply_bytes: config.max_run_reply_bytes,
             received_bytes: 0,
             max_reply_tokens: None,
+            temperature: None,
         })
     }
 
@@ -169,16 +171,28 @@ impl ChatClient {
         self.max_reply_tokens = max;
     }
 
-    /// The request body for these messages and tools.
+    /// Sends this sampling temperature with every request (`None`: the server's default).
+    pub fn set_temperature(&mut self, temperature: Option<f32>) {
+        self.temperature = temperature;
+    }
+
+    /// The request body for these messages and tools; no tools (`null` or `[]`) asks for plain
+    /// text, and the body then names none.
     pub fn request_body(&self, messages: &[ChatMessage], tools: &Value) -> Value {
         let mut body = json!({
             "model": self.model,
             "messages": messages,
-            "tools": tools,
-            "tool_choice": "auto",
         });
+        let no_tools = tools.is_null() || tools.as_array().is_some_and(Vec::is_empty);
+        if !no_tools {
+            body["tools"] = tools.clone();
+            body["tool_choice"] = json!("auto");
+        }
         if let Some(max) = self.max_reply_tokens {
             body["max_tokens"] = json!(max);
+        }
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
         }
         body
     }

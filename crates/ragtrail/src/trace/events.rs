@@ -190,6 +190,13 @@ pub struct LlmTurn {
     /// when it did not say, for planners without a model, and in traces before it existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The model's reply as written, when the planner acted on something else than it (the
+    /// reader mode keeps it: its answer, or the `NONE` or text the offline reply replaced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    /// Why the model's reply was not used, when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// How one request to the model was fitted into its context budget: what was sent and what

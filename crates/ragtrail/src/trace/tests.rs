@@ -114,6 +114,8 @@ fn run_bodies() -> Vec<EventBody> {
             latency_ms: 12.5,
             retries: 0,
             finish_reason: Some("tool_calls".into()),
+            reply: None,
+            note: None,
         }),
         search(1, vec![hit("c1", 0.5), hit("c2", 0.25)]),
         search(2, vec![hit("c3", 0.75)]),

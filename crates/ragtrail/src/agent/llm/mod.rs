@@ -399,6 +399,7 @@ impl Planner for LlmPlanner {
             context: fit,
             memory,
             finish_reason: message.finish_reason.clone(),
+            ..PlannerStep::default()
         })
     }
 }

@@ -171,10 +171,57 @@ struct NoEvidenceArgs {
 
 fn args<T: serde::de::DeserializeOwned>(tool: &'static str, text: &str) -> Result<T, ToolError> {
     let text = if text.trim().is_empty() { "{}" } else { text };
-    serde_json::from_str(text).map_err(|e| ToolError::Malformed {
-        tool,
-        message: format!("{e}; send a JSON object matching the tool's parameters"),
+    serde_json::from_str(text).or_else(|e| {
+        // What small models get wrong around a right object is repaired here; anything else
+        // goes back to the model as an error, and it is asked again.
+        repaired(text)
+            .and_then(|r| serde_json::from_str(&r).ok())
+            .ok_or_else(|| ToolError::Malformed {
+                tool,
+                message: format!("{e}; send a JSON object matching the tool's parameters"),
+            })
     })
+}
+
+/// The arguments without the slips small models make around a JSON object: a code fence or
+/// words before or after it, a comma before a closing bracket. `None` when there is no object.
+fn repaired(text: &str) -> Option<String> {
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    if end <= start {
+        return None;
+    }
+    let object = &text[start..=end];
+    let mut out = String::with_capacity(object.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let chars: Vec<char> = object.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        // A comma whose next non-space character closes an object or a list.
+        if c == ','
+            && chars[i + 1..]
+                .iter()
+                .find(|n| !n.is_whitespace())
+                .is_some_and(|n| matches!(n, '}' | ']'))
+        {
+            continue;
+        }
+        out.push(c);
+    }
+    Some(out)
 }
 
 /// Turns a tool call into an action. `fallback_reason` (the reply's text, if any) is the
@@ -333,6 +380,38 @@ pub fn observation_json(obs: &Observation, searches_left: u32) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Arguments wrapped in a fence or words, or with a trailing comma, are read; a reply
+    /// with no object at all is still refused (and the model is asked again).
+    #[test]
+    fn slips_around_the_arguments_are_repaired() {
+        let search = |k: &[&str]| PlannerAction::Search {
+            keywords: k.iter().map(|s| s.to_string()).collect(),
+            reason: "chosen by the model".into(),
+            top_k: None,
+            query: None,
+            lexical: false,
+        };
+        for raw in [
+            "```json\n{\"keywords\": [\"annual leave\", \"carry over\"]}\n```",
+            "Here are the keywords: {\"keywords\": [\"annual leave\", \"carry over\",],}",
+        ] {
+            assert_eq!(
+                parse_call(SEARCH_DOCS, raw, None),
+                Ok(search(&["annual leave", "carry over"])),
+                "{raw}"
+            );
+        }
+        // A comma inside a string is the model's text, not a slip.
+        assert_eq!(
+            parse_call(SEARCH_DOCS, "{\"keywords\": [\"a,]\"],}", None),
+            Ok(search(&["a,]"]))
+        );
+        assert!(matches!(
+            parse_call(SEARCH_DOCS, "annual leave, carry over", None),
+            Err(ToolError::Malformed { .. })
+        ));
+    }
 
     #[test]
     fn tool_calls_become_actions() {

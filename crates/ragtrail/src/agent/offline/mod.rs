@@ -105,6 +105,12 @@ impl OfflinePlanner {
         Self::default()
     }
 
+    /// Whether the question's subject is named by no chunk the run may see (the run refuses
+    /// whatever the passages say).
+    pub(crate) fn subject_unknown(&self) -> bool {
+        !self.unknown_nouns.is_empty()
+    }
+
     pub fn with_thresholds(thresholds: SufficiencyThresholds) -> Self {
         Self {
             thresholds,
@@ -253,7 +259,7 @@ const SENTENCE_ENDS: SentenceEnds = SentenceEnds {
 };
 
 /// Sentences (and table rows) of a chunk, trimmed, separator rows dropped.
-fn sentences(text: &str) -> Vec<&str> {
+pub(crate) fn sentences(text: &str) -> Vec<&str> {
     text::sentence_spans_with(text, SENTENCE_ENDS)
         .into_iter()
         .map(|(start, end)| text[start..end].trim())

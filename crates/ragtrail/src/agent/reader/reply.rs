@@ -1,0 +1,301 @@
+//! Reading the model's reply in the reader mode: `NONE`, or an answer whose sentences cite the
+//! numbered passages in brackets (`[2]`, `【2】`, `[1, 3]`). Anything else is unusable, and
+//! the caller falls back to the offline planner's reply.
+
+/// What the model said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read {
+    /// No passage answers.
+    None,
+    /// An answer: its text with the brackets renumbered `1..` in the order the passages are
+    /// first cited, and those passages' numbers as shown (1-based).
+    Answer { text: String, cited: Vec<usize> },
+    /// Neither: why, for the trace.
+    Unusable(String),
+}
+
+/// The reply's markers for "no passage answers", in either language.
+fn says_none(reply: &str) -> bool {
+    let t = reply
+        .trim()
+        .trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace() || c == '。');
+    t.eq_ignore_ascii_case("none") || t.to_ascii_uppercase().starts_with("NONE")
+}
+
+/// Where a citation bracket starts and ends, and its numbers: `[2]`, `【2】`, `[1, 3]`, `[1][3]`
+/// (each bracket on its own). `None` for a bracket that holds anything but numbers.
+fn bracket_at(s: &str, start: usize) -> Option<(usize, Vec<usize>)> {
+    let rest = &s[start..];
+    let open = rest.chars().next()?;
+    let close = match open {
+        '[' => ']',
+        '【' => '】',
+        _ => return None,
+    };
+    let inner_start = start + open.len_utf8();
+    let end = s[inner_start..].find(close)? + inner_start;
+    let inner = &s[inner_start..end];
+    let numbers: Option<Vec<usize>> = inner
+        .split([',', '，', '、', ' '])
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| p.trim().trim_start_matches('#').parse::<usize>().ok())
+        .collect();
+    let numbers = numbers.filter(|n| !n.is_empty())?;
+    Some((end + close.len_utf8(), numbers))
+}
+
+/// Reads a reply that cites `shown` numbered passages.
+pub fn read(reply: &str, shown: usize) -> Read {
+    let reply = reply.trim();
+    if reply.is_empty() {
+        return Read::Unusable("the reply was empty".to_string());
+    }
+    if says_none(reply) {
+        return Read::None;
+    }
+    let mut cited: Vec<usize> = Vec::new();
+    let mut text = String::new();
+    let mut i = 0;
+    while i < reply.len() {
+        if let Some((end, numbers)) = bracket_at(reply, i) {
+            for n in numbers {
+                if n == 0 || n > shown {
+                    return Read::Unusable(format!(
+                        "the reply cites passage {n}, but {shown} were shown"
+                    ));
+                }
+                let k = match cited.iter().position(|&c| c == n) {
+                    Some(k) => k,
+                    None => {
+                        cited.push(n);
+                        cited.len() - 1
+                    }
+                };
+                text.push_str(&format!("[{}]", k + 1));
+            }
+            i = end;
+            continue;
+        }
+        let c = reply[i..].chars().next().unwrap_or(' ');
+        text.push(c);
+        i += c.len_utf8();
+    }
+    if cited.is_empty() {
+        // "None of the passages…" written out in words is still a "none".
+        let lower = reply.to_lowercase();
+        if lower.contains("none") || reply.contains("没有") && reply.contains("段落") {
+            return Read::None;
+        }
+        return Read::Unusable("the reply cites no passage".to_string());
+    }
+    let bare = strip_markers(&text);
+    if bare.trim().chars().filter(|c| c.is_alphanumeric()).count() < 2 {
+        return Read::Unusable("the reply has citations but no answer".to_string());
+    }
+    Read::Answer {
+        text: text.trim().to_string(),
+        cited,
+    }
+}
+
+/// The text without its `[n]` markers.
+pub fn strip_markers(text: &str) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < text.len() {
+        if let Some((end, _)) = bracket_at(text, i) {
+            i = end;
+            continue;
+        }
+        let c = text[i..].chars().next().unwrap_or(' ');
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+/// The figures written in digits in `text` (`30`, `1.5`, `2,000`), each as written without
+/// thousands separators.
+pub fn figures(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let inside_number = !current.is_empty()
+            && matches!(c, '.' | ',')
+            && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit());
+        if c.is_ascii_digit() {
+            current.push(c);
+        } else if inside_number {
+            if c == '.' {
+                current.push('.');
+            }
+        } else if !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The value of a Chinese numeral character, or of a unit (十, 百, 千, 万).
+fn chinese_digit(c: char) -> Option<u64> {
+    Some(match c {
+        '零' | '〇' => 0,
+        '一' => 1,
+        '二' | '两' => 2,
+        '三' => 3,
+        '四' => 4,
+        '五' => 5,
+        '六' => 6,
+        '七' => 7,
+        '八' => 8,
+        '九' => 9,
+        _ => return None,
+    })
+}
+
+fn chinese_unit(c: char) -> Option<u64> {
+    Some(match c {
+        '十' => 10,
+        '百' => 100,
+        '千' => 1000,
+        '万' => 10_000,
+        _ => return None,
+    })
+}
+
+/// The value of a run of Chinese numerals: positional with units (三十七 = 37, 十二 = 12), or
+/// digit by digit without them (一九九四 = 1994).
+fn chinese_value(run: &[char]) -> u64 {
+    if !run.iter().any(|&c| chinese_unit(c).is_some()) {
+        return run
+            .iter()
+            .filter_map(|&c| chinese_digit(c))
+            .fold(0, |v, d| v.saturating_mul(10).saturating_add(d));
+    }
+    let (mut total, mut section, mut digit) = (0u64, 0u64, None::<u64>);
+    for &c in run {
+        if let Some(d) = chinese_digit(c) {
+            digit = Some(d);
+        } else if let Some(u) = chinese_unit(c) {
+            if u == 10_000 {
+                total = total
+                    .saturating_add(section.saturating_add(digit.unwrap_or(0)).saturating_mul(u));
+                section = 0;
+            } else {
+                section = section.saturating_add(digit.unwrap_or(1).saturating_mul(u));
+            }
+            digit = None;
+        }
+    }
+    total
+        .saturating_add(section)
+        .saturating_add(digit.unwrap_or(0))
+}
+
+/// The text with Chinese numerals written in digits (提前三十日 → 提前30日, 十二个月 → 12个月),
+/// so a figure the model writes in digits is found where the passage writes it in characters.
+/// A lone 一 stays: it is far more often part of a word (一般, 统一) than the number one.
+pub fn arabic(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let numeral = |c: char| chinese_digit(c).is_some() || chinese_unit(c).is_some();
+        if numeral(chars[i]) {
+            let start = i;
+            while i < chars.len() && numeral(chars[i]) {
+                i += 1;
+            }
+            let run = &chars[start..i];
+            if run == ['一'] || run.iter().all(|&c| chinese_unit(c).is_some() && c != '十') {
+                out.extend(run);
+            } else {
+                out.push_str(&chinese_value(run).to_string());
+            }
+            continue;
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chinese_numerals_become_digits() {
+        assert_eq!(
+            arabic("劳动者提前三十日以书面形式通知"),
+            "劳动者提前30日以书面形式通知"
+        );
+        assert_eq!(arabic("第三十七条，十二个月，两年"), "第37条，12个月，2年");
+        assert_eq!(arabic("一九九四年十二月六日"), "1994年12月6日");
+        assert_eq!(arabic("一万五千元"), "15000元");
+        assert_eq!(arabic("一般统一"), "一般统一");
+        assert_eq!(arabic("满一年不足五年"), "满一年不足5年");
+    }
+
+    use super::*;
+
+    #[test]
+    fn none_in_either_form() {
+        assert_eq!(read("NONE", 3), Read::None);
+        assert_eq!(read(" none. ", 3), Read::None);
+        assert_eq!(read("NONE of the passages say.", 3), Read::None);
+        assert_eq!(read("None of the passages states it.", 3), Read::None);
+        assert_eq!(read("这些段落没有提到这一点。", 3), Read::None);
+    }
+
+    #[test]
+    fn citations_are_renumbered_in_order_of_first_use() {
+        assert_eq!(
+            read("Leave is 15 days [3]. It accrues monthly [1][3].", 3),
+            Read::Answer {
+                text: "Leave is 15 days [1]. It accrues monthly [2][1].".into(),
+                cited: vec![3, 1],
+            }
+        );
+        assert_eq!(
+            read("年假为十五天【2】，按月累计[1, 2]。", 2),
+            Read::Answer {
+                text: "年假为十五天[1]，按月累计[2][1]。".into(),
+                cited: vec![2, 1],
+            }
+        );
+    }
+
+    #[test]
+    fn unusable_replies_say_why() {
+        assert_eq!(
+            read("Leave is 15 days [4].", 3),
+            Read::Unusable("the reply cites passage 4, but 3 were shown".into())
+        );
+        assert_eq!(
+            read("Leave is 15 days.", 3),
+            Read::Unusable("the reply cites no passage".into())
+        );
+        assert_eq!(read("  ", 3), Read::Unusable("the reply was empty".into()));
+        assert_eq!(
+            read("[1]", 3),
+            Read::Unusable("the reply has citations but no answer".into())
+        );
+        // A bracket that is not a citation stays text.
+        assert!(matches!(
+            read("See [the handbook] [1].", 1),
+            Read::Answer { .. }
+        ));
+    }
+
+    #[test]
+    fn figures_are_read_as_written() {
+        assert_eq!(
+            figures("15 days, 2,000 yuan, 1.5x, 第3条"),
+            ["15", "2000", "1.5", "3"]
+        );
+        assert_eq!(strip_markers("15 days [1]."), "15 days .");
+    }
+}
