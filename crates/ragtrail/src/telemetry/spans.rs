@@ -330,6 +330,8 @@ mod tests {
             latency_ms: 40.0,
             retries: 0,
             finish_reason: Some(reason.into()),
+            reply: None,
+            note: None,
         };
         let search: SearchRound = event(json!({
             "round": 1, "keywords": ["annual leave", "days"], "reason": "r", "topK": 5,
