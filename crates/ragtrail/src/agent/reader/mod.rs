@@ -130,6 +130,7 @@ impl ReaderPlanner {
             completion_tokens: u.completion_tokens,
         });
         step.retries = reply.retries;
+        step.finish_reason = reply.message.finish_reason.clone();
         let text = reply.message.content.clone().unwrap_or_default();
         let verdict = match reply::read(&text, shown.len()) {
             Read::Answer {
