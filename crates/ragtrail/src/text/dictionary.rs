@@ -10,7 +10,7 @@
 //! grams and part-of-speech guesses read nothing else), so every segmentation equals the one
 //! the whole dictionary gives; the tests compare the two.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 
 use jieba_rs::{Jieba, Token};
@@ -22,6 +22,10 @@ static TABLE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/words.bin"
 /// dictionary's. Two non-ideographs: jieba looks words up only inside runs of ideographs and
 /// ASCII letters, and single characters elsewhere, so no text ever matches it.
 const FILLER: &str = "\u{FFFF}\u{FFFF}";
+
+/// Text looked up word by word before the whole dictionary is loaded instead: past this, an
+/// ingest or a long-running server has spent on lookups about what the load costs once.
+const LOOKED_UP_BEFORE_WHOLE: usize = 4 << 20;
 
 /// One part of speech as jieba tags a word of a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +182,10 @@ pub struct Segmenter {
     loaded: RwLock<Loaded>,
     /// One bit per table word: added to `loaded` already.
     present: Box<[AtomicU64]>,
+    /// Bytes of text whose words were looked up.
+    looked_up: AtomicUsize,
+    /// `loaded` holds the whole dictionary: nothing to look up.
+    whole: AtomicBool,
 }
 
 impl Segmenter {
@@ -194,6 +202,17 @@ impl Segmenter {
         Self {
             loaded: RwLock::new(Loaded { jieba, added: 0 }),
             present: (0..words.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            looked_up: AtomicUsize::new(0),
+            whole: AtomicBool::new(words == 0),
+        }
+    }
+
+    /// Loads jieba's whole dictionary, as `Jieba::new` does; nothing is looked up from then on.
+    fn load_whole(&self) {
+        let mut loaded = self.loaded.write().unwrap_or_else(|e| e.into_inner());
+        if !self.whole.load(Ordering::Acquire) {
+            loaded.jieba = Jieba::new();
+            self.whole.store(true, Ordering::Release);
         }
     }
 
@@ -203,36 +222,49 @@ impl Segmenter {
 
     /// jieba holding every dictionary word that occurs in `text`.
     fn for_text(&self, text: &str) -> RwLockReadGuard<'_, Loaded> {
-        if let Some(table) = table() {
-            let mut missing = Vec::new();
-            table.words_in(text, |i| {
-                if !self.is_present(i) {
-                    missing.push(i);
-                }
-            });
-            if !missing.is_empty() {
-                let mut loaded = self.loaded.write().unwrap_or_else(|e| e.into_inner());
-                for i in missing {
-                    if self.is_present(i) {
-                        continue;
-                    }
-                    // Table words are UTF-8: they were written from a `str`.
-                    let Ok(word) = std::str::from_utf8(table.word(i)) else {
-                        continue;
-                    };
-                    let freq = u32_at(table.freqs, i);
-                    let tag = table.tags.get(table.tag_ids[i] as usize).copied();
-                    loaded.jieba.add_word(word, Some(freq as usize), tag);
-                    loaded.added += u64::from(freq);
-                    self.present[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
-                }
-                let rest = table.total.saturating_sub(loaded.added);
-                loaded
-                    .jieba
-                    .add_word(FILLER, Some(rest as usize), Some("x"));
-            }
+        let read = || self.loaded.read().unwrap_or_else(|e| e.into_inner());
+        let Some(table) = table().filter(|_| !self.whole.load(Ordering::Acquire)) else {
+            return read();
+        };
+        if self.looked_up.fetch_add(text.len(), Ordering::Relaxed) > LOOKED_UP_BEFORE_WHOLE {
+            self.load_whole();
+            return read();
         }
-        self.loaded.read().unwrap_or_else(|e| e.into_inner())
+        let mut missing = Vec::new();
+        table.words_in(text, |i| {
+            if !self.is_present(i) {
+                missing.push(i);
+            }
+        });
+        if missing.is_empty() {
+            return read();
+        }
+        let mut loaded = self.loaded.write().unwrap_or_else(|e| e.into_inner());
+        // The whole dictionary, loaded meanwhile, has every word and no filler.
+        if self.whole.load(Ordering::Acquire) {
+            drop(loaded);
+            return read();
+        }
+        for i in missing {
+            if self.is_present(i) {
+                continue;
+            }
+            // Table words are UTF-8: they were written from a `str`.
+            let Ok(word) = std::str::from_utf8(table.word(i)) else {
+                continue;
+            };
+            let freq = u32_at(table.freqs, i);
+            let tag = table.tags.get(table.tag_ids[i] as usize).copied();
+            loaded.jieba.add_word(word, Some(freq as usize), tag);
+            loaded.added += u64::from(freq);
+            self.present[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
+        }
+        let rest = table.total.saturating_sub(loaded.added);
+        loaded
+            .jieba
+            .add_word(FILLER, Some(rest as usize), Some("x"));
+        drop(loaded);
+        read()
     }
 
     /// [`Jieba::cut`].
@@ -337,6 +369,11 @@ mod tests {
         }
         let shared = Segmenter::new();
         for text in texts.iter().rev() {
+            assert_same(&whole, &shared, text);
+        }
+        // Past LOOKED_UP_BEFORE_WHOLE bytes a segmenter switches to the whole dictionary.
+        shared.load_whole();
+        for text in texts {
             assert_same(&whole, &shared, text);
         }
     }
