@@ -291,6 +291,9 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
             print!("{}", output::review_hint(global, &t.path, lang));
         }
     }
+    // The process ends after this answer: the OS takes the engine's memory back at once, where
+    // freeing every chunk record one by one took a seventh of an `ask` over 100k chunks.
+    std::mem::forget(engine);
     Ok(ExitCode::from(exit_status(outcome.status)))
 }
 

@@ -62,6 +62,8 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     if !args.json {
         eprintln!("{}", evidence_line(&args.keywords, &resp.sufficiency));
     }
+    // As `ask`: the process ends here, and the OS frees the engine faster than its drop does.
+    std::mem::forget(engine);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,9 +4,9 @@
 //! Chinese runs are segmented with jieba in search mode (a compound such as `报销凭证` also yields
 //! `报销` and `凭证`); Latin words are lowercased, English stop words dropped and words stemmed.
 
-use std::sync::OnceLock;
+mod dictionary;
 
-use jieba_rs::Jieba;
+pub use dictionary::Segmenter;
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
     TokenStream, Tokenizer,
@@ -15,10 +15,9 @@ use tantivy::tokenizer::{
 /// Name under which the analyzer is registered in tantivy.
 pub const ANALYZER_NAME: &str = "ragtrail_zh_en";
 
-/// The jieba dictionary takes a noticeable moment to load: once per process.
-pub fn jieba() -> &'static Jieba {
-    static JIEBA: OnceLock<Jieba> = OnceLock::new();
-    JIEBA.get_or_init(Jieba::new)
+/// jieba, with the dictionary words each text needs (see [`Segmenter`]).
+pub fn jieba() -> &'static Segmenter {
+    dictionary::segmenter()
 }
 
 /// Segments mixed Chinese/Latin text into words, dropping whitespace and punctuation.

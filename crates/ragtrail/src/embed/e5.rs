@@ -14,7 +14,7 @@
 //! package's engine does the same, so vectors from either agree on long texts too.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
@@ -36,8 +36,10 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 /// multilingual-e5-small with 4-bit weights, on the CPU.
 pub struct E5Embedder {
     path: PathBuf,
-    tokenizer: XlmrTokenizer,
-    model: Bert,
+    file: Arc<E5File>,
+    /// The tokenizer and the encoder, built on the first text embedded: a command that embeds
+    /// nothing (a BM25-only search, a status) does not pay for them.
+    parts: OnceLock<Result<Parts, String>>,
     info: EmbedderInfo,
     batch_size: usize,
     scratch: Mutex<Scratch>,
@@ -61,16 +63,20 @@ pub fn marking() -> Marking {
     }
 }
 
+struct Parts {
+    tokenizer: XlmrTokenizer,
+    model: Bert,
+}
+
 impl E5Embedder {
-    /// Opens `path` (an `e5-small-q4.bin`) and builds the tokenizer and the encoder from it.
+    /// Opens `path` (an `e5-small-q4.bin`): its header and fingerprint now, the tokenizer and
+    /// the encoder when the first text is embedded.
     pub fn load(path: &Path) -> Result<Self, EmbedError> {
         let err = |message: String| EmbedError::Model {
             path: path.display().to_string(),
             message,
         };
         let file = Arc::new(E5File::open(path).map_err(|e| err(e.to_string()))?);
-        let tokenizer = XlmrTokenizer::from_file(Arc::clone(&file)).map_err(err)?;
-        let model = encoder(&file).map_err(err)?;
         let fingerprint =
             super::local::fingerprint(&[], path).map_err(|e| err(format!("cannot read: {e}")))?;
         let info = EmbedderInfo {
@@ -81,8 +87,8 @@ impl E5Embedder {
         };
         Ok(Self {
             path: path.to_path_buf(),
-            tokenizer,
-            model,
+            file,
+            parts: OnceLock::new(),
             info,
             batch_size: DEFAULT_BATCH_SIZE,
             scratch: Mutex::new(Scratch::default()),
@@ -99,6 +105,21 @@ impl E5Embedder {
         &self.path
     }
 
+    fn parts(&self) -> Result<&Parts, EmbedError> {
+        self.parts
+            .get_or_init(|| {
+                Ok(Parts {
+                    tokenizer: XlmrTokenizer::from_file(Arc::clone(&self.file))?,
+                    model: encoder(&self.file)?,
+                })
+            })
+            .as_ref()
+            .map_err(|message| EmbedError::Model {
+                path: self.path.display().to_string(),
+                message: message.clone(),
+            })
+    }
+
     /// The piece ids the model sees for `text` on `side`: the prefix's and the text's, without
     /// `<s>` and `</s>`, before any windowing.
     pub fn token_ids(&self, text: &str, side: Side) -> Result<Vec<u32>, EmbedError> {
@@ -106,12 +127,15 @@ impl E5Embedder {
             Side::Query => QUERY_PREFIX,
             Side::Passage => PASSAGE_PREFIX,
         };
-        Ok(self.tokenizer.content_ids(&format!("{prefix}{text}")))
+        Ok(self
+            .parts()?
+            .tokenizer
+            .content_ids(&format!("{prefix}{text}")))
     }
 
     /// The tokenizer (normalisation and pieces), for inspection.
-    pub fn tokenizer(&self) -> &XlmrTokenizer {
-        &self.tokenizer
+    pub fn tokenizer(&self) -> Result<&XlmrTokenizer, EmbedError> {
+        Ok(&self.parts()?.tokenizer)
     }
 
     fn failed(&self, message: String) -> EmbedError {
@@ -125,13 +149,14 @@ impl E5Embedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let Parts { tokenizer, model } = self.parts()?;
         let ids = texts
             .par_iter()
             .map(|t| self.token_ids(t, side))
             .collect::<Result<Vec<_>, _>>()?;
         // Windows of at most `positions − 2` content tokens, each a full <s> … </s> sequence.
-        let room = self.model.max_positions.saturating_sub(2).max(1);
-        let specials = self.tokenizer.specials;
+        let room = model.max_positions.saturating_sub(2).max(1);
+        let specials = tokenizer.specials;
         let mut windows: Vec<(usize, Vec<u32>)> = Vec::new();
         for (i, content) in ids.iter().enumerate() {
             let chunks: Vec<&[u32]> = if content.is_empty() {
@@ -149,15 +174,14 @@ impl E5Embedder {
         }
         // Similar lengths together; nothing is padded either way.
         windows.sort_by_key(|(_, seq)| std::cmp::Reverse(seq.len()));
-        let h = self.model.hidden_size();
+        let h = model.hidden_size();
         let mut sums = vec![vec![0.0f32; h]; texts.len()];
         let mut weights = vec![0.0f32; texts.len()];
         let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let threads = rayon::current_num_threads();
         for batch in windows.chunks(self.batch_size) {
             let seqs: Vec<&[u32]> = batch.iter().map(|(_, s)| s.as_slice()).collect();
-            let (tokens, offsets) = self
-                .model
+            let (tokens, offsets) = model
                 .forward(&seqs, threads, &mut scratch)
                 .map_err(|e| self.failed(format!("forward pass: {e}")))?;
             for ((text, seq), start) in batch.iter().zip(offsets) {
