@@ -31,51 +31,34 @@ pub fn first_seen(rounds: &[ragtrail::RoundRecord], chunk_id: &str) -> Option<(u
 
 /// One line saying what an ingest did, in `lang` (the asker's, when an `ask` ingested first).
 pub fn ingest_summary_line(s: &IngestSummary, lang: Lang) -> String {
-    let skipped = s.skipped.len();
-    let pruned = s.versions_pruned;
-    match lang {
+    let (added, changed, removed) = (s.added.len(), s.changed.len(), s.removed.len());
+    let (unchanged, chunks, skipped, pruned) =
+        (s.unchanged, s.chunks, s.skipped.len(), s.versions_pruned);
+    let mut line = match lang {
         Lang::En => format!(
-            "ingest: {} added, {} changed, {} removed, {} unchanged; {} chunks in the index{}{}{}",
-            s.added.len(),
-            s.changed.len(),
-            s.removed.len(),
-            s.unchanged,
-            s.chunks,
-            if skipped == 0 {
-                String::new()
-            } else {
-                format!("; {skipped} files skipped")
-            },
-            ingest_formats_part(s, lang),
-            if pruned == 0 {
-                String::new()
-            } else {
-                format!(
-                    "; {} pruned (--keep-versions)",
-                    count(pruned, "past chunk text", "past chunk texts")
-                )
-            }
+            "ingest: {added} added, {changed} changed, {removed} removed, {unchanged} unchanged; {chunks} chunks in the index"
         ),
         Lang::Zh => format!(
-            "导入：新增 {}，修改 {}，删除 {}，未变 {}；索引中共 {} 个片段{}{}{}",
-            s.added.len(),
-            s.changed.len(),
-            s.removed.len(),
-            s.unchanged,
-            s.chunks,
-            if skipped == 0 {
-                String::new()
-            } else {
-                format!("；跳过 {skipped} 个文件")
-            },
-            ingest_formats_part(s, lang),
-            if pruned == 0 {
-                String::new()
-            } else {
-                format!("；清理了 {pruned} 个旧版片段文本（--keep-versions）")
-            }
+            "导入：新增 {added}，修改 {changed}，删除 {removed}，未变 {unchanged}；索引中共 {chunks} 个片段"
         ),
+    };
+    if skipped > 0 {
+        line.push_str(&match lang {
+            Lang::En => format!("; {skipped} files skipped"),
+            Lang::Zh => format!("；跳过 {skipped} 个文件"),
+        });
     }
+    line.push_str(&ingest_formats_part(s, lang));
+    if pruned > 0 {
+        line.push_str(&match lang {
+            Lang::En => format!(
+                "; {} pruned (--keep-versions)",
+                count(pruned, "past chunk text", "past chunk texts")
+            ),
+            Lang::Zh => format!("；清理了 {pruned} 个旧版片段文本（--keep-versions）"),
+        });
+    }
+    line
 }
 
 /// `; files: markdown 22 read, pdf 2 read 1 skipped, other 1 skipped` (nothing for an empty
