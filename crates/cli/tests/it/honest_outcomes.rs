@@ -113,6 +113,36 @@ fn an_english_question_whose_answer_is_only_in_chinese_says_nothing_in_english_m
     );
 }
 
+/// The words tried are the asker's: a later round's words taken from the hits (a heading, a
+/// system's name in a passage) are the documents' own and are not listed among them.
+#[test]
+fn the_words_tried_are_the_askers_not_the_headings_a_later_round_took_from_the_hits() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "Can I bring my dog to the office?");
+    assert_eq!(result["status"], "insufficient_evidence", "{result:#}");
+    assert_eq!(code, Some(1));
+    let later: Vec<String> = result["rounds"]
+        .as_array()
+        .expect("rounds")
+        .iter()
+        .skip(1)
+        .flat_map(|r| r["keywords"].as_array().cloned().unwrap_or_default())
+        .filter_map(|k| k.as_str().map(str::to_string))
+        .filter(|k| !["office", "bring", "dog"].contains(&k.as_str()))
+        .collect();
+    assert!(
+        !later.is_empty(),
+        "later rounds searched words of the hits: {result:#}"
+    );
+    let message = result["answer"].as_str().expect("message");
+    let tried = message
+        .split("Words tried: ")
+        .nth(1)
+        .and_then(|t| t.split(". ").next())
+        .expect("the words tried");
+    assert_eq!(tried, "office, bring, dog", "{message}");
+}
+
 #[test]
 fn an_absent_subject_is_refused_in_chinese_naming_the_askers_word() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -725,6 +725,28 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// Whether a later round took `word` from the results: an earlier round's hit has it in
+    /// its headings or its text (a heading, a system's name in a passage). Such a word is the
+    /// documents', not the asker's, and is not listed among the words tried: the related
+    /// sections already say where it came from.
+    fn taken_from_results(&self, word: &str) -> bool {
+        let Some(at) = (self.rounds.iter()).position(|r| r.keywords.iter().any(|k| k == word))
+        else {
+            return false;
+        };
+        let lower = word.to_lowercase();
+        self.rounds[..at].iter().flat_map(|r| &r.hits).any(|h| {
+            let text = self
+                .lookup
+                .searcher
+                .chunk(&h.chunk_id)
+                .map(|(c, _)| c.text.as_str());
+            [h.title_path.as_str(), text.unwrap_or(&h.snippet)]
+                .iter()
+                .any(|t| t.to_lowercase().contains(&lower))
+        })
+    }
+
     /// Ends the run: its status and reason (`finish`, or why the turns ran out), the message
     /// the user is told when there is no grounded answer, and the trace's last events.
     pub(super) fn finish(mut self, finish: Option<Finish>) -> Result<AgentOutcome, AgentError> {
@@ -740,6 +762,7 @@ impl<'a> Run<'a> {
                 &reason,
                 &self.rounds,
                 &self.keyword_sets_tried,
+                &|w| self.taken_from_results(w),
             )),
             _ => None,
         };
@@ -895,6 +918,7 @@ fn insufficient_message(
     reason: &str,
     rounds: &[RoundRecord],
     tried: &[Vec<String>],
+    from_results: &dyn Fn(&str) -> bool,
 ) -> String {
     let lang = Lang::of(question);
     let mut out = lang
@@ -916,7 +940,7 @@ fn insufficient_message(
     } else {
         let mut words: Vec<&str> = Vec::new();
         for w in tried.iter().flatten() {
-            if !words.contains(&w.as_str()) {
+            if !words.contains(&w.as_str()) && !from_results(w) {
                 words.push(w);
             }
         }
