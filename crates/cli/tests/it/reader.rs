@@ -41,6 +41,15 @@ fn text_reply(text: &str) -> Reply {
     completion(json!({"role": "assistant", "content": text}))
 }
 
+/// A model that answers `answer` citing the passage titled `title` by its number (`{n}` in
+/// `answer`), whatever number the run gave it.
+fn citing(title: &'static str, answer: &'static str) -> ScriptedLlm {
+    ScriptedLlm::start(config, move |reqs: &[Recorded]| {
+        let n = passage_number(reqs.last().expect("request"), title);
+        text_reply(&answer.replace("{n}", &n.to_string()))
+    })
+}
+
 /// The passage numbered `n` in the request's user message: its titlePath line.
 fn passage_title(request: &Recorded, n: usize) -> Option<String> {
     let user = request.messages().last()?["content"].as_str()?.to_string();
@@ -88,12 +97,10 @@ fn cited_ids(o: &AgentOutcome) -> Vec<String> {
 #[test]
 fn the_models_numbered_citation_becomes_a_checked_quote_of_that_chunk() {
     let (ws, engine) = small();
-    let scripted = ScriptedLlm::start(config, |reqs: &[Recorded]| {
-        let n = passage_number(reqs.last().expect("request"), "Annual leave");
-        text_reply(&format!(
-            "Employees earn 10 days of annual leave per year, up to 20 days [{n}]."
-        ))
-    });
+    let scripted = citing(
+        "Annual leave",
+        "Employees earn 10 days of annual leave per year, up to 20 days [{n}].",
+    );
     let q = "How many days of annual leave do employees earn?";
     let outcome = ask(&scripted, &ws, &engine, q);
     assert_eq!(outcome.status, RunStatus::Answered, "{outcome:?}");
@@ -141,12 +148,10 @@ fn the_models_numbered_citation_becomes_a_checked_quote_of_that_chunk() {
 #[test]
 fn a_chinese_question_is_read_in_chinese() {
     let (ws, engine) = small();
-    let scripted = ScriptedLlm::start(config, |reqs: &[Recorded]| {
-        let n = passage_number(reqs.last().expect("request"), "火车票");
-        text_reply(&format!(
-            "高铁票须提供铁路电子客票报销凭证，截图不予报销【{n}】。"
-        ))
-    });
+    let scripted = citing(
+        "火车票",
+        "高铁票须提供铁路电子客票报销凭证，截图不予报销【{n}】。",
+    );
     let outcome = ask(&scripted, &ws, &engine, "高铁票报销需要什么凭证？");
     assert_eq!(outcome.status, RunStatus::Answered, "{outcome:?}");
     let answer = outcome.answer.as_ref().expect("answer");
@@ -266,12 +271,10 @@ fn a_failing_server_leaves_the_offline_reply() {
 #[test]
 fn ask_json_names_the_reader_mode() {
     let (ws, _engine) = small();
-    let scripted = ScriptedLlm::start(config, |reqs: &[Recorded]| {
-        let n = passage_number(reqs.last().expect("request"), "Sick leave");
-        text_reply(&format!(
-            "A doctor's note is required for sick leave longer than two days [{n}]."
-        ))
-    });
+    let scripted = citing(
+        "Sick leave",
+        "A doctor's note is required for sick leave longer than two days [{n}].",
+    );
     let base_url = scripted.base_url.clone();
     let out = crate::common::cli::ragtrail_with_env(
         ws.dir.path(),
@@ -325,12 +328,10 @@ fn eval_agent_reports_the_readers_model_usage() {
         ),
     )
     .expect("golden");
-    let scripted = ScriptedLlm::start(config, |reqs: &[Recorded]| {
-        let n = passage_number(reqs.last().expect("request"), "Sick leave");
-        text_reply(&format!(
-            "A doctor's note is required for sick leave longer than two days [{n}]."
-        ))
-    });
+    let scripted = citing(
+        "Sick leave",
+        "A doctor's note is required for sick leave longer than two days [{n}].",
+    );
     let base_url = scripted.base_url.clone();
     let out = crate::common::cli::ragtrail_with_env(
         ws.dir.path(),
