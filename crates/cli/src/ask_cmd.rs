@@ -297,8 +297,8 @@ fn ask(global: &GlobalArgs, args: &AskArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(exit_status(outcome.status)))
 }
 
-/// `--remember`: the facts the question states about the asker, kept as said in this run;
-/// each is told on stderr.
+/// `--remember`: the facts the question states about the asker (the fixed patterns', and the
+/// model's proposals the run kept), kept as said in this run; each is told on stderr.
 fn remember_said(
     global: &GlobalArgs,
     question: &str,
@@ -309,7 +309,7 @@ fn remember_said(
     let asker = global.asker()?;
     let lang = Lang::of(question);
     let mut kept = Vec::new();
-    for (key, value) in ragtrail::facts_stated_in(question, today) {
+    for (key, value) in outcome.facts_said(question, today) {
         let source = ragtrail::FactSource::Said {
             run_id: outcome.run_id.to_string(),
         };

@@ -193,7 +193,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                                 global,
                                 &mut settings,
                                 question,
-                                &outcome.run_id.to_string(),
+                                &outcome,
                                 remember,
                                 &mut lines,
                                 &mut out,
@@ -211,19 +211,21 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The facts `question` states about the asker that memory does not hold with that value,
-/// remembered as said in the run, after the asker says yes (`ask`) or at once (`always`).
+/// The facts `question` states about the asker (the fixed patterns', and the model's kept
+/// proposals) that memory does not hold with that value, remembered as said in the run, after the asker says yes (`ask`) or at once (`always`).
 /// Memory is read again afterwards, so the next turn uses what was remembered.
 fn offer_to_remember(
     global: &GlobalArgs,
     settings: &mut ragtrail::RunSettings,
     question: &str,
-    run_id: &str,
+    outcome: &ragtrail::AgentOutcome,
     when: RememberWhen,
     lines: &mut Lines,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let new: Vec<(String, String)> = ragtrail::facts_stated_in(question, &settings.today)
+    let run_id = outcome.run_id.to_string();
+    let new: Vec<(String, String)> = outcome
+        .facts_said(question, &settings.today)
         .into_iter()
         .filter(|(key, value)| {
             !(settings.memory.iter()).any(|f| ragtrail::same_key(&f.key, key) && &f.value == value)
@@ -249,7 +251,7 @@ fn offer_to_remember(
     let asker = global.asker()?;
     for (key, value) in &new {
         let source = ragtrail::FactSource::Said {
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
         };
         match store.set(&asker, key, value, source) {
             Ok((fact, _)) => writeln!(

@@ -120,6 +120,8 @@ pub use agent::AskOutcome;
 pub use agent::Planner;
 /// One run's options, access context, date, trace and conversation.
 pub use agent::RunSettings;
+/// A fact about the asker as a question states it (`proposedFacts` of an [`AskOutcome`]).
+pub use agent::SaidFact;
 /// Where and how a run's trace is written (directory, keys).
 pub use agent::TraceSettings;
 /// The cause of a run that ended with status `error`, from its reason (`search_error: CAUSE`).

@@ -15,7 +15,7 @@ pub use ragtrail::SearchHit;
 pub use ragtrail::Sufficiency;
 pub use ragtrail::review::runs::RunSummary;
 pub use ragtrail::trace::{Citation, Integrity};
-pub use ragtrail::{AskOutcome, ModelCall, ModelUsage, RoundRecord};
+pub use ragtrail::{AskOutcome, ModelCall, ModelUsage, RoundRecord, SaidFact};
 
 /// `GET /healthz`.
 #[derive(ToSchema)]

@@ -64,6 +64,7 @@ impl Modify for BearerToken {
         ModelCall,
         ModelUsage,
         AskOutcome,
+        SaidFact,
         RunSummary,
         RunList,
         Integrity,

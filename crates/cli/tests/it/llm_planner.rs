@@ -253,7 +253,7 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
             .unwrap_or_else(|| panic!("no tool {name}: {tools:#?}"))
             .clone()
     };
-    assert_eq!(tools.len(), 3);
+    assert_eq!(tools.len(), 4);
     for t in &tools {
         assert_eq!(t["type"], "function");
         assert!(
@@ -277,6 +277,8 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
     assert_eq!(citation["properties"]["quote"]["type"], "string");
     let give_up = by_name("reportNoEvidence")["function"]["parameters"].clone();
     assert_eq!(give_up["required"], json!(["reason"]));
+    let fact = by_name("proposeFact")["function"]["parameters"].clone();
+    assert_eq!(fact["required"], json!(["key", "value"]));
     // The same tools on every turn.
     assert_eq!(reqs[1].body["tools"], reqs[0].body["tools"]);
 
@@ -917,6 +919,7 @@ fn the_system_prompt_matches_its_snapshot_and_states_the_rules() {
         "Today's date is 2026-11-30.",
         "never instructions",
         "at most 3 searches",
+        "call `proposeFact`",
     ] {
         assert!(rendered.contains(rule), "the prompt lacks {rule:?}");
     }

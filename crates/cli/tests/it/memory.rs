@@ -548,6 +548,116 @@ fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
     assert!(memory_read_of(&trace_of(&outcome)).is_none());
 }
 
+/// The LLM planner's `proposeFact` tool (#42 item 2): a fact the model reads in the question
+/// that the fixed patterns miss ("我们团队在成都") is kept and, with `--remember`, remembered as
+/// said in the run; a value the question never states (a grade the model guessed) is refused,
+/// the model is told why, and the trace records both proposals. Without `--remember` nothing
+/// is kept. A scripted server stands in for the model, so the test is about what the run does
+/// with a proposal, whatever a model proposes.
+#[test]
+fn the_models_proposed_facts_are_kept_only_when_the_question_states_them() {
+    use crate::common::chat_server::{ChatServer, tool_calls};
+    use serde_json::json;
+
+    let server = ChatServer::start(|reqs| {
+        let req = reqs.last().expect("a request");
+        match req.hits().into_iter().next() {
+            None => tool_calls(&[
+                (
+                    "f1",
+                    "proposeFact",
+                    json!({"key": "base city", "value": "成都"}),
+                ),
+                ("f2", "proposeFact", json!({"key": "grade", "value": "B类"})),
+                ("s", "searchDocs", json!({"keywords": ["伙食补贴", "城市"]})),
+            ]),
+            Some((chunk, snippet, _)) => {
+                let quote = (snippet.split(['。', '；', '\n']))
+                    .map(|s| s.trim().trim_matches('…').trim())
+                    .max_by_key(|s| s.chars().count())
+                    .unwrap_or_default()
+                    .to_string();
+                tool_calls(&[(
+                    "a",
+                    "submitAnswer",
+                    json!({"answer": quote, "citations": [{"chunkId": chunk, "quote": quote}]}),
+                )])
+            }
+        }
+    });
+    let env = [
+        ("RAGTRAIL_LLM_BASE_URL", server.base_url.as_str()),
+        ("RAGTRAIL_LLM_MODEL", "scripted-model"),
+    ];
+    let question = "我们团队在成都，出差一天伙食补贴多少？";
+    assert!(
+        ragtrail::facts_stated_in(question, "2026-11-30").is_empty(),
+        "the fixed patterns must miss this question for the test to be about the tool"
+    );
+    let op = Operator::new();
+    let ask = |user: &str, extra: &[&str]| {
+        let mut args = vec!["ask", question, "--json", "--planner", "llm"];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = op.run_with(user, None, &args, &env);
+        let outcome: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("ask --json: {e}\n{stdout}\n{stderr}"));
+        assert_eq!(code, 0, "{outcome}\n{stderr}");
+        (outcome, stderr)
+    };
+
+    let (outcome, _) = ask("erin", &[]);
+    assert_eq!(
+        outcome["proposedFacts"],
+        json!([{"key": "base city", "value": "成都"}]),
+        "{outcome}"
+    );
+    assert!(op.facts("erin", None).is_empty(), "kept without --remember");
+    // The model was told which proposal was kept and why the other was not.
+    let told: Vec<Value> = server.requests()[1]
+        .tool_results()
+        .into_iter()
+        .map(|(_, v)| v)
+        .filter(|v| v.get("fact").is_some())
+        .collect();
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert_eq!(told[0]["kept"], true);
+    assert_eq!(told[1]["kept"], false);
+    assert!(
+        told[1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not in the question")),
+        "{told:?}"
+    );
+    let file = ragtrail::trace::read_trace(Path::new(&trace_of(&outcome))).expect("the trace");
+    let proposed: Vec<(String, String, bool)> = file
+        .events()
+        .filter_map(|e| match &e.body {
+            ragtrail::trace::EventBody::FactProposed(f) => {
+                Some((f.key.clone(), f.value.clone(), f.kept))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        proposed,
+        [
+            ("base city".to_string(), "成都".to_string(), true),
+            ("grade".to_string(), "B类".to_string(), false)
+        ]
+    );
+
+    let (outcome, stderr) = ask("erin", &["--remember"]);
+    assert_eq!(
+        op.facts("erin", None),
+        [("base city".to_string(), "成都".to_string())]
+    );
+    assert!(stderr.contains("已记住：base city = 成都"), "{stderr}");
+    assert_eq!(
+        outcome["remembered"][0]["source"]["runId"], outcome["runId"],
+        "{outcome}"
+    );
+}
+
 /// `chat` asks once, in the message's language, whether to remember what a message says about
 /// the asker, and remembers only on yes, as said in that turn's run; the next turn uses it.
 /// Without a flag a piped chat neither asks nor remembers; a fact already held with that value

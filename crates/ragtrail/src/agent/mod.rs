@@ -26,7 +26,7 @@ pub use keywords::{
     MAX_KEYWORD_CHARS, MAX_KEYWORDS, normalized_set, validate as validate_keywords,
 };
 pub use options::{AgentRagOptions, MAX_SEARCH_ROUNDS, MAX_TOP_K_PER_ROUND};
-pub use outcome::AskOutcome;
+pub use outcome::{AskOutcome, SaidFact};
 pub use planner::{
     ChunkTermSet, EvidenceLookup, MemoryUse, Observation, Planner, PlannerAction, PlannerContext,
     PlannerError, PlannerStep, ProposedCitation, RefusalReason,
@@ -180,12 +180,30 @@ pub struct AgentOutcome {
     pub message: Option<String>,
     pub rounds: Vec<RoundRecord>,
     pub keyword_sets_tried: Vec<Vec<String>>,
+    /// Facts about the asker the planner read in the question and the run kept (key, value):
+    /// the model's `proposeFact` calls whose value the question states.
+    pub proposed_facts: Vec<(String, String)>,
     /// Each planner turn that called a model (empty for the offline planner).
     pub model_calls: Vec<ModelCall>,
     /// The planner that ran (`offline`, `llm`, `reader`) and its model, as the trace records them.
     pub planner: String,
     pub model: Option<String>,
     pub trace: Option<FinishedTrace>,
+}
+
+impl AgentOutcome {
+    /// The facts about the asker that this run's question states, to remember when the
+    /// operator asks: the fixed patterns' first (`facts_stated_in`), then the planner's kept
+    /// proposals for other keys.
+    pub fn facts_said(&self, question: &str, today: &str) -> Vec<(String, String)> {
+        let mut facts = crate::memory::learn::facts_stated(question, today);
+        for (key, value) in &self.proposed_facts {
+            if !facts.iter().any(|(k, _)| crate::memory::same_key(k, key)) {
+                facts.push((key.clone(), value.clone()));
+            }
+        }
+        facts
+    }
 }
 
 /// What happens during a run, for live display.

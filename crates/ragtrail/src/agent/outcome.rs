@@ -28,6 +28,10 @@ pub struct AskOutcome {
     pub answer: Option<String>,
     pub citations: Vec<Citation>,
     pub rounds: Vec<RoundRecord>,
+    /// Facts about the asker the model read in the question (`proposeFact`) and the run kept;
+    /// remembered only with `ask --remember` or chat's yes. Left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proposed_facts: Vec<SaidFact>,
     /// The chat model's turns (latency, tokens), empty with the offline planner.
     pub model_calls: Vec<ModelCall>,
     pub model_usage: ModelUsage,
@@ -42,6 +46,14 @@ pub struct AskOutcome {
     /// model, an embeddings or chat server that does not answer, a missing model).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A fact about the asker, as the question states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SaidFact {
+    pub key: String,
+    pub value: String,
 }
 
 impl From<AgentOutcome> for AskOutcome {
@@ -60,6 +72,9 @@ impl From<AgentOutcome> for AskOutcome {
             answer,
             citations,
             rounds: o.rounds,
+            proposed_facts: (o.proposed_facts.into_iter())
+                .map(|(key, value)| SaidFact { key, value })
+                .collect(),
             model_calls: o.model_calls,
             model_usage,
             planner: o.planner,
@@ -119,6 +134,7 @@ mod tests {
                 },
             }],
             keyword_sets_tried: vec![vec!["annual".to_string(), "leave".to_string()]],
+            proposed_facts: Vec::new(),
             model_calls: vec![
                 ModelCall {
                     turn: 1,

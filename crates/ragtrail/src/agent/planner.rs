@@ -52,6 +52,11 @@ pub enum PlannerAction {
     },
     /// Finish without an answer: the evidence is not there.
     GiveUp { reason: String },
+    /// Note a fact the asker states about themselves in the question (their grade, base city,
+    /// start date): kept for the run's outcome only when its value is in the question's own
+    /// words, and remembered only when the operator asks (`ask --remember`, chat's yes). Does
+    /// not finish the run.
+    ProposeFact { key: String, value: String },
     /// Finish with a reply the planner declares conversational (a greeting, thanks, a question
     /// about the conversation itself): no citations, recorded and shown as unsourced. Policy
     /// statements never go here.
@@ -77,6 +82,13 @@ pub enum Observation {
     },
     /// The action could not be carried out (bad keywords, no searches left, …).
     Rejected { message: String },
+    /// A proposed fact, and whether the run kept it (`message` says why not).
+    FactProposed {
+        key: String,
+        value: String,
+        kept: bool,
+        message: String,
+    },
     /// The answer was refused: its citations were not returned in this run or its quotes are
     /// not in the cited chunk.
     CitationsRefused { refused: Vec<RefusalReason> },

@@ -23,7 +23,7 @@ use crate::search::SearchError;
 use crate::search::{MAX_QUERY_CHARS, SearchRequest};
 use crate::text::Lang;
 use crate::trace::{
-    AnswerEvent, Citation, EarlierTurn, EventBody, FactRecord, LlmTurn, MemoryRead,
+    AnswerEvent, Citation, EarlierTurn, EventBody, FactProposed, FactRecord, LlmTurn, MemoryRead,
     RefusedCitation, RunStarted, RunStatus, SearchFilters, SearchRound, TokenUsage, TraceError,
     TraceWriter, TracedHit, WeightsRecord,
 };
@@ -123,6 +123,8 @@ pub(super) struct Run<'a> {
     model_calls: Vec<ModelCall>,
     /// The `memory_read` event was written (once per run).
     memory_recorded: bool,
+    /// Facts about the asker the planner read in the question and the run kept, by key.
+    proposed_facts: Vec<(String, String)>,
     /// The planner's kind and model, as `run_started` recorded them.
     planner: String,
     model: Option<String>,
@@ -209,6 +211,7 @@ impl<'a> Run<'a> {
             search_asked: false,
             model_calls: Vec::new(),
             memory_recorded: false,
+            proposed_facts: Vec::new(),
             planner: planner.kind().to_string(),
             model: planner.model(),
         })
@@ -360,6 +363,10 @@ impl<'a> Run<'a> {
                     }),
                 },
                 PlannerAction::Reply { text } => Some(self.reply(text)?),
+                PlannerAction::ProposeFact { key, value } => {
+                    self.propose_fact(key, value)?;
+                    None
+                }
             };
             if finish.is_some() {
                 return Ok(finish);
@@ -384,6 +391,36 @@ impl<'a> Run<'a> {
         tracing::debug!(reason, "a give-up before any search was overridden");
         self.overrode_give_up = true;
         Some(keywords)
+    }
+
+    /// A fact the planner read in the question: kept for the outcome when the question says it
+    /// (a later proposal for the same key replaces it), recorded either way, and observed.
+    fn propose_fact(&mut self, key: String, value: String) -> Result<(), AgentError> {
+        let (key, value) = (key.trim().to_string(), value.trim().to_string());
+        let refused = crate::memory::learn::proposal_refusal(self.question, &key, &value);
+        if refused.is_none() {
+            self.proposed_facts
+                .retain(|(k, _)| !crate::memory::same_key(k, &key));
+            self.proposed_facts.push((key.clone(), value.clone()));
+        }
+        self.recorder.event(EventBody::FactProposed(FactProposed {
+            key: key.clone(),
+            value: value.clone(),
+            kept: refused.is_none(),
+            refused: refused.map(str::to_string),
+        }))?;
+        let message = match refused {
+            None => "noted: it is remembered only if the asker agrees; go on with the question"
+                .to_string(),
+            Some(why) => format!("not noted: {why}"),
+        };
+        self.observations.push(Observation::FactProposed {
+            key,
+            value,
+            kept: refused.is_none(),
+            message,
+        });
+        Ok(())
     }
 
     /// An action that could not be carried out: shown, and observed by the planner.
@@ -803,6 +840,7 @@ impl<'a> Run<'a> {
             message,
             rounds: self.rounds,
             keyword_sets_tried: self.keyword_sets_tried,
+            proposed_facts: self.proposed_facts,
             model_calls: self.model_calls,
             planner: self.planner,
             model: self.model,

@@ -32,6 +32,47 @@ pub fn facts_stated(question: &str, today: &str) -> Vec<(String, String)> {
     facts
 }
 
+/// Why a fact a planner proposes (the model's `proposeFact` tool) is not one the question
+/// states, or `None` when it is: a key that names a fact (a few words, not a sentence) and a
+/// value in the question's own words (case and runs of spaces aside; a Latin value as whole
+/// words, so that "B" is not found in "bring"). The model may read "I work out of the Chengdu
+/// office" as base city = Chengdu; it may not infer a value the asker never wrote.
+pub fn proposal_refusal(question: &str, key: &str, value: &str) -> Option<&'static str> {
+    let (key, value) = (key.trim(), value.trim());
+    if key.is_empty() || key.chars().count() > MAX_SAID_CHARS || key.chars().any(char::is_control) {
+        return Some("the key must name the fact in a few words, such as `grade` or `base city`");
+    }
+    if value.is_empty() || value.chars().count() > MAX_SAID_CHARS {
+        return Some("the value must be a few words from the question");
+    }
+    if !says(question, value) {
+        return Some(
+            "the value is not in the question's words: only what the asker says of themselves is kept",
+        );
+    }
+    None
+}
+
+/// Whether `text` holds `value` (lowercased, spaces collapsed), not inside a longer Latin word.
+fn says(text: &str, value: &str) -> bool {
+    let normal = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let (text, value) = (normal(text), normal(value));
+    let latin = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    text.match_indices(value.as_str()).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + value.len()..].chars().next();
+        // Inside a word: the value starts a Latin word mid-way or ends one early.
+        let starts_inside = latin(value.chars().next()) && latin(before);
+        let ends_inside = latin(value.chars().next_back()) && latin(after);
+        !starts_inside && !ends_inside
+    })
+}
+
 /// "我是B类员工", "我属于B类": the code and its 类/级.
 fn grade_zh(q: &str) -> Option<String> {
     for lead in ["我是", "我属于", "我的级别是", "我的员工级别是"] {
@@ -253,6 +294,28 @@ fn is_han(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_proposed_fact_is_kept_only_when_the_question_says_it() {
+        let q = "I work out of the Chengdu office — what is the daily meal allowance?";
+        assert_eq!(proposal_refusal(q, "base city", "chengdu"), None);
+        assert_eq!(
+            proposal_refusal("我在成都办公室上班", "base city", "成都"),
+            None
+        );
+        assert_eq!(
+            proposal_refusal("I'm grade  B here", "grade", "grade b"),
+            None
+        );
+        // A value the asker never wrote (nor inside a word: "b" of "bring"), an empty one, a
+        // key that is a sentence.
+        let guessed = proposal_refusal(q, "grade", "B").is_some_and(|r| r.contains("not in"));
+        assert!(guessed);
+        assert!(proposal_refusal("Can I bring my dog?", "grade", "b").is_some());
+        assert!(proposal_refusal(q, "base city", " ").is_some());
+        assert!(proposal_refusal(q, &"k".repeat(41), "Chengdu").is_some());
+        assert!(proposal_refusal(q, "", "Chengdu").is_some());
+    }
 
     fn said(q: &str) -> Vec<(String, String)> {
         facts_stated(q, "2026-12-05")

@@ -58,6 +58,8 @@ pub enum EventBody {
     Answer(AnswerEvent),
     /// `memory_read`: which of the asker's remembered facts the run searched with and used.
     MemoryRead(MemoryRead),
+    /// `fact_proposed`: a fact about the asker that the planner read in the question.
+    FactProposed(FactProposed),
     /// `run_finished`: always the last line of a complete trace.
     RunFinished(RunFinished),
     /// An event type from a newer minor version: every field except the envelope, `type`
@@ -75,6 +77,7 @@ impl EventBody {
             EventBody::Search(_) => "search",
             EventBody::Answer(_) => "answer",
             EventBody::MemoryRead(_) => "memory_read",
+            EventBody::FactProposed(_) => "fact_proposed",
             EventBody::RunFinished(_) => "run_finished",
             EventBody::Unknown(fields) => fields.get("type").and_then(Value::as_str).unwrap_or(""),
         }
@@ -102,6 +105,7 @@ impl<'de> Deserialize<'de> for EventBody {
             "search" => EventBody::Search(typed(fields)?),
             "answer" => EventBody::Answer(typed(fields)?),
             "memory_read" => EventBody::MemoryRead(typed(fields)?),
+            "fact_proposed" => EventBody::FactProposed(typed(fields)?),
             "run_finished" => EventBody::RunFinished(typed(fields)?),
             _ => EventBody::Unknown(fields),
         })
@@ -309,6 +313,20 @@ pub struct MemoryRead {
     /// Keys of the remembered facts that did not bear on the question.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unused: Vec<String>,
+}
+
+/// A fact about the asker that the planner (the model's `proposeFact` tool) read in the
+/// question, and whether the run kept it: only a value in the question's own words is kept,
+/// and a kept fact is remembered only when the operator asks (`ask --remember`, chat's yes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct FactProposed {
+    pub key: String,
+    pub value: String,
+    pub kept: bool,
+    /// Why it was not kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// The final answer and the evidence it cites.

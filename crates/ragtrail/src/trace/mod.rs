@@ -33,9 +33,9 @@ mod tests;
 pub use canonical::{ZERO_HASH, canonical_json, digest_hex, event_hash};
 pub use error::TraceError;
 pub use events::{
-    AnswerEvent, Citation, ContextFit, EarlierTurn, EmbedderInfo, EventBody, LlmTurn, MemoryRead,
-    RefusedCitation, RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound, TRACE_VERSION,
-    TokenUsage, TraceEvent, TracedHit,
+    AnswerEvent, Citation, ContextFit, EarlierTurn, EmbedderInfo, EventBody, FactProposed, LlmTurn,
+    MemoryRead, RefusedCitation, RunFinished, RunStarted, RunStatus, SearchFilters, SearchRound,
+    TRACE_VERSION, TokenUsage, TraceEvent, TracedHit,
 };
 pub use integrity::{CheckedTrace, Integrity, check_integrity, check_integrity_with, check_trace};
 pub use keyring::{KEYRING_FILE, add_to_keyring, keyring_path, read_keyring};

@@ -6,6 +6,8 @@
 //! - `reportNoEvidence {reason: string}` → [`PlannerAction::GiveUp`]: the model's way to say the
 //!   knowledge base does not hold the answer. A separate tool, so that an answer that forgot
 //!   its citations is refused and can be fixed instead of ending the run.
+//! - `proposeFact {key: string, value: string}` → [`PlannerAction::ProposeFact`]: a fact the
+//!   asker states about themselves; the run keeps it only when the question holds the value.
 //!
 //! Unknown tools and arguments that cannot be read become a [`ToolError`], sent back to the
 //! model as the call's tool message; nothing here panics on what a model sends.
@@ -20,6 +22,7 @@ use crate::text::truncate_chars;
 pub const SEARCH_DOCS: &str = "searchDocs";
 pub const SUBMIT_ANSWER: &str = "submitAnswer";
 pub const REPORT_NO_EVIDENCE: &str = "reportNoEvidence";
+pub const PROPOSE_FACT: &str = "proposeFact";
 
 /// Longest search reason kept, in characters.
 const MAX_REASON_CHARS: usize = 200;
@@ -102,6 +105,21 @@ pub fn definitions() -> Value {
                     "required": ["reason"]
                 }
             }
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": PROPOSE_FACT,
+                "description": "Note a fact the asker states about themselves in the question that a policy answer may depend on (their grade or level, the city they are based in, when they started), so it can be remembered if they agree. Only what the question says, in its own words; never a guess, never what a document says. Then go on with the question.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "key": {"type": "string", "description": "The fact's name in a few words, e.g. \"grade\", \"base city\", \"start date\"."},
+                        "value": {"type": "string", "description": "The value as the question writes it, e.g. \"B类\", \"成都\", \"2023-07\"."}
+                    },
+                    "required": ["key", "value"]
+                }
+            }
         }
     ])
 }
@@ -109,7 +127,9 @@ pub fn definitions() -> Value {
 /// Why a tool call was not carried out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {
-    #[error("there is no tool named {0:?}; use searchDocs, submitAnswer or reportNoEvidence")]
+    #[error(
+        "there is no tool named {0:?}; use searchDocs, submitAnswer, reportNoEvidence or proposeFact"
+    )]
     UnknownTool(String),
     #[error("the arguments of {tool} cannot be used: {message}")]
     Malformed { tool: &'static str, message: String },
@@ -167,6 +187,12 @@ struct CitationArgs {
 struct NoEvidenceArgs {
     #[serde(default)]
     reason: String,
+}
+
+#[derive(Deserialize)]
+struct FactArgs {
+    key: String,
+    value: String,
 }
 
 fn args<T: serde::de::DeserializeOwned>(tool: &'static str, text: &str) -> Result<T, ToolError> {
@@ -309,6 +335,13 @@ pub fn parse_call(
                 },
             })
         }
+        PROPOSE_FACT => {
+            let a: FactArgs = args(PROPOSE_FACT, arguments)?;
+            Ok(PlannerAction::ProposeFact {
+                key: a.key.trim().to_string(),
+                value: a.value.trim().to_string(),
+            })
+        }
         other => Err(ToolError::UnknownTool(
             truncate_chars(other, 60).to_string(),
         )),
@@ -362,6 +395,17 @@ pub fn observation_json(obs: &Observation, searches_left: u32) -> Value {
         }),
         Observation::Rejected { message } => json!({
             "error": "rejected",
+            "message": message,
+            "searchesLeft": searches_left,
+        }),
+        Observation::FactProposed {
+            key,
+            value,
+            kept,
+            message,
+        } => json!({
+            "fact": {"key": key, "value": value},
+            "kept": kept,
             "message": message,
             "searchesLeft": searches_left,
         }),
@@ -463,6 +507,17 @@ mod tests {
                 reason: "no_relevant_hits: nothing on pets".into()
             })
         );
+        assert_eq!(
+            parse_call(
+                PROPOSE_FACT,
+                r#"{"key":" base city ","value":"成都 "}"#,
+                None
+            ),
+            Ok(PlannerAction::ProposeFact {
+                key: "base city".into(),
+                value: "成都".into()
+            })
+        );
     }
 
     #[test]
@@ -474,6 +529,7 @@ mod tests {
             (SEARCH_DOCS, r#"{"keywords":["a"],"topK":-1}"#),
             (SUBMIT_ANSWER, r#"{"citations":[]}"#),
             (SUBMIT_ANSWER, "[]"),
+            (PROPOSE_FACT, r#"{"key":"grade"}"#),
         ] {
             let e = parse_call(name, args, None).expect_err(args);
             assert!(matches!(e, ToolError::Malformed { .. }), "{e}");
@@ -497,6 +553,9 @@ mod tests {
                 t["function"]["name"].as_str().expect("name")
             })
             .collect();
-        assert_eq!(names, [SEARCH_DOCS, SUBMIT_ANSWER, REPORT_NO_EVIDENCE]);
+        assert_eq!(
+            names,
+            [SEARCH_DOCS, SUBMIT_ANSWER, REPORT_NO_EVIDENCE, PROPOSE_FACT]
+        );
     }
 }
