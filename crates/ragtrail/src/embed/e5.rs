@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rayon::prelude::*;
 
 use super::bert::{Bert, Layer, Linear, Norm, Scratch, Weights, WordTable};
-use super::e5_file::{BLOCK_BYTES, E5File, TensorType};
+use super::e5_file::{E5File, TensorType};
 use super::marking::{Marking, Side};
+use super::q4::Q4Matrix;
 use super::xlmr_tokenizer::XlmrTokenizer;
 use super::{EmbedError, Embedder, EmbedderInfo};
 
@@ -236,10 +237,21 @@ fn encoder(file: &Arc<E5File>) -> Result<Bert, String> {
     let q4 = |name: &str, rows: usize, cols: usize| -> Result<&[u8], String> {
         file.tensor(name, TensorType::Q4_0, rows * cols).map_err(e)
     };
+    // Projections multiply the blocks where they lie in the mapped file: nothing is copied.
+    let stacked = |names: &[String], rows: usize, cols: usize| -> Result<Q4Matrix, String> {
+        let mut m = Q4Matrix::empty(cols)?;
+        for name in names {
+            let range = file
+                .tensor_range(name, TensorType::Q4_0, rows * cols)
+                .map_err(e)?;
+            m.push_mapped(file, range, rows)?;
+        }
+        Ok(m)
+    };
     let f32s = |name: &str, n: usize| file.f32s(name, n).map_err(e);
     let linear = |name: &str, output: usize, input: usize| -> Result<Linear, String> {
         Ok(Linear {
-            w: Weights::q4(q4(&format!("{name}.w"), output, input)?, output, input)?,
+            w: Weights::Q4(stacked(&[format!("{name}.w")], output, input)?),
             b: f32s(&format!("{name}.b"), output)?,
             input,
             output,
@@ -253,16 +265,18 @@ fn encoder(file: &Arc<E5File>) -> Result<Bert, String> {
     };
     let mut layers = Vec::with_capacity(s.layers);
     for l in 0..s.layers {
-        // Q, K and V stacked into one product: their rows are independent blocks.
-        let mut qkv = Vec::with_capacity(3 * h * h / 32 * BLOCK_BYTES);
+        // Q, K and V stacked into one product: their rows are independent.
+        let names: Vec<String> = ["q", "k", "v"]
+            .iter()
+            .map(|part| format!("l{l}.{part}.w"))
+            .collect();
         let mut bias = Vec::with_capacity(3 * h);
         for part in ["q", "k", "v"] {
-            qkv.extend_from_slice(q4(&format!("l{l}.{part}.w"), h, h)?);
             bias.extend(f32s(&format!("l{l}.{part}.b"), h)?);
         }
         layers.push(Layer {
             qkv: Linear {
-                w: Weights::q4(&qkv, 3 * h, h)?,
+                w: Weights::Q4(stacked(&names, h, h)?),
                 b: bias,
                 input: h,
                 output: 3 * h,

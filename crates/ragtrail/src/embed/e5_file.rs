@@ -464,6 +464,16 @@ impl E5File {
         ty: TensorType,
         elements: usize,
     ) -> Result<&[u8], E5FileError> {
+        Ok(&self.map[self.tensor_range(name, ty, elements)?])
+    }
+
+    /// Where tensor `name` lies in [`E5File::bytes`], checked as [`E5File::tensor`] does.
+    pub fn tensor_range(
+        &self,
+        name: &str,
+        ty: TensorType,
+        elements: usize,
+    ) -> Result<Range<usize>, E5FileError> {
         let corrupt = |message: String| E5FileError::Corrupt {
             path: self.path.clone(),
             message,
@@ -478,7 +488,7 @@ impl E5File {
                 t.elements, t.ty
             )));
         }
-        Ok(&self.map[t.range.clone()])
+        Ok(t.range.clone())
     }
 
     /// An f32 tensor, copied out.
