@@ -38,9 +38,9 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 pub struct E5Embedder {
     path: PathBuf,
     file: Arc<E5File>,
-    /// The tokenizer and the encoder, built on the first text embedded: a command that embeds
-    /// nothing (a BM25-only search, a status) does not pay for them.
-    parts: OnceLock<Result<Parts, String>>,
+    /// The tokenizer and the encoder, built on another thread from [`E5Embedder::load`] on
+    /// (see there), or by the first text embedded if that comes first.
+    parts: Arc<OnceLock<Result<Parts, String>>>,
     info: EmbedderInfo,
     batch_size: usize,
     scratch: Mutex<Scratch>,
@@ -71,7 +71,7 @@ struct Parts {
 
 impl E5Embedder {
     /// Opens `path` (an `e5-small-q4.bin`): its header and fingerprint now, the tokenizer and
-    /// the encoder when the first text is embedded.
+    /// the encoder on another thread.
     pub fn load(path: &Path) -> Result<Self, EmbedError> {
         let err = |message: String| EmbedError::Model {
             path: path.display().to_string(),
@@ -86,10 +86,23 @@ impl E5Embedder {
             dims: file.shape.hidden as u32,
             marking: marking(),
         };
+        // The tokenizer's table of 250,000 pieces and the encoder take about 8 ms: built on
+        // another thread while the caller opens the rest (its store, its index, the question's
+        // analysis), a cold `ask` finds them ready. A command that embeds nothing pays that
+        // thread's CPU but no wall time: the process does not wait for it.
+        let parts = Arc::new(OnceLock::new());
+        {
+            let (parts, file) = (Arc::clone(&parts), Arc::clone(&file));
+            let _ = std::thread::Builder::new()
+                .name("e5-build".into())
+                .spawn(move || {
+                    parts.get_or_init(|| build(&file));
+                });
+        }
         Ok(Self {
             path: path.to_path_buf(),
             file,
-            parts: OnceLock::new(),
+            parts,
             info,
             batch_size: DEFAULT_BATCH_SIZE,
             scratch: Mutex::new(Scratch::default()),
@@ -108,12 +121,7 @@ impl E5Embedder {
 
     fn parts(&self) -> Result<&Parts, EmbedError> {
         self.parts
-            .get_or_init(|| {
-                Ok(Parts {
-                    tokenizer: XlmrTokenizer::from_file(Arc::clone(&self.file))?,
-                    model: encoder(&self.file)?,
-                })
-            })
+            .get_or_init(|| build(&self.file))
             .as_ref()
             .map_err(|message| EmbedError::Model {
                 path: self.path.display().to_string(),
@@ -227,6 +235,13 @@ impl Embedder for E5Embedder {
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_side(texts, Side::Query)
     }
+}
+
+fn build(file: &Arc<E5File>) -> Result<Parts, String> {
+    Ok(Parts {
+        tokenizer: XlmrTokenizer::from_file(Arc::clone(file))?,
+        model: encoder(file)?,
+    })
 }
 
 /// The encoder, its projections 4-bit and its word embeddings read in place from the file.
