@@ -3,8 +3,9 @@
 //! Weights are read with candle (safetensors, any float type) and kept as plain `f32` rows;
 //! matrix products go to the `gemm` crate (candle's own CPU kernel). The same pass runs a model
 //! with 4-bit weights (the packed multilingual-e5-small of [`super::e5`]): its projections are
-//! candle's quantized Q4_0 products (activations quantized to 8 bits per block of 32, as ggml
-//! does), its word embeddings are dequantized row by row as tokens look them up. Written out rather than
+//! Q4_0 products read in place from the mapped file ([`super::q4`]; activations quantized to 8
+//! bits per block of 32, as ggml does), its word embeddings are dequantized row by row as tokens
+//! look them up. Written out rather than
 //! run through candle's generic BERT because embedding is the slow part of an ingest and a
 //! forward pass for sentence vectors can skip most of the generic work:
 //!
@@ -25,10 +26,11 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QMatMul, ggml_file::qtensor_from_ggml};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Tensor};
 use gemm::Parallelism;
 use serde::Deserialize;
+
+use super::q4::Q4Matrix;
 
 /// The parts of `config.json` the forward pass needs.
 #[derive(Debug, Clone, Deserialize)]
@@ -62,28 +64,15 @@ fn default_eps() -> f64 {
 /// A projection's weights, `out × in`, row-major (the checkpoint's layout).
 pub(super) enum Weights {
     F32(Vec<f32>),
-    /// Q4_0 blocks, multiplied by candle's quantized kernel.
-    Q4(QMatMul),
+    /// Q4_0 blocks (ggml's layout: 18 bytes per 32 weights), in place in a mapped file.
+    Q4(Q4Matrix),
 }
 
 impl Weights {
-    /// `rows × cols` weights from Q4_0 blocks (ggml's layout: 18 bytes per 32 weights).
+    /// `rows × cols` weights from owned Q4_0 blocks.
+    #[cfg(test)]
     pub(super) fn q4(blocks: &[u8], rows: usize, cols: usize) -> Result<Self, String> {
-        // candle reads the blocks in place as its `BlockQ4_0`, whose f16 scale wants 2-byte
-        // alignment: hand it an aligned copy (it copies them anyway).
-        let mut aligned = vec![0u16; blocks.len().div_ceil(2)];
-        for (d, s) in aligned.iter_mut().zip(blocks.chunks(2)) {
-            *d = u16::from_ne_bytes([s[0], s.get(1).copied().unwrap_or(0)]);
-        }
-        // SAFETY: u8 has no alignment requirement and the view covers initialised memory the
-        // Vec owns for as long as the view lives.
-        let view =
-            unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), blocks.len()) };
-        let t = qtensor_from_ggml(GgmlDType::Q4_0, view, vec![rows, cols], &Device::Cpu)
-            .map_err(|e| format!("4-bit weights {rows}×{cols}: {e}"))?;
-        QMatMul::from_qtensor(t)
-            .map(Weights::Q4)
-            .map_err(|e| format!("4-bit weights {rows}×{cols}: {e}"))
+        Q4Matrix::owned(blocks.to_vec(), rows, cols).map(Weights::Q4)
     }
 }
 
@@ -572,19 +561,15 @@ fn linear_into(
     let w = match &l.w {
         Weights::F32(w) => w,
         Weights::Q4(q) => {
-            let y = Tensor::from_slice(&x[..rows * l.input], (rows, l.input), &Device::Cpu)
-                .and_then(|t| q.forward(&t))
-                .and_then(|y| y.flatten_all())
-                .and_then(|y| y.to_vec1::<f32>())
-                .map_err(|e| format!("4-bit product: {e}"))?;
-            for (r, (row, y)) in out
-                .chunks_exact_mut(l.output)
-                .zip(y.chunks_exact(l.output))
-                .take(rows)
-                .enumerate()
-            {
-                for ((o, y), b) in row.iter_mut().zip(y).zip(&l.b) {
-                    *o = y + b;
+            let threads = match par {
+                Parallelism::Rayon(0) => rayon::current_num_threads(),
+                Parallelism::Rayon(n) => n,
+                _ => 1,
+            };
+            q.product(x, rows, out, threads);
+            for (r, row) in out.chunks_exact_mut(l.output).take(rows).enumerate() {
+                for (o, b) in row.iter_mut().zip(&l.b) {
+                    *o += b;
                 }
                 if let Some(res) = residual {
                     for (o, v) in row.iter_mut().zip(&res[r * l.output..(r + 1) * l.output]) {

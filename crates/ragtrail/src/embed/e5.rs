@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rayon::prelude::*;
 
 use super::bert::{Bert, Layer, Linear, Norm, Scratch, Weights, WordTable};
-use super::e5_file::{BLOCK_BYTES, E5File, TensorType};
+use super::e5_file::{E5File, TensorType};
 use super::marking::{Marking, Side};
+use super::q4::Q4Matrix;
 use super::xlmr_tokenizer::XlmrTokenizer;
 use super::{EmbedError, Embedder, EmbedderInfo};
 
@@ -37,9 +38,9 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 pub struct E5Embedder {
     path: PathBuf,
     file: Arc<E5File>,
-    /// The tokenizer and the encoder, built on the first text embedded: a command that embeds
-    /// nothing (a BM25-only search, a status) does not pay for them.
-    parts: OnceLock<Result<Parts, String>>,
+    /// The tokenizer and the encoder, built on another thread from [`E5Embedder::load`] on
+    /// (see there), or by the first text embedded if that comes first.
+    parts: Arc<OnceLock<Result<Parts, String>>>,
     info: EmbedderInfo,
     batch_size: usize,
     scratch: Mutex<Scratch>,
@@ -70,7 +71,7 @@ struct Parts {
 
 impl E5Embedder {
     /// Opens `path` (an `e5-small-q4.bin`): its header and fingerprint now, the tokenizer and
-    /// the encoder when the first text is embedded.
+    /// the encoder on another thread.
     pub fn load(path: &Path) -> Result<Self, EmbedError> {
         let err = |message: String| EmbedError::Model {
             path: path.display().to_string(),
@@ -85,10 +86,23 @@ impl E5Embedder {
             dims: file.shape.hidden as u32,
             marking: marking(),
         };
+        // The tokenizer's table of 250,000 pieces and the encoder take about 8 ms: built on
+        // another thread while the caller opens the rest (its store, its index, the question's
+        // analysis), a cold `ask` finds them ready. A command that embeds nothing pays that
+        // thread's CPU but no wall time: the process does not wait for it.
+        let parts = Arc::new(OnceLock::new());
+        {
+            let (parts, file) = (Arc::clone(&parts), Arc::clone(&file));
+            let _ = std::thread::Builder::new()
+                .name("e5-build".into())
+                .spawn(move || {
+                    parts.get_or_init(|| build(&file));
+                });
+        }
         Ok(Self {
             path: path.to_path_buf(),
             file,
-            parts: OnceLock::new(),
+            parts,
             info,
             batch_size: DEFAULT_BATCH_SIZE,
             scratch: Mutex::new(Scratch::default()),
@@ -107,12 +121,7 @@ impl E5Embedder {
 
     fn parts(&self) -> Result<&Parts, EmbedError> {
         self.parts
-            .get_or_init(|| {
-                Ok(Parts {
-                    tokenizer: XlmrTokenizer::from_file(Arc::clone(&self.file))?,
-                    model: encoder(&self.file)?,
-                })
-            })
+            .get_or_init(|| build(&self.file))
             .as_ref()
             .map_err(|message| EmbedError::Model {
                 path: self.path.display().to_string(),
@@ -228,6 +237,13 @@ impl Embedder for E5Embedder {
     }
 }
 
+fn build(file: &Arc<E5File>) -> Result<Parts, String> {
+    Ok(Parts {
+        tokenizer: XlmrTokenizer::from_file(Arc::clone(file))?,
+        model: encoder(file)?,
+    })
+}
+
 /// The encoder, its projections 4-bit and its word embeddings read in place from the file.
 fn encoder(file: &Arc<E5File>) -> Result<Bert, String> {
     let s = &file.shape;
@@ -236,10 +252,21 @@ fn encoder(file: &Arc<E5File>) -> Result<Bert, String> {
     let q4 = |name: &str, rows: usize, cols: usize| -> Result<&[u8], String> {
         file.tensor(name, TensorType::Q4_0, rows * cols).map_err(e)
     };
+    // Projections multiply the blocks where they lie in the mapped file: nothing is copied.
+    let stacked = |names: &[String], rows: usize, cols: usize| -> Result<Q4Matrix, String> {
+        let mut m = Q4Matrix::empty(cols)?;
+        for name in names {
+            let range = file
+                .tensor_range(name, TensorType::Q4_0, rows * cols)
+                .map_err(e)?;
+            m.push_mapped(file, range, rows)?;
+        }
+        Ok(m)
+    };
     let f32s = |name: &str, n: usize| file.f32s(name, n).map_err(e);
     let linear = |name: &str, output: usize, input: usize| -> Result<Linear, String> {
         Ok(Linear {
-            w: Weights::q4(q4(&format!("{name}.w"), output, input)?, output, input)?,
+            w: Weights::Q4(stacked(&[format!("{name}.w")], output, input)?),
             b: f32s(&format!("{name}.b"), output)?,
             input,
             output,
@@ -253,16 +280,18 @@ fn encoder(file: &Arc<E5File>) -> Result<Bert, String> {
     };
     let mut layers = Vec::with_capacity(s.layers);
     for l in 0..s.layers {
-        // Q, K and V stacked into one product: their rows are independent blocks.
-        let mut qkv = Vec::with_capacity(3 * h * h / 32 * BLOCK_BYTES);
+        // Q, K and V stacked into one product: their rows are independent.
+        let names: Vec<String> = ["q", "k", "v"]
+            .iter()
+            .map(|part| format!("l{l}.{part}.w"))
+            .collect();
         let mut bias = Vec::with_capacity(3 * h);
         for part in ["q", "k", "v"] {
-            qkv.extend_from_slice(q4(&format!("l{l}.{part}.w"), h, h)?);
             bias.extend(f32s(&format!("l{l}.{part}.b"), h)?);
         }
         layers.push(Layer {
             qkv: Linear {
-                w: Weights::q4(&qkv, 3 * h, h)?,
+                w: Weights::Q4(stacked(&names, h, h)?),
                 b: bias,
                 input: h,
                 output: 3 * h,

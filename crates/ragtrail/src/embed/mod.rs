@@ -25,6 +25,8 @@ pub mod local;
 pub mod marking;
 pub mod models;
 #[cfg(feature = "local-embed")]
+mod q4;
+#[cfg(feature = "local-embed")]
 pub mod xlmr_tokenizer;
 
 pub use config::{EmbedConfig, EmbedderChoice, from_config};
