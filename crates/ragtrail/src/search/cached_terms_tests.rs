@@ -48,17 +48,21 @@ fn cached_terms_match_per_call_analysis_on_the_bundled_knowledge() {
         );
         let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.clone()).collect();
         for max in [40, 120, 240] {
-            assert_eq!(
-                snippet_by(&chunk.text, max, || {
-                    let sentences = cached.sentences(&chunk.text);
-                    (
-                        Cow::Borrowed(sentences.spans()),
-                        sentences.match_counts(wanted.iter().map(String::as_str)),
-                    )
-                }),
-                snippet(&chunk.text, &wanted, max),
-                "chunk {i}, {max} chars"
-            );
+            // With the sentences measured once for the chunk, and measured per call.
+            for measured in [true, false] {
+                assert_eq!(
+                    snippet_by(&chunk.text, max, || {
+                        let sentences = cached.sentences(&chunk.text);
+                        (
+                            Cow::Borrowed(sentences.spans()),
+                            sentences.match_counts(wanted.iter().map(String::as_str)),
+                            measured.then(|| sentences.pieces()),
+                        )
+                    }),
+                    snippet(&chunk.text, &wanted, max),
+                    "chunk {i}, {max} chars, measured {measured}"
+                );
+            }
         }
     }
 }

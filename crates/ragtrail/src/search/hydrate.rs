@@ -163,6 +163,7 @@ pub(crate) fn hydrate<'e>(
                     (
                         Cow::Borrowed(sentences.spans()),
                         sentences.match_counts(wanted.iter().copied()),
+                        Some(sentences.pieces()),
                     )
                 }),
                 source_uri: chunk.source_uri.clone(),

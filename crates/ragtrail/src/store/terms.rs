@@ -76,6 +76,8 @@ pub struct Sentences {
     terms: TermList,
     /// For each of `terms`, the sentences it occurs in, ascending.
     postings: Box<[Box<[u32]>]>,
+    /// Each sentence measured for a one-line snippet, so a warm call only adds them up.
+    pieces: Box<[text::LinePiece]>,
 }
 
 impl Sentences {
@@ -103,11 +105,21 @@ impl Sentences {
                 }
             }
         }
+        let pieces = spans
+            .iter()
+            .map(|&(a, b)| text::LinePiece::of(&chunk_text[a..b]))
+            .collect();
         Self {
             spans: spans.into_boxed_slice(),
             terms,
             postings: postings.into_iter().map(Vec::into_boxed_slice).collect(),
+            pieces,
         }
+    }
+
+    /// Each sentence (in [`Sentences::spans`] order) measured as a piece of one line.
+    pub fn pieces(&self) -> &[text::LinePiece] {
+        &self.pieces
     }
 
     /// Each sentence's byte range in the text, in order.
