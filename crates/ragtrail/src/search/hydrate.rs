@@ -12,7 +12,7 @@ use crate::store::{ChunkStore, ChunkTerms};
 use super::fusion::{FusedHit, LegRank};
 use super::request::ValidRequest;
 use super::snippet::snippet_by;
-use super::sufficiency::{ContentWord, KeyTerm, covered_mask};
+use super::sufficiency::{ContentWord, KeyTerm, covered_mask_by};
 use super::{SearchHit, SearchSettings};
 
 /// One hit of a [`super::Searcher`] with what it was built from: the chunk record (its text
@@ -101,6 +101,17 @@ pub(crate) fn hydrate<'e>(
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
+    // Each key term's parts by their place in `wanted`: each distinct term is looked up once
+    // per hit, and that one lookup answers coverage and the snippet's sentences.
+    let part_at: Vec<Vec<usize>> = keys
+        .iter()
+        .map(|k| {
+            k.parts
+                .iter()
+                .map(|p| wanted.binary_search(&p.as_str()).unwrap_or(usize::MAX))
+                .collect()
+        })
+        .collect();
     // Each keyword's own key terms (their places in `keys`), to record which keywords a hit
     // matched: every content word of a keyword is a key term (`key_terms_of` keeps each).
     let per_keyword: Vec<(&String, Vec<usize>)> = req
@@ -142,7 +153,12 @@ pub(crate) fn hydrate<'e>(
         if !req.access.allows(&chunk.tenant, &chunk.roles) {
             continue;
         }
-        let covered = covered_mask(keys, |t| terms.contains(t), terms.lowercase());
+        let found: Vec<_> = wanted.iter().map(|w| terms.find(w)).collect();
+        let covered = covered_mask_by(
+            keys,
+            |i, j| found.get(part_at[i][j]).is_some_and(Option::is_some),
+            terms.lowercase(),
+        );
         if !covered.contains(&true)
             && f.vector
                 .is_none_or(|v| v.score < settings.vector_only_floor)
@@ -162,7 +178,7 @@ pub(crate) fn hydrate<'e>(
                     let sentences = terms.sentences(&chunk.text);
                     (
                         Cow::Borrowed(sentences.spans()),
-                        sentences.match_counts(wanted.iter().copied()),
+                        sentences.match_counts_found(&wanted, &found),
                         Some(sentences.pieces()),
                     )
                 }),

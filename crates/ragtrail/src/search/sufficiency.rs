@@ -148,13 +148,29 @@ pub(crate) fn covered_mask(
     has_term: impl Fn(&str) -> bool,
     lowercase_text: &str,
 ) -> Vec<bool> {
+    covered_mask_by(
+        key_terms,
+        |i, j| has_term(&key_terms[i].parts[j]),
+        lowercase_text,
+    )
+}
+
+/// [`covered_mask`], with the text's analysed terms asked by place: `has_part(i, j)` tells
+/// whether the text holds part `j` of key term `i` (a caller that looked each distinct part
+/// up once answers from that).
+pub(crate) fn covered_mask_by(
+    key_terms: &[KeyTerm],
+    has_part: impl Fn(usize, usize) -> bool,
+    lowercase_text: &str,
+) -> Vec<bool> {
     key_terms
         .iter()
-        .map(|k| {
+        .enumerate()
+        .map(|(i, k)| {
             if k.term.chars().any(crate::text::is_cjk) {
                 lowercase_text.contains(&k.term)
             } else {
-                k.parts.iter().all(|p| has_term(p))
+                (0..k.parts.len()).all(|j| has_part(i, j))
             }
         })
         .collect()
