@@ -51,10 +51,11 @@ fn cached_terms_match_per_call_analysis_on_the_bundled_knowledge() {
         let wanted_list: Vec<&str> = wanted.iter().map(String::as_str).collect();
         let found: Vec<_> = wanted_list.iter().map(|w| cached.find(w)).collect();
         for max in [40, 120, 240] {
-            // With the sentences measured once for the chunk, and measured per call.
+            // With the text and its sentences measured once for the chunk, and per call.
             for measured in [true, false] {
+                let len = measured.then(|| cached.one_line_len());
                 assert_eq!(
-                    snippet_by(&chunk.text, max, || {
+                    snippet_by(&chunk.text, max, len, || {
                         let sentences = cached.sentences(&chunk.text);
                         (
                             Cow::Borrowed(sentences.spans()),

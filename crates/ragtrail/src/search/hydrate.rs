@@ -174,14 +174,19 @@ pub(crate) fn hydrate<'e>(
             hit: SearchHit {
                 chunk_id: chunk.id.clone(),
                 title_path: chunk.title_path.clone(),
-                snippet: snippet_by(&chunk.text, settings.snippet_chars, || {
-                    let sentences = terms.sentences(&chunk.text);
-                    (
-                        Cow::Borrowed(sentences.spans()),
-                        sentences.match_counts_found(&wanted, &found),
-                        Some(sentences.pieces()),
-                    )
-                }),
+                snippet: snippet_by(
+                    &chunk.text,
+                    settings.snippet_chars,
+                    Some(terms.one_line_len()),
+                    || {
+                        let sentences = terms.sentences(&chunk.text);
+                        (
+                            Cow::Borrowed(sentences.spans()),
+                            sentences.match_counts_found(&wanted, &found),
+                            Some(sentences.pieces()),
+                        )
+                    },
+                ),
                 source_uri: chunk.source_uri.clone(),
                 score: f.score,
                 metadata: metadata(chunk, f, &matched),

@@ -55,7 +55,7 @@ pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
 
 /// A snippet of at most `max_chars` characters around the sentence matching most keyword terms.
 pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> String {
-    snippet_by(chunk_text, max_chars, || {
+    snippet_by(chunk_text, max_chars, None, || {
         let spans = sentence_spans(chunk_text);
         let scores = spans
             .iter()
@@ -77,12 +77,19 @@ pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> S
 /// holds them, each sentence's [`Piece`] (else the few measured are measured here). A caller
 /// that holds a chunk's analysed sentences need not split, analyse or measure the text again; a
 /// text short enough to be its own snippet never asks.
+/// `one_line_len` is the text's length on one line when the caller knows it (else the text
+/// is read as far as it takes to tell whether it fits).
 pub fn snippet_by<'s>(
     chunk_text: &str,
     max_chars: usize,
+    one_line_len: Option<usize>,
     sentences: impl FnOnce() -> (Cow<'s, [(usize, usize)]>, Vec<usize>, Option<&'s [Piece]>),
 ) -> String {
-    if one_line_fits(chunk_text, max_chars) {
+    let fits = match one_line_len {
+        Some(len) => len <= max_chars,
+        None => one_line_fits(chunk_text, max_chars),
+    };
+    if fits {
         return one_line(chunk_text);
     }
     let (spans, scores, measured) = sentences();

@@ -61,6 +61,9 @@ pub struct ChunkTerms {
     terms: TermList,
     /// `titlePath`, newline, text, lowercased: CJK key terms are matched as written.
     lowercase: Box<str>,
+    /// The text's length in characters on one line (whitespace runs as one space): whether
+    /// the whole text is its own snippet, without reading it per call.
+    one_line_len: usize,
     /// The text's sentences and their terms; only snippets of long texts need them, so they
     /// are computed on first use.
     sentences: OnceLock<Sentences>,
@@ -195,6 +198,7 @@ impl ChunkTerms {
             lowercase: format!("{}\n{}", chunk.title_path, chunk.text)
                 .to_lowercase()
                 .into_boxed_str(),
+            one_line_len: text::LinePiece::joined_len([text::LinePiece::of(&chunk.text)]),
             sentences: OnceLock::new(),
         }
     }
@@ -214,6 +218,11 @@ impl ChunkTerms {
         self.terms
             .position(term)
             .map(|at| TermAt(u32::try_from(at).unwrap_or(u32::MAX)))
+    }
+
+    /// The text's length in characters on one line (whitespace runs as one space).
+    pub fn one_line_len(&self) -> usize {
+        self.one_line_len
     }
 
     /// The lowercased `titlePath\ntext`.
