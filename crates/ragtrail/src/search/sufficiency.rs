@@ -72,6 +72,16 @@ pub(crate) fn content_words(keyword: &str) -> Vec<ContentWord> {
     let mut out: Vec<ContentWord> = Vec::new();
     for word in crate::text::jieba().cut(keyword, true) {
         let word = word.word.trim().to_lowercase();
+        // Spaces and punctuation (about half of a sentence's jieba words) analyse to nothing:
+        // the analyser keeps only words with a letter or digit, and bigrams of CJK characters.
+        // A stop word is dropped whatever its terms. Neither is analysed.
+        if !word
+            .chars()
+            .any(|c| c.is_alphanumeric() || crate::text::is_cjk(c))
+            || crate::text::is_stop_term(&word)
+        {
+            continue;
+        }
         let parts: Vec<String> = crate::text::terms(&word)
             .into_iter()
             .map(|t| t.text)
@@ -410,7 +420,54 @@ mod tests {
             .join(" ")
     }
 
+    /// [`content_words`] as it was before it skipped words that analyse to nothing: the
+    /// oracle the skipping is held to.
+    fn content_words_analysing_every_word(keyword: &str) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for word in crate::text::jieba().cut(keyword, true) {
+            let word = word.word.trim().to_lowercase();
+            let parts: Vec<String> = crate::text::terms(&word)
+                .into_iter()
+                .map(|t| t.text)
+                .collect();
+            if parts.is_empty()
+                || crate::text::is_stop_term(&word)
+                || parts.iter().all(|p| crate::text::is_stop_term(p))
+            {
+                continue;
+            }
+            let term = if parts.len() == 1 {
+                parts[0].clone()
+            } else {
+                word
+            };
+            if out.iter().all(|(t, _)| *t != term) {
+                out.push((term, parts));
+            }
+        }
+        out
+    }
+
     proptest::proptest! {
+        /// Skipping the words that analyse to nothing (spaces, punctuation, stop words) keeps
+        /// every content word, in order, with its parts.
+        #[test]
+        fn content_words_skip_only_what_analyses_to_nothing(
+            pieces in proptest::collection::vec(0usize..24, 0..16),
+        ) {
+            const PIECES: [&str; 24] = [
+                "报销", "凭证", "的", " ", "  ", ".", "。", "，", "・・", "ー", "・", "Hotel",
+                "the", "what", "COVID-19", "3.5%", "e.g.", "don't", "\u{3000}", "年假", "\t",
+                "？", "a", "Über",
+            ];
+            let keyword: String = pieces.iter().map(|&i| PIECES[i]).collect();
+            let now: Vec<(String, Vec<String>)> = content_words(&keyword)
+                .into_iter()
+                .map(|w| (w.term, w.parts))
+                .collect();
+            proptest::prop_assert_eq!(now, content_words_analysing_every_word(&keyword));
+        }
+
         /// What a search keeps per hit (one flag per key term) decides as the sets of terms
         /// did: the same coverage, union coverage, missing terms and reason.
         #[test]
