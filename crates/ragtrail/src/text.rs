@@ -197,6 +197,60 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F)
 }
 
+/// What collapsing whitespace runs to one space (a snippet's one line) makes of one piece of a
+/// text, enough to tell the length of several adjacent pieces on one line without building it
+/// ([`LinePiece::joined_len`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinePiece {
+    /// Characters other than whitespace.
+    chars: usize,
+    /// Runs of them (words).
+    words: usize,
+    /// Whether the piece starts and ends inside a word (a word then runs on across the
+    /// border with its neighbour).
+    starts_in_word: bool,
+    ends_in_word: bool,
+}
+
+impl LinePiece {
+    pub fn of(s: &str) -> Self {
+        let (mut chars, mut words, mut in_word) = (0, 0, false);
+        for c in s.chars() {
+            if c.is_whitespace() {
+                in_word = false;
+            } else {
+                if !in_word {
+                    words += 1;
+                    in_word = true;
+                }
+                chars += 1;
+            }
+        }
+        Self {
+            chars,
+            words,
+            starts_in_word: s.chars().next().is_some_and(|c| !c.is_whitespace()),
+            ends_in_word: in_word,
+        }
+    }
+
+    /// The characters of the pieces' text, one after the other, on one line (whitespace runs
+    /// as one space, none at either end).
+    pub fn joined_len(pieces: impl IntoIterator<Item = LinePiece>) -> usize {
+        let (mut chars, mut words, mut run_on) = (0, 0, 0);
+        let mut before: Option<LinePiece> = None;
+        for p in pieces {
+            chars += p.chars;
+            words += p.words;
+            if before.is_some_and(|b| b.ends_in_word && p.starts_in_word) {
+                run_on += 1;
+            }
+            before = Some(p);
+        }
+        chars + (words - run_on).saturating_sub(1)
+    }
+}
+
 /// Number of characters, the unit of every length limit (bytes would penalise Chinese 3×).
 pub fn char_len(s: &str) -> usize {
     s.chars().count()
@@ -412,7 +466,12 @@ pub fn is_stop_term(term: &str) -> bool {
         "lot", "bit", "somebodi", "anybodi", "whatev", "whenev", "wherev", "guy", "kind", "sort",
         "way",
     ];
-    ZH.contains(&term) || EN.contains(&term)
+    // A set, not a scan of both lists: every keyword's every word and term is checked
+    // (a scan was a visible share of a `searchDocs` call's key terms).
+    static STOP: std::sync::OnceLock<rustc_hash::FxHashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    STOP.get_or_init(|| ZH.iter().chain(EN).copied().collect())
+        .contains(term)
 }
 
 /// What ends a sentence for [`sentence_spans_with`]. Every caller ends one after 。！？；and at

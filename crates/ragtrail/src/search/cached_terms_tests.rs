@@ -47,18 +47,26 @@ fn cached_terms_match_per_call_analysis_on_the_bundled_knowledge() {
             covered(&keys, &all, &lowercase)
         );
         let wanted: HashSet<String> = keys.iter().flat_map(|k| k.parts.clone()).collect();
+        // Looked up once, as a search does: each wanted term's place among the chunk's terms.
+        let wanted_list: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        let found: Vec<_> = wanted_list.iter().map(|w| cached.find(w)).collect();
         for max in [40, 120, 240] {
-            assert_eq!(
-                snippet_by(&chunk.text, max, || {
-                    let sentences = cached.sentences(&chunk.text);
-                    (
-                        Cow::Borrowed(sentences.spans()),
-                        sentences.match_counts(wanted.iter().map(String::as_str)),
-                    )
-                }),
-                snippet(&chunk.text, &wanted, max),
-                "chunk {i}, {max} chars"
-            );
+            // With the text and its sentences measured once for the chunk, and per call.
+            for measured in [true, false] {
+                let len = measured.then(|| cached.one_line_len());
+                assert_eq!(
+                    snippet_by(&chunk.text, max, len, || {
+                        let sentences = cached.sentences(&chunk.text);
+                        (
+                            Cow::Borrowed(sentences.spans()),
+                            sentences.match_counts_found(&wanted_list, &found),
+                            measured.then(|| sentences.pieces()),
+                        )
+                    }),
+                    snippet(&chunk.text, &wanted, max),
+                    "chunk {i}, {max} chars, measured {measured}"
+                );
+            }
         }
     }
 }

@@ -4,15 +4,15 @@
 //! citation checks) need not read the store again.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::knowledge::Chunk;
 use crate::store::{ChunkStore, ChunkTerms};
 
-use super::fusion::FusedHit;
+use super::fusion::{FusedHit, LegRank};
 use super::request::ValidRequest;
 use super::snippet::snippet_by;
-use super::sufficiency::{ContentWord, KeyTerm, covered_by};
+use super::sufficiency::{ContentWord, KeyTerm, covered_mask_by};
 use super::{SearchHit, SearchSettings};
 
 /// One hit of a [`super::Searcher`] with what it was built from: the chunk record (its text
@@ -25,14 +25,42 @@ pub struct FoundHit<'e> {
     pub chunk: &'e Chunk,
     /// The chunk's analysed terms (the store's cache).
     pub terms: &'e ChunkTerms,
-    /// The request's key terms this hit contains (what the judgement weighs).
-    pub key_terms: HashSet<String>,
+    /// For each of the request's key terms, in order, whether this hit covers it (what the
+    /// judgement weighs).
+    pub covered: Vec<bool>,
 }
 
 impl FoundHit<'_> {
     /// Hash of the chunk's content as returned (the trace records it, audit compares it).
     pub fn content_hash(&self) -> &str {
         &self.chunk.content_hash
+    }
+}
+
+/// A fused hit as hydration reads it: where its chunk is, and how the legs ranked it.
+pub(crate) struct Candidate {
+    pub chunk: ChunkAt,
+    /// The fused score.
+    pub score: f64,
+    pub bm25: Option<LegRank>,
+    pub vector: Option<LegRank>,
+}
+
+/// Where a candidate's chunk is: named by its id (a fused ranking), or at its place in the
+/// store (the BM25 leg alone, whose hits are named only when shown).
+pub(crate) enum ChunkAt {
+    Id(String),
+    Position(usize),
+}
+
+impl From<FusedHit> for Candidate {
+    fn from(f: FusedHit) -> Self {
+        Self {
+            chunk: ChunkAt::Id(f.id),
+            score: f.score,
+            bm25: f.bm25,
+            vector: f.vector,
+        }
     }
 }
 
@@ -45,7 +73,7 @@ pub(crate) struct Hydration<'a, 'e> {
     /// Each keyword's content words, in the order of the request's keywords.
     pub words: &'a [Vec<ContentWord>],
     /// The fused hits' first cut, and how long it was asked to be.
-    pub fused: Vec<FusedHit>,
+    pub fused: Vec<Candidate>,
     pub first_cut: usize,
 }
 
@@ -54,7 +82,7 @@ pub(crate) struct Hydration<'a, 'e> {
 /// ranking is fused again at the whole candidate set (`widen`) if the first cut runs out.
 pub(crate) fn hydrate<'e>(
     h: Hydration<'_, 'e>,
-    widen: impl Fn() -> Vec<FusedHit>,
+    widen: impl Fn() -> Vec<Candidate>,
 ) -> Vec<FoundHit<'e>> {
     let Hydration {
         store,
@@ -73,13 +101,30 @@ pub(crate) fn hydrate<'e>(
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
-    // Each keyword's own key terms, to record which keywords a hit matched: every content word
-    // of a keyword is a key term (`key_terms_of` keeps each), so they are its own words.
-    let per_keyword: Vec<(&String, Vec<&str>)> = req
+    // Each key term's parts by their place in `wanted`: each distinct term is looked up once
+    // per hit, and that one lookup answers coverage and the snippet's sentences.
+    let part_at: Vec<Vec<usize>> = keys
+        .iter()
+        .map(|k| {
+            k.parts
+                .iter()
+                .map(|p| wanted.binary_search(&p.as_str()).unwrap_or(usize::MAX))
+                .collect()
+        })
+        .collect();
+    // Each keyword's own key terms (their places in `keys`), to record which keywords a hit
+    // matched: every content word of a keyword is a key term (`key_terms_of` keeps each).
+    let per_keyword: Vec<(&String, Vec<usize>)> = req
         .keywords
         .iter()
         .zip(words)
-        .map(|(k, own)| (k, own.iter().map(|w| w.term.as_str()).collect()))
+        .map(|(k, own)| {
+            let at = own
+                .iter()
+                .filter_map(|w| keys.iter().position(|key| key.term == w.term))
+                .collect();
+            (k, at)
+        })
         .collect();
     let mut hits = Vec::with_capacity(top_k);
     let mut next = 0;
@@ -97,15 +142,24 @@ pub(crate) fn hydrate<'e>(
         let f = &fused[next];
         next += 1;
         // One read: the record and its terms (analysed once per store generation).
-        let Some((chunk, terms)) = store.get_analysed(&f.id) else {
+        let read = match &f.chunk {
+            ChunkAt::Id(id) => store.get_analysed(id),
+            ChunkAt::Position(at) => store.get_analysed_at(*at),
+        };
+        let Some((chunk, terms)) = read else {
             continue;
         };
         // Defence in depth: both legs filter by access; the store record is the authority.
         if !req.access.allows(&chunk.tenant, &chunk.roles) {
             continue;
         }
-        let present = covered_by(keys, |t| terms.contains(t), terms.lowercase());
-        if present.is_empty()
+        let found: Vec<_> = wanted.iter().map(|w| terms.find(w)).collect();
+        let covered = covered_mask_by(
+            keys,
+            |i, j| found.get(part_at[i][j]).is_some_and(Option::is_some),
+            terms.lowercase(),
+        );
+        if !covered.contains(&true)
             && f.vector
                 .is_none_or(|v| v.score < settings.vector_only_floor)
         {
@@ -113,33 +167,39 @@ pub(crate) fn hydrate<'e>(
         }
         let matched: Vec<&String> = per_keyword
             .iter()
-            .filter(|(_, terms)| terms.iter().any(|t| present.contains(*t)))
+            .filter(|(_, own)| own.iter().any(|&i| covered[i]))
             .map(|(k, _)| *k)
             .collect();
         hits.push(FoundHit {
             hit: SearchHit {
                 chunk_id: chunk.id.clone(),
                 title_path: chunk.title_path.clone(),
-                snippet: snippet_by(&chunk.text, settings.snippet_chars, || {
-                    let sentences = terms.sentences(&chunk.text);
-                    (
-                        Cow::Borrowed(sentences.spans()),
-                        sentences.match_counts(wanted.iter().copied()),
-                    )
-                }),
+                snippet: snippet_by(
+                    &chunk.text,
+                    settings.snippet_chars,
+                    Some(terms.one_line_len()),
+                    || {
+                        let sentences = terms.sentences(&chunk.text);
+                        (
+                            Cow::Borrowed(sentences.spans()),
+                            sentences.match_counts_found(&wanted, &found),
+                            Some(sentences.pieces()),
+                        )
+                    },
+                ),
                 source_uri: chunk.source_uri.clone(),
                 score: f.score,
                 metadata: metadata(chunk, f, &matched),
             },
             chunk,
             terms,
-            key_terms: present,
+            covered,
         });
     }
     hits
 }
 
-fn metadata(chunk: &Chunk, f: &FusedHit, matched: &[&String]) -> BTreeMap<String, String> {
+fn metadata(chunk: &Chunk, f: &Candidate, matched: &[&String]) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     m.insert("tenant".to_string(), chunk.tenant.clone());
     m.insert("status".to_string(), chunk.status.as_str().to_string());

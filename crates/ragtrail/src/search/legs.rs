@@ -10,7 +10,8 @@ use crate::embed::hashing::KIND as HASHING_KIND;
 use crate::index::{Bm25Index, Bm25Query};
 use crate::store::{ChunkStore, VectorLeg};
 
-use super::fusion::{self, Fusion, LegHit, QuerySignals};
+use super::fusion::{self, Fusion, LegHit, LegRank, QuerySignals};
+use super::hydrate::{Candidate, ChunkAt};
 use super::request::ValidRequest;
 use super::sufficiency::{KeyTerm, covered_by};
 use super::{LegStats, MIN_VECTOR_SCORE, SearchError, SearchSettings, check_embedder};
@@ -27,11 +28,24 @@ pub(crate) struct Sources<'e> {
     pub settings: &'e SearchSettings,
 }
 
+/// One BM25 hit the store holds, by its numeric id and its place in the store: a search on the
+/// BM25 leg alone names only the hits it shows (formatting every candidate's id, to drop most
+/// of them, was a visible share of a call).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bm25Found {
+    pub id64: u64,
+    pub position: usize,
+    pub score: f32,
+}
+
 /// The hits and stats of each leg the fusion needs (an unused leg is empty).
 pub(crate) struct Legs {
     pub use_bm25: bool,
     pub use_vector: bool,
+    /// The BM25 hits by id, for fusion: empty when the caller asked for them unnamed.
     pub bm25: Vec<LegHit>,
+    /// The same hits, unnamed (always there when the leg ran).
+    pub bm25_found: Vec<Bm25Found>,
     pub bm25_stats: LegStats,
     pub vector: Vec<LegHit>,
     pub vector_stats: LegStats,
@@ -60,8 +74,13 @@ pub(crate) fn uses_vector(fusion: Fusion, leg: &dyn VectorLeg) -> bool {
 /// calling thread; measured faster at 236, 278 and 3,000 chunks, slower at 100,000.
 const SEQUENTIAL_LEGS_BELOW: usize = 5_000;
 
-/// Runs the legs `req.fusion` needs, side by side when both are needed.
-pub(crate) fn run(src: Sources<'_>, req: &ValidRequest<'_>) -> Result<Legs, SearchError> {
+/// Runs the legs `req.fusion` needs, side by side when both are needed; the BM25 hits are
+/// named ([`Legs::bm25`]) when `name_bm25` says so.
+pub(crate) fn run(
+    src: Sources<'_>,
+    req: &ValidRequest<'_>,
+    name_bm25: bool,
+) -> Result<Legs, SearchError> {
     let keywords = req.keywords.as_slice();
     let candidates = req.candidates;
     let use_bm25 = !matches!(req.fusion, Fusion::VectorOnly);
@@ -69,7 +88,8 @@ pub(crate) fn run(src: Sources<'_>, req: &ValidRequest<'_>) -> Result<Legs, Sear
     if use_vector {
         check_embedder(src.store, src.embedder)?;
     }
-    let bm25_leg = || -> Result<(Vec<LegHit>, LegStats), SearchError> {
+    type Bm25Leg = (Vec<Bm25Found>, LegStats);
+    let bm25_leg = || -> Result<Bm25Leg, SearchError> {
         if !use_bm25 {
             return Ok((Vec::new(), LegStats::default()));
         }
@@ -81,13 +101,17 @@ pub(crate) fn run(src: Sources<'_>, req: &ValidRequest<'_>) -> Result<Legs, Sear
             limit: candidates,
             title_boost: src.settings.title_boost,
         })?;
-        let hits: Vec<LegHit> = matches
+        // Only chunks the store holds, found without reading the chunk.
+        let hits: Vec<Bm25Found> = matches
             .iter()
             .filter_map(|m| {
-                // Only chunks the store holds; named from the id64, without reading the chunk.
                 src.store
                     .position_of_id64(m.id64)
-                    .map(|_| LegHit::new(crate::index::u64_to_chunk_id(m.id64), m.score))
+                    .map(|position| Bm25Found {
+                        id64: m.id64,
+                        position,
+                        score: m.score,
+                    })
             })
             .collect();
         Ok((
@@ -149,16 +173,48 @@ pub(crate) fn run(src: Sources<'_>, req: &ValidRequest<'_>) -> Result<Legs, Sear
     } else {
         (bm25_leg(), vector_leg())
     };
-    let (bm25, bm25_stats) = bm25?;
+    let (bm25_found, bm25_stats) = bm25?;
     let (vector, vector_stats) = vector?;
+    // Named from the id64, without reading the chunk.
+    let bm25 = if name_bm25 {
+        bm25_found
+            .iter()
+            .map(|h| LegHit::new(crate::index::u64_to_chunk_id(h.id64), h.score))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Legs {
         use_bm25,
         use_vector,
         bm25,
+        bm25_found,
         bm25_stats,
         vector,
         vector_stats,
     })
+}
+
+/// The BM25 leg's hits as the BM25-only fusion ranks them, at most `limit`: each chunk's first
+/// occurrence, scored by its raw BM25 score, ranked by its place in the leg's list
+/// (duplicates counted), as [`fusion::fuse_with`] gives them, left unnamed.
+pub(crate) fn bm25_candidates(found: &[Bm25Found], limit: usize) -> Vec<Candidate> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    found
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| seen.insert(h.id64))
+        .take(limit)
+        .map(|(pos, h)| Candidate {
+            chunk: ChunkAt::Position(h.position),
+            score: f64::from(h.score),
+            bm25: Some(LegRank {
+                rank: u32::try_from(pos + 1).unwrap_or(u32::MAX),
+                score: h.score,
+            }),
+            vector: None,
+        })
+        .collect()
 }
 
 /// How much of the query BM25's best hit contains: the IDF-weighted share of the query's key
@@ -198,5 +254,50 @@ pub(crate) fn query_signals(
         )
         .then(|| lexical_coverage(store, keys, bm25))
         .flatten(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The BM25 leg's unnamed candidates are the BM25-only fusion of the same hits named:
+        /// the same chunks in the same order, with the same scores and ranks, at any cut
+        /// (duplicates in the leg included).
+        #[test]
+        fn unnamed_candidates_rank_as_the_bm25_only_fusion(
+            hits in prop::collection::vec((0u64..12, 0.0f32..20.0), 0..40),
+            limit in 0usize..50,
+        ) {
+            let found: Vec<Bm25Found> = hits
+                .iter()
+                .map(|&(id64, score)| Bm25Found { id64, position: id64 as usize * 3, score })
+                .collect();
+            let named: Vec<LegHit> = hits
+                .iter()
+                .map(|&(id64, score)| LegHit::new(crate::index::u64_to_chunk_id(id64), score))
+                .collect();
+            let fused = fusion::fuse_with(
+                Fusion::Bm25Only,
+                &named,
+                &[],
+                limit,
+                QuerySignals::default(),
+            );
+            let unnamed = bm25_candidates(&found, limit);
+            prop_assert_eq!(fused.len(), unnamed.len());
+            for (f, c) in fused.iter().zip(&unnamed) {
+                let ChunkAt::Position(at) = c.chunk else {
+                    return Err(TestCaseError::fail("a BM25 candidate named by id"));
+                };
+                let id64 = crate::index::chunk_id_to_u64(&f.id).expect("canonical id");
+                prop_assert_eq!(at, id64 as usize * 3);
+                prop_assert_eq!(f.score, c.score);
+                prop_assert_eq!(f.bm25, c.bm25);
+                prop_assert_eq!(f.vector, c.vector);
+            }
+        }
     }
 }

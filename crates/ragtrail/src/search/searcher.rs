@@ -17,7 +17,7 @@ use crate::knowledge::Chunk;
 use crate::store::{ChunkStore, ChunkTerms, SimilaritySpread, VectorLeg};
 
 use super::fusion::{self, FusedHit, Fusion, FusionWeights, LegRank, QuerySignals, fuse_with};
-use super::hydrate::{FoundHit, Hydration, hydrate};
+use super::hydrate::{Candidate, FoundHit, Hydration, hydrate};
 use super::legs::{self, Legs, Sources};
 use super::request::{RankedRequest, SearchRequest, ValidRequest};
 use super::stages::{AFTER_HYDRATION, HitStage, StageInput};
@@ -173,7 +173,9 @@ impl<'e> Searcher<'e> {
     pub fn search(&self, req: &SearchRequest) -> Result<Found<'e>, SearchError> {
         self.check_current(req.fusion.unwrap_or(self.settings.fusion))?;
         let req = ValidRequest::search(req, self.settings)?;
-        let legs = legs::run(self.sources(), &req)?;
+        // The BM25 leg alone needs no fusion: its hits stay unnamed until hydration shows them.
+        let bm25_alone = matches!(req.fusion, Fusion::Bm25Only);
+        let legs = legs::run(self.sources(), &req, !bm25_alone)?;
         // Weak hits are dropped in hydration, so more than top-k fused hits may be needed:
         // twice top-k first (sorting only those is the cheap part of fusion), the whole
         // candidate set if the first cut runs out.
@@ -185,7 +187,17 @@ impl<'e> Searcher<'e> {
         // A per-query weight (agreement, confidence, standout) worked out once, for both cuts
         // and the record.
         let resolved = req.fusion.for_query(&legs.bm25, &legs.vector, signals);
-        let fused = fuse_with(resolved, &legs.bm25, &legs.vector, first_cut, signals);
+        // Fused (or, for the BM25 leg alone, taken in its order) at most `limit` long.
+        let ranked = |limit: usize| -> Vec<Candidate> {
+            if bm25_alone {
+                legs::bm25_candidates(&legs.bm25_found, limit)
+            } else {
+                fuse_with(resolved, &legs.bm25, &legs.vector, limit, signals)
+                    .into_iter()
+                    .map(Candidate::from)
+                    .collect()
+            }
+        };
         let mut hits = hydrate(
             Hydration {
                 store: self.store,
@@ -193,10 +205,10 @@ impl<'e> Searcher<'e> {
                 req: &req,
                 keys: &keys,
                 words: &words,
-                fused,
+                fused: ranked(first_cut),
                 first_cut,
             },
-            || fuse_with(resolved, &legs.bm25, &legs.vector, req.candidates, signals),
+            || ranked(req.candidates),
         );
         let input = StageInput {
             keywords: &req.keywords,
@@ -224,7 +236,7 @@ impl<'e> Searcher<'e> {
     pub fn ranked(&self, req: &RankedRequest<'_>) -> Result<Vec<FusedHit>, SearchError> {
         self.check_current(req.fusion)?;
         let req = ValidRequest::ranked(req, self.settings)?;
-        let legs = legs::run(self.sources(), &req)?;
+        let legs = legs::run(self.sources(), &req, true)?;
         // One leg alone needs no fusion: its hits in its order, as `fuse` would give them
         // (first occurrence of an id only), without re-hashing and copying every id.
         let (hits, is_bm25) = match req.fusion {

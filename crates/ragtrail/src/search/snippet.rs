@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use crate::text::{self, char_len, sentence_spans, truncate_chars};
+use crate::text::{self, LinePiece as Piece, char_len, sentence_spans, truncate_chars};
 
 /// Default snippet length cap, in characters.
 pub const DEFAULT_SNIPPET_CHARS: usize = 240;
@@ -44,58 +44,6 @@ fn one_line_fits(s: &str, max: usize) -> bool {
     true
 }
 
-/// What [`one_line`] makes of one piece of a text, enough to tell the length of several
-/// adjacent pieces on one line without building it.
-#[derive(Clone, Copy)]
-struct Piece {
-    /// Characters other than whitespace.
-    chars: usize,
-    /// Runs of them (words).
-    words: usize,
-    /// Whether the piece starts and ends inside a word (a word then runs on across the
-    /// border with its neighbour).
-    starts_in_word: bool,
-    ends_in_word: bool,
-}
-
-impl Piece {
-    fn of(s: &str) -> Self {
-        let (mut chars, mut words, mut in_word) = (0, 0, false);
-        for c in s.chars() {
-            if c.is_whitespace() {
-                in_word = false;
-            } else {
-                if !in_word {
-                    words += 1;
-                    in_word = true;
-                }
-                chars += 1;
-            }
-        }
-        Self {
-            chars,
-            words,
-            starts_in_word: s.chars().next().is_some_and(|c| !c.is_whitespace()),
-            ends_in_word: in_word,
-        }
-    }
-
-    /// `one_line_len` of the pieces' text, one after the other.
-    fn joined_len(pieces: impl IntoIterator<Item = Piece>) -> usize {
-        let (mut chars, mut words, mut run_on) = (0, 0, 0);
-        let mut before: Option<Piece> = None;
-        for p in pieces {
-            chars += p.chars;
-            words += p.words;
-            if before.is_some_and(|b| b.ends_in_word && p.starts_in_word) {
-                run_on += 1;
-            }
-            before = Some(p);
-        }
-        chars + (words - run_on).saturating_sub(1)
-    }
-}
-
 /// The distinct analysed terms of the keywords.
 pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
     keywords
@@ -107,7 +55,7 @@ pub fn keyword_terms(keywords: &[String]) -> HashSet<String> {
 
 /// A snippet of at most `max_chars` characters around the sentence matching most keyword terms.
 pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> String {
-    snippet_by(chunk_text, max_chars, || {
+    snippet_by(chunk_text, max_chars, None, || {
         let spans = sentence_spans(chunk_text);
         let scores = spans
             .iter()
@@ -120,23 +68,31 @@ pub fn snippet(chunk_text: &str, terms: &HashSet<String>, max_chars: usize) -> S
                 found.len()
             })
             .collect();
-        (Cow::Owned(spans), scores)
+        (Cow::Owned(spans), scores, None)
     })
 }
 
 /// [`snippet`] with the sentences and their scores given by `sentences`: the spans of
-/// [`text::sentence_spans`] and, for each, its count of distinct keyword terms. A caller that
-/// holds a chunk's analysed sentences need not split and analyse the text again; a text short
-/// enough to be its own snippet never asks.
+/// [`text::sentence_spans`], for each its count of distinct keyword terms, and, when the caller
+/// holds them, each sentence's [`Piece`] (else the few measured are measured here). A caller
+/// that holds a chunk's analysed sentences need not split, analyse or measure the text again; a
+/// text short enough to be its own snippet never asks.
+/// `one_line_len` is the text's length on one line when the caller knows it (else the text
+/// is read as far as it takes to tell whether it fits).
 pub fn snippet_by<'s>(
     chunk_text: &str,
     max_chars: usize,
-    sentences: impl FnOnce() -> (Cow<'s, [(usize, usize)]>, Vec<usize>),
+    one_line_len: Option<usize>,
+    sentences: impl FnOnce() -> (Cow<'s, [(usize, usize)]>, Vec<usize>, Option<&'s [Piece]>),
 ) -> String {
-    if one_line_fits(chunk_text, max_chars) {
+    let fits = match one_line_len {
+        Some(len) => len <= max_chars,
+        None => one_line_fits(chunk_text, max_chars),
+    };
+    if fits {
         return one_line(chunk_text);
     }
-    let (spans, scores) = sentences();
+    let (spans, scores, measured) = sentences();
     let best = scores
         .iter()
         .enumerate()
@@ -145,11 +101,18 @@ pub fn snippet_by<'s>(
         .unwrap_or(0);
     // Grow around the best sentence, preferring what follows it (the rule's details).
     let (mut lo, mut hi) = (best, best);
-    // Only the sentences near the best one are ever measured, each once.
-    let mut pieces: Vec<Option<Piece>> = vec![None; spans.len()];
+    // Only the sentences near the best one are ever measured, each once (unless the caller
+    // measured them all already).
+    let mut pieces: Vec<Option<Piece>> = match measured {
+        Some(_) => Vec::new(),
+        None => vec![None; spans.len()],
+    };
     let mut len = |lo: usize, hi: usize| {
-        Piece::joined_len((lo..=hi).map(|i| {
-            *pieces[i].get_or_insert_with(|| Piece::of(&chunk_text[spans[i].0..spans[i].1]))
+        Piece::joined_len((lo..=hi).map(|i| match measured {
+            Some(m) => m[i],
+            None => {
+                *pieces[i].get_or_insert_with(|| Piece::of(&chunk_text[spans[i].0..spans[i].1]))
+            }
         }))
     };
     loop {

@@ -72,6 +72,16 @@ pub(crate) fn content_words(keyword: &str) -> Vec<ContentWord> {
     let mut out: Vec<ContentWord> = Vec::new();
     for word in crate::text::jieba().cut(keyword, true) {
         let word = word.word.trim().to_lowercase();
+        // Spaces and punctuation (about half of a sentence's jieba words) analyse to nothing:
+        // the analyser keeps only words with a letter or digit, and bigrams of CJK characters.
+        // A stop word is dropped whatever its terms. Neither is analysed.
+        if !word
+            .chars()
+            .any(|c| c.is_alphanumeric() || crate::text::is_cjk(c))
+            || crate::text::is_stop_term(&word)
+        {
+            continue;
+        }
         let parts: Vec<String> = crate::text::terms(&word)
             .into_iter()
             .map(|t| t.text)
@@ -134,14 +144,45 @@ pub fn covered_by(
 ) -> std::collections::HashSet<String> {
     key_terms
         .iter()
-        .filter(|k| {
+        .zip(covered_mask(key_terms, has_term, lowercase_text))
+        .filter(|(_, covered)| *covered)
+        .map(|(k, _)| k.term.clone())
+        .collect()
+}
+
+/// For each key term in order, whether the text covers it (the rule of [`covered`]): what a
+/// search keeps per hit, without copying a term (the copies and their set were a tenth of a
+/// `searchDocs` call).
+pub(crate) fn covered_mask(
+    key_terms: &[KeyTerm],
+    has_term: impl Fn(&str) -> bool,
+    lowercase_text: &str,
+) -> Vec<bool> {
+    covered_mask_by(
+        key_terms,
+        |i, j| has_term(&key_terms[i].parts[j]),
+        lowercase_text,
+    )
+}
+
+/// [`covered_mask`], with the text's analysed terms asked by place: `has_part(i, j)` tells
+/// whether the text holds part `j` of key term `i` (a caller that looked each distinct part
+/// up once answers from that).
+pub(crate) fn covered_mask_by(
+    key_terms: &[KeyTerm],
+    has_part: impl Fn(usize, usize) -> bool,
+    lowercase_text: &str,
+) -> Vec<bool> {
+    key_terms
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
             if k.term.chars().any(crate::text::is_cjk) {
                 lowercase_text.contains(&k.term)
             } else {
-                k.parts.iter().all(|p| has_term(p))
+                (0..k.parts.len()).all(|j| has_part(i, j))
             }
         })
-        .map(|k| k.term.clone())
         .collect()
 }
 
@@ -151,28 +192,39 @@ pub fn decide(
     hit_terms: &[std::collections::HashSet<String>],
     thresholds: SufficiencyThresholds,
 ) -> Sufficiency {
-    decide_over(key_terms, hit_terms, thresholds)
+    decide_over(
+        key_terms,
+        hit_terms.len(),
+        |h, i| hit_terms[h].contains(&key_terms[i].term),
+        thresholds,
+    )
 }
 
 /// The judgement stage of a [`super::Searcher`]: [`decide`] over the key terms each found hit
-/// contains.
+/// covers. Each hit's [`super::FoundHit::covered`] answers for the key term at the same place,
+/// which is [`decide`]'s question (does the hit hold this term) because a search's key terms
+/// are distinct ([`key_terms_of`] keeps each once).
 pub(crate) fn judge(
     key_terms: &[KeyTerm],
     hits: &[super::FoundHit<'_>],
     thresholds: SufficiencyThresholds,
 ) -> Sufficiency {
-    let terms: Vec<&std::collections::HashSet<String>> =
-        hits.iter().map(|h| &h.key_terms).collect();
-    decide_over(key_terms, &terms, thresholds)
+    decide_over(
+        key_terms,
+        hits.len(),
+        |h, i| hits[h].covered.get(i).copied().unwrap_or(false),
+        thresholds,
+    )
 }
 
-/// [`decide`] over any borrowed term sets.
-fn decide_over<S: std::borrow::Borrow<std::collections::HashSet<String>>>(
+/// [`decide`] over `hits` hits, `has(h, i)` telling whether hit `h` holds key term `i`.
+fn decide_over(
     key_terms: &[KeyTerm],
-    hit_terms: &[S],
+    hits: usize,
+    has: impl Fn(usize, usize) -> bool,
     thresholds: SufficiencyThresholds,
 ) -> Sufficiency {
-    if hit_terms.is_empty() {
+    if hits == 0 {
         return Sufficiency {
             sufficient: false,
             reason: "no hits".to_string(),
@@ -191,25 +243,22 @@ fn decide_over<S: std::borrow::Borrow<std::collections::HashSet<String>>>(
             missing_terms: Vec::new(),
         };
     }
-    let coverage = hit_terms
-        .iter()
-        .map(|terms| {
+    let coverage = (0..hits)
+        .map(|h| {
             key_terms
                 .iter()
-                .filter(|k| terms.borrow().contains(&k.term))
-                .map(|k| k.weight)
+                .enumerate()
+                .filter(|&(i, _)| has(h, i))
+                .map(|(_, k)| k.weight)
                 .sum::<f64>()
                 / total
         })
         .fold(0.0, f64::max);
     let missing_terms: Vec<String> = key_terms
         .iter()
-        .filter(|k| {
-            !hit_terms
-                .iter()
-                .any(|terms| terms.borrow().contains(&k.term))
-        })
-        .map(|k| k.term.clone())
+        .enumerate()
+        .filter(|&(i, _)| !(0..hits).any(|h| has(h, i)))
+        .map(|(_, k)| k.term.clone())
         .collect();
     let missing_weight: f64 = key_terms
         .iter()
@@ -355,5 +404,100 @@ mod tests {
     fn no_hits_and_no_content_words_are_insufficient() {
         assert!(!decide(&[kt("a", 1.0)], &[], SufficiencyThresholds::default()).sufficient);
         assert!(!decide(&[], &[set(&["a"])], SufficiencyThresholds::default()).sufficient);
+    }
+
+    /// Texts and keywords from a small vocabulary of Latin and CJK words, so that keys are
+    /// covered, half-covered (one part of a multi-part word) and missed.
+    const WORDS: [&str; 8] = [
+        "hotel", "receipts", "taxi", "covid-19", "报销", "凭证", "高铁", "the",
+    ];
+
+    fn words_of(picks: &[usize]) -> String {
+        picks
+            .iter()
+            .map(|&i| WORDS[i % WORDS.len()])
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// [`content_words`] as it was before it skipped words that analyse to nothing: the
+    /// oracle the skipping is held to.
+    fn content_words_analysing_every_word(keyword: &str) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for word in crate::text::jieba().cut(keyword, true) {
+            let word = word.word.trim().to_lowercase();
+            let parts: Vec<String> = crate::text::terms(&word)
+                .into_iter()
+                .map(|t| t.text)
+                .collect();
+            if parts.is_empty()
+                || crate::text::is_stop_term(&word)
+                || parts.iter().all(|p| crate::text::is_stop_term(p))
+            {
+                continue;
+            }
+            let term = if parts.len() == 1 {
+                parts[0].clone()
+            } else {
+                word
+            };
+            if out.iter().all(|(t, _)| *t != term) {
+                out.push((term, parts));
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Skipping the words that analyse to nothing (spaces, punctuation, stop words) keeps
+        /// every content word, in order, with its parts.
+        #[test]
+        fn content_words_skip_only_what_analyses_to_nothing(
+            pieces in proptest::collection::vec(0usize..24, 0..16),
+        ) {
+            const PIECES: [&str; 24] = [
+                "报销", "凭证", "的", " ", "  ", ".", "。", "，", "・・", "ー", "・", "Hotel",
+                "the", "what", "COVID-19", "3.5%", "e.g.", "don't", "\u{3000}", "年假", "\t",
+                "？", "a", "Über",
+            ];
+            let keyword: String = pieces.iter().map(|&i| PIECES[i]).collect();
+            let now: Vec<(String, Vec<String>)> = content_words(&keyword)
+                .into_iter()
+                .map(|w| (w.term, w.parts))
+                .collect();
+            proptest::prop_assert_eq!(now, content_words_analysing_every_word(&keyword));
+        }
+
+        /// What a search keeps per hit (one flag per key term) decides as the sets of terms
+        /// did: the same coverage, union coverage, missing terms and reason.
+        #[test]
+        fn masks_decide_as_the_sets_of_covered_terms(
+            keywords in proptest::collection::vec(proptest::collection::vec(0usize..8, 1..4), 1..4),
+            texts in proptest::collection::vec(proptest::collection::vec(0usize..8, 0..6), 0..5),
+            df in 0u64..5,
+        ) {
+            let keywords: Vec<String> = keywords.iter().map(|k| words_of(k)).collect();
+            let keys = key_terms(&keywords, &|t: &str| df + t.len() as u64 % 3, 10);
+            let analysed: Vec<(HashSet<String>, String)> = texts
+                .iter()
+                .map(|t| {
+                    let text = words_of(t);
+                    let terms = crate::text::terms(&text).into_iter().map(|t| t.text).collect();
+                    (terms, text.to_lowercase())
+                })
+                .collect();
+            let sets: Vec<HashSet<String>> = analysed
+                .iter()
+                .map(|(terms, lower)| covered(&keys, terms, lower))
+                .collect();
+            let masks: Vec<Vec<bool>> = analysed
+                .iter()
+                .map(|(terms, lower)| covered_mask(&keys, |t| terms.contains(t), lower))
+                .collect();
+            let thresholds = SufficiencyThresholds::default();
+            let by_sets = decide(&keys, &sets, thresholds);
+            let by_masks = decide_over(&keys, masks.len(), |h, i| masks[h][i], thresholds);
+            proptest::prop_assert_eq!(by_sets, by_masks);
+        }
     }
 }

@@ -272,9 +272,17 @@ impl ChunkStore {
 
     /// A chunk and its analysed terms (analysed on the first call for that chunk).
     pub fn get_analysed(&self, id: &str) -> Option<(&Chunk, &ChunkTerms)> {
-        let i = *self.by_id.get(id)?;
-        let chunk = self.chunks.get(i)?;
-        let terms = self.analysed.get(i)?.get_or_init(|| ChunkTerms::new(chunk));
+        self.get_analysed_at(*self.by_id.get(id)?)
+    }
+
+    /// [`Self::get_analysed`] of the chunk at `position` in [`Self::chunks`] (as
+    /// [`Self::position_of_id64`] gives it).
+    pub fn get_analysed_at(&self, position: usize) -> Option<(&Chunk, &ChunkTerms)> {
+        let chunk = self.chunks.get(position)?;
+        let terms = self
+            .analysed
+            .get(position)?
+            .get_or_init(|| ChunkTerms::new(chunk));
         Some((chunk, terms))
     }
 
