@@ -25,12 +25,18 @@ fn citations(result: &Value) -> &Vec<Value> {
     result["citations"].as_array().expect("citations")
 }
 
-/// A whole sentence ends as one does, in either script.
+/// A whole sentence ends as one does, in either script; a table row is quoted whole with its
+/// headers, each cell as `header：value`.
 fn is_whole_sentence(quote: &str) -> bool {
     let q = quote.trim();
-    ['。', '！', '；', '.', '!']
+    let sentence = ['。', '！', '；', '.', '!']
         .iter()
-        .any(|end| q.ends_with(*end))
+        .any(|end| q.ends_with(*end));
+    let row_with_headers = q.split('，').all(|cell| {
+        cell.split_once('：')
+            .is_some_and(|(h, v)| !h.trim().is_empty() && !v.trim().is_empty())
+    });
+    sentence || row_with_headers
 }
 
 const PATERNITY_SECTION: &str = "生育与育儿假规定 / 陪产假";
@@ -168,4 +174,33 @@ fn an_absent_subject_is_refused_in_chinese_naming_the_askers_word() {
     for internal in ["%", "bar", "chunk", "Why", "Keywords"] {
         assert!(!message.contains(internal), "{internal} in: {message}");
     }
+}
+
+/// A word jieba cuts across the question's words (报销单要 → 报销 + 单要, 年假能 → 年 + 假能)
+/// is in no passage as written, however many passages share its characters: it neither keeps
+/// the sentence that states the answer from answering nor refuses the question by itself.
+#[test]
+fn a_word_the_segmenter_cut_across_the_question_is_not_held_against_the_passages() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "报销单要在多长时间内提交？");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    assert_eq!(code, Some(0));
+    let cited = citations(&result);
+    assert_eq!(
+        cited[0]["titlePath"], "差旅费用报销制度 / 报销流程 / 提交时限",
+        "{result:#}"
+    );
+    assert_eq!(cited[0]["quote"], "报销单应在出差返回后30天内提交。");
+
+    let (code, result) = ask_json(tmp.path(), "年假能留到明年用吗？");
+    assert_eq!(result["status"], "evidence", "{result:#}");
+    assert_eq!(code, Some(4));
+    let said = result["answer"].as_str().expect("what the run says");
+    assert!(!said.contains("假能"), "{said}");
+    assert!(
+        citations(&result).iter().all(|c| c["titlePath"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("年休假管理办法"))),
+        "{result:#}"
+    );
 }

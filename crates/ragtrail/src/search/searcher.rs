@@ -24,6 +24,10 @@ use super::stages::{AFTER_HYDRATION, HitStage, StageInput};
 use super::sufficiency::{ContentWord, KeyTerm, Sufficiency, content_words, judge, key_terms_of};
 use super::{LegStats, SearchError, SearchResponse, SearchSettings};
 
+/// Best BM25 matches of a CJK word read for it as written (`Searcher::mentions`): a chunk that
+/// holds the word holds all its bigrams and ranks near the top.
+const MENTION_CANDIDATES: usize = 20;
+
 /// Runs searches for one caller (see the module's documentation); made by
 /// [`crate::Engine::searcher`]. Cheap to make; keep one for a run of searches under the same
 /// access to count the caller's term statistics once.
@@ -285,17 +289,33 @@ impl<'e> Searcher<'e> {
             .collect())
     }
 
-    /// Whether any chunk the caller may see holds `word` (BM25, one hit is enough).
+    /// Whether any chunk the caller may see holds `word`. A Latin word: one BM25 match of its
+    /// analysed terms is enough (the analyser's stem stands for the word's forms). A CJK word:
+    /// written as it is in a best-matching chunk's text or titlePath. Its BM25 query matches any
+    /// of its characters' bigrams, so a match alone would find "假来" (jieba's cut of 年假来抵)
+    /// in any chunk that says 假 or 来 nearby, and the verdict, which looks for the word as
+    /// written, would then count a word no passage can ever hold against every passage.
     pub fn mentions(&self, word: &str) -> Result<bool, SearchError> {
+        let cjk = word.chars().any(crate::text::is_cjk);
         let keywords = [word.to_string()];
         let matches = self.index.search(&Bm25Query {
             keywords: &keywords,
             access: &self.access,
             include_superseded: false,
-            limit: 1,
+            limit: if cjk { MENTION_CANDIDATES } else { 1 },
             title_boost: 1.0,
         })?;
-        Ok(!matches.is_empty())
+        if !cjk {
+            return Ok(!matches.is_empty());
+        }
+        let written = word.to_lowercase();
+        Ok(matches.iter().any(|m| {
+            self.chunk(&crate::index::u64_to_chunk_id(m.id64))
+                .is_some_and(|(c, _)| {
+                    c.text.to_lowercase().contains(&written)
+                        || c.title_path.to_lowercase().contains(&written)
+                })
+        }))
     }
 
     /// The chunk `id` and its analysed terms, if the caller may see it: for a hit served from
