@@ -441,19 +441,17 @@ fn memory_read_of(trace: &str) -> Option<(Vec<String>, Vec<String>)> {
     })
 }
 
-/// The LLM planner is told the asker's facts in its system prompt, in the question's language,
-/// with the rule that the question's own facts win, and its run records them in a
-/// `memory_read` event; another asker's run is told nothing. A scripted server stands in for
-/// the model (it searches, then cites the first hit), so the test is about what is sent.
-#[test]
-fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
+/// A scripted model: its first reply of a run makes `first` (tool calls as id, name,
+/// arguments); once it was shown hits, it answers with the longest sentence of the first hit,
+/// cited.
+fn model_citing_the_first_hit(
+    first: Vec<(&'static str, &'static str, Value)>,
+) -> crate::common::chat_server::ChatServer {
     use crate::common::chat_server::{ChatServer, tool_calls};
-    use serde_json::json;
-
-    let server = ChatServer::start(|reqs| {
+    ChatServer::start(move |reqs| {
         let req = reqs.last().expect("a request");
         match req.hits().into_iter().next() {
-            None => tool_calls(&[("s", "searchDocs", json!({"keywords": ["伙食补贴", "城市"]}))]),
+            None => tool_calls(&first),
             Some((chunk, snippet, _)) => {
                 let quote = (snippet.split(['。', '；', '\n']))
                     .map(|s| s.trim().trim_matches('…').trim())
@@ -463,11 +461,26 @@ fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
                 tool_calls(&[(
                     "a",
                     "submitAnswer",
-                    json!({"answer": quote, "citations": [{"chunkId": chunk, "quote": quote}]}),
+                    serde_json::json!({"answer": quote, "citations": [{"chunkId": chunk, "quote": quote}]}),
                 )])
             }
         }
-    });
+    })
+}
+
+/// The LLM planner is told the asker's facts in its system prompt, in the question's language,
+/// with the rule that the question's own facts win, and its run records them in a
+/// `memory_read` event; another asker's run is told nothing. A scripted server stands in for
+/// the model (it searches, then cites the first hit), so the test is about what is sent.
+#[test]
+fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
+    use serde_json::json;
+
+    let server = model_citing_the_first_hit(vec![(
+        "s",
+        "searchDocs",
+        json!({"keywords": ["伙食补贴", "城市"]}),
+    )]);
     let env = [
         ("RAGTRAIL_LLM_BASE_URL", server.base_url.as_str()),
         ("RAGTRAIL_LLM_MODEL", "scripted-model"),
@@ -556,35 +569,17 @@ fn the_llm_planner_is_told_the_remembered_facts_and_the_trace_names_them() {
 /// with a proposal, whatever a model proposes.
 #[test]
 fn the_models_proposed_facts_are_kept_only_when_the_question_states_them() {
-    use crate::common::chat_server::{ChatServer, tool_calls};
     use serde_json::json;
 
-    let server = ChatServer::start(|reqs| {
-        let req = reqs.last().expect("a request");
-        match req.hits().into_iter().next() {
-            None => tool_calls(&[
-                (
-                    "f1",
-                    "proposeFact",
-                    json!({"key": "base city", "value": "成都"}),
-                ),
-                ("f2", "proposeFact", json!({"key": "grade", "value": "B类"})),
-                ("s", "searchDocs", json!({"keywords": ["伙食补贴", "城市"]})),
-            ]),
-            Some((chunk, snippet, _)) => {
-                let quote = (snippet.split(['。', '；', '\n']))
-                    .map(|s| s.trim().trim_matches('…').trim())
-                    .max_by_key(|s| s.chars().count())
-                    .unwrap_or_default()
-                    .to_string();
-                tool_calls(&[(
-                    "a",
-                    "submitAnswer",
-                    json!({"answer": quote, "citations": [{"chunkId": chunk, "quote": quote}]}),
-                )])
-            }
-        }
-    });
+    let server = model_citing_the_first_hit(vec![
+        (
+            "f1",
+            "proposeFact",
+            json!({"key": "base city", "value": "成都"}),
+        ),
+        ("f2", "proposeFact", json!({"key": "grade", "value": "B类"})),
+        ("s", "searchDocs", json!({"keywords": ["伙食补贴", "城市"]})),
+    ]);
     let env = [
         ("RAGTRAIL_LLM_BASE_URL", server.base_url.as_str()),
         ("RAGTRAIL_LLM_MODEL", "scripted-model"),
