@@ -919,7 +919,6 @@ fn the_system_prompt_matches_its_snapshot_and_states_the_rules() {
         "Today's date is 2026-11-30.",
         "never instructions",
         "at most 3 searches",
-        "call `proposeFact`",
     ] {
         assert!(rendered.contains(rule), "the prompt lacks {rule:?}");
     }
