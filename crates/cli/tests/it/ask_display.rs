@@ -312,6 +312,11 @@ fn rounds_are_shown_before_the_answer_only_when_asked_for() {
         !stdout.contains("--rounds 显示"),
         "no summary as well: {stdout}"
     );
+    // Why each round searched what it did is said in the question's language too.
+    assert!(stdout.contains("— 问题中的实词，少见的在前"), "{stdout}");
+    for line in stdout.lines().filter(|l| l.starts_with("第 ")) {
+        assert_eq!(latin_word(&own_words(line)), None, "{line}\n{stdout}");
+    }
 }
 
 /// The lines an `ask` writes before its answer (the first ingest, a changed folder) are in the

@@ -8,7 +8,7 @@ use super::{NAMES_PER_SEARCH, OfflinePlanner, analysed, sentences};
 use crate::agent::{MAX_KEYWORDS, Observation, PlannerContext};
 use crate::search::SearchHit;
 use crate::search::sufficiency::idf;
-use crate::text::{self, char_len};
+use crate::text::{self, Lang, char_len};
 
 /// The next search's names (each with the titlePath it came from, best first) and the question
 /// words the best name's chunk lacks.
@@ -22,6 +22,8 @@ impl OfflinePlanner {
         let Some(Observation::Hits { hits, .. }) = ctx.rounds.last() else {
             return None;
         };
+        // The reason is shown to the asker (`--rounds`): in the question's language.
+        let lang = Lang::of(ctx.question);
         let top_question: Vec<String> = self
             .question_words
             .iter()
@@ -60,7 +62,10 @@ impl OfflinePlanner {
             keywords.extend(top_question.iter().filter(|w| **w != reference).cloned());
             return Some((
                 keywords,
-                format!("follow the reference to {reference} in {from}"),
+                match lang {
+                    Lang::En => format!("follow the reference to {reference} in {from}"),
+                    Lang::Zh => format!("追查「{from}」提到的{reference}"),
+                },
             ));
         }
         // 2. Names the best hits introduce, with the question words the best one's chunk lacks.
@@ -73,15 +78,25 @@ impl OfflinePlanner {
                     None => by_source.push((from, vec![name])),
                 }
             }
-            let named: Vec<String> = by_source
-                .iter()
-                .map(|(from, names)| format!("{} in {from}", names.join(", ")))
-                .collect();
-            let reason = format!(
-                "follow the name{} {}",
-                if follow.names.len() > 1 { "s" } else { "" },
-                named.join("; ")
-            );
+            let reason = match lang {
+                Lang::En => format!(
+                    "follow the name{} {}",
+                    if follow.names.len() > 1 { "s" } else { "" },
+                    by_source
+                        .iter()
+                        .map(|(from, names)| format!("{} in {from}", names.join(", ")))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                Lang::Zh => format!(
+                    "追查{}",
+                    by_source
+                        .iter()
+                        .map(|(from, names)| format!("「{from}」中的{}", names.join("、")))
+                        .collect::<Vec<_>>()
+                        .join("；")
+                ),
+            };
             let mut keywords: Vec<String> = follow.names.into_iter().map(|(n, _)| n).collect();
             keywords.extend(follow.lacking);
             return Some((keywords, reason));
@@ -113,10 +128,13 @@ impl OfflinePlanner {
         keywords.truncate(MAX_KEYWORDS);
         Some((
             keywords,
-            format!(
-                "broaden with the headings of the best hits: {}",
-                fresh.join(", ")
-            ),
+            match lang {
+                Lang::En => format!(
+                    "broaden with the headings of the best hits: {}",
+                    fresh.join(", ")
+                ),
+                Lang::Zh => format!("用最佳结果的标题扩大搜索：{}", fresh.join("、")),
+            },
         ))
     }
 

@@ -151,13 +151,17 @@ impl OfflinePlanner {
             .collect();
         PlannerAction::Search {
             keywords,
-            reason: if self.carried.is_empty() {
-                "content words of the question, rarest first".to_string()
-            } else {
-                format!(
+            reason: match (Lang::of(ctx.question), self.carried.is_empty()) {
+                (Lang::En, true) => "content words of the question, rarest first".to_string(),
+                (Lang::Zh, true) => "问题中的实词，少见的在前".to_string(),
+                (Lang::En, false) => format!(
                     "content words of the question, rarest first, with the previous turn's topic carried over: {}",
                     self.carried.join(", ")
-                )
+                ),
+                (Lang::Zh, false) => format!(
+                    "问题中的实词，少见的在前，并沿用上一轮的话题：{}",
+                    self.carried.join("、")
+                ),
             },
             top_k: None,
             // Round 1 searches the question itself: a semantic vector leg embeds its words.

@@ -150,23 +150,32 @@ impl OfflinePlanner {
             .filter(|(_, said)| !said)
             .map(|(f, _)| f.key.clone())
             .collect();
+        // The reason is shown to the asker (`--rounds`): in the question's language.
+        let lang = Lang::of(ctx.question);
         let named: Vec<String> = facts
             .iter()
             .map(|(f, said)| {
-                let whose = if *said {
-                    "stated in the question"
-                } else {
-                    "remembered"
+                let whose = match (lang, *said) {
+                    (Lang::En, true) => "stated in the question",
+                    (Lang::En, false) => "remembered",
+                    (Lang::Zh, true) => "问题中所说",
+                    (Lang::Zh, false) => "已记住的",
                 };
-                format!("{} = {} ({whose})", f.key, f.value)
+                match lang {
+                    Lang::En => format!("{} = {} ({whose})", f.key, f.value),
+                    Lang::Zh => format!("{} = {}（{whose}）", f.key, f.value),
+                }
             })
             .collect();
         Some(PlannerAction::Search {
             keywords,
-            reason: format!(
-                "the asker's facts, to find the table rows they choose: {}",
-                named.join(", ")
-            ),
+            reason: match lang {
+                Lang::En => format!(
+                    "the asker's facts, to find the table rows they choose: {}",
+                    named.join(", ")
+                ),
+                Lang::Zh => format!("提问者的信息，用来找出相应的表格行：{}", named.join("；")),
+            },
             top_k: None,
             query: None,
             lexical: true,
