@@ -200,10 +200,10 @@ pub(super) fn states(sentence: &str, kind: Asked) -> bool {
     }
 }
 
-/// A digit, or a Chinese numeral followed by a unit ("十天", "两个工作日"), or an English
-/// number word.
+/// A digit that counts something (not a label: "Level 5", "第3条", "FIN-07"), or a Chinese
+/// numeral followed by a unit ("十天", "两个工作日"), or an English number word.
 fn has_number(s: &str) -> bool {
-    if s.chars().any(|c| c.is_ascii_digit()) {
+    if counting_digits(s) {
         return true;
     }
     const NUMERALS: &str = "一二两三四五六七八九十百千半";
@@ -243,6 +243,58 @@ fn has_number(s: &str) -> bool {
     s.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
         .any(|w| WORDS.contains(&w))
+}
+
+/// Whether a run of digits in `s` is a quantity rather than the label of a thing: a number
+/// right after a capitalised word ("Level 5", "Zone 1", "Article 12"), after 第 (an ordinal,
+/// "第3条"), or inside a code ("FIN-07", "ISO27001") names a level, an article or a form; it
+/// says how many or how much of nothing.
+fn counting_digits(s: &str) -> bool {
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == ',') {
+            i += 1;
+        }
+        if !is_label(&chars[..start]) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether the text just before a run of digits makes it a label (see [`counting_digits`]).
+fn is_label(before: &[char]) -> bool {
+    let Some(&last) = before.last() else {
+        return false;
+    };
+    if last == '第' || last.is_ascii_alphabetic() || last == '-' && before.len() > 1 {
+        // "第3", "ISO27001", "FIN-07" (a hyphen after letters; "-5" alone is a number).
+        return last == '第'
+            || last.is_ascii_alphabetic()
+            || before[before.len() - 2].is_ascii_alphanumeric();
+    }
+    if last != ' ' {
+        return false;
+    }
+    // "Level 5": the word before the space is capitalised, not all capitals (a currency,
+    // "USD 280"), and not the sentence's first word ("Over 4 hours").
+    let head = &before[..before.len() - 1];
+    let word: Vec<char> = head
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .copied()
+        .collect();
+    let first_word = head.len() == word.len();
+    !first_word
+        && word.last().is_some_and(|c| c.is_ascii_uppercase())
+        && word.iter().any(|c| c.is_ascii_lowercase())
 }
 
 /// A statement that allows, requires or rules something out.
@@ -460,6 +512,28 @@ mod tests {
         ));
         assert!(!states(
             "Leave the room as you found it: wipe the whiteboard.",
+            Asked::Quantity
+        ));
+        // A number that labels a level, an article or a form counts nothing.
+        assert!(!states(
+            "The final award percentages for Level 5, Level 4 and Level 3 summary ratings will be determined later.",
+            Asked::Quantity
+        ));
+        assert!(!states("依照本法第3条的规定执行。", Asked::Quantity));
+        assert!(!states(
+            "Fill in form FIN-07 and attach it.",
+            Asked::Quantity
+        ));
+        assert!(states(
+            "Zone 1 hotels are capped at USD 280 a night.",
+            Asked::Quantity
+        ));
+        assert!(states(
+            "The deposit is -5 percent of the fee.",
+            Asked::Quantity
+        ));
+        assert!(states(
+            "Annual leave: 5 days after 1 year.",
             Asked::Quantity
         ));
         assert!(states(
