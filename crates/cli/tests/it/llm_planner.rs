@@ -1364,3 +1364,78 @@ fn a_server_that_reports_no_usage_is_said_so_in_the_total() {
         "{stdout}"
     );
 }
+
+/// A scripted server that refuses, as llama.cpp's does, any request longer than its context:
+/// here, messages over `limit` characters in all.
+fn overflows(req: &Recorded, limit: usize) -> Option<Reply> {
+    let chars: usize = req.messages().iter().map(|m| m.to_string().len()).sum();
+    (chars > limit).then(|| {
+        error(
+            400,
+            "the request exceeds the available context size, try increasing it",
+            vec![],
+        )
+    })
+}
+
+#[test]
+fn the_models_own_long_replies_earlier_in_the_run_are_trimmed_to_fit_the_context() {
+    // A small model answered in prose first (thousands of characters, no tool call), then
+    // searched with a reason as long: both stayed in every later request, which went over the
+    // server's context (HTTP 400) however much evidence was trimmed.
+    let (ws, engine) = small();
+    let long_prose = "The traveller should keep every receipt. ".repeat(250);
+    let long_reason = "looking for the rules on train tickets and receipts ".repeat(150);
+    let prose = long_prose.clone();
+    let reason = long_reason.clone();
+    let mut server = ScriptedLlm::start(config, move |reqs| {
+        let req = reqs.last().expect("req");
+        if let Some(refused) = overflows(req, 9_000) {
+            return refused;
+        }
+        let assistant = req
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
+        match assistant {
+            0 => completion(json!({"role": "assistant", "content": prose})),
+            1 => tool_calls(&[(
+                "s1",
+                "searchDocs",
+                json!({"keywords": ["高铁票", "报销凭证"], "reason": reason}),
+            )]),
+            _ => answer_from_latest(req, "a1").0,
+        }
+    });
+    server.config.context_tokens = Some(4096);
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{}", outcome.reason);
+    let requests = server.requests();
+    // The scripted usage (100 prompt tokens) makes the planner's estimate low, so a request
+    // may first be refused; the retry after it is trimmed, and the run ends inside the context.
+    let last = requests.last().expect("a request");
+    assert!(overflows(last, 9_000).is_none());
+    let assistant: Vec<&Value> = (last.messages().iter())
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(assistant.len(), 2, "{assistant:?}");
+    // The prose is left out and says so; the search call stays, with its id and keywords, so
+    // its tool message still pairs with it.
+    let shown = assistant[0]["content"].as_str().unwrap_or_default();
+    assert!(!shown.contains("keep every receipt"), "{shown}");
+    assert!(shown.contains("left out"), "{shown}");
+    let call = &assistant[1]["tool_calls"][0];
+    assert_eq!(call["id"], "s1");
+    assert_eq!(call["function"]["name"], "searchDocs");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().expect("args")).expect("json");
+    assert_eq!(args["keywords"], json!(["高铁票", "报销凭证"]));
+    assert!(
+        args["reason"].as_str().expect("reason").len() < 400,
+        "{args}"
+    );
+    assert_tool_pairing(last);
+    // The evidence the answer cites was kept.
+    assert!(!last.hits().is_empty(), "the latest hits are still sent");
+}

@@ -223,6 +223,10 @@ pub struct ContextFit {
     /// Earlier conversation turns left out in this turn.
     #[serde(skip_serializing_if = "is_zero")]
     pub trimmed_history_turns: u32,
+    /// The model's own earlier replies in the run shortened in this turn (prose left out,
+    /// long tool arguments cut).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trimmed_replies: u32,
     /// Still over the budget with everything trimmable trimmed (sent anyway).
     #[serde(skip_serializing_if = "is_false")]
     pub over_budget: bool,
