@@ -268,7 +268,8 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
     assert_eq!(search["properties"]["keywords"]["type"], "array");
     assert_eq!(search["properties"]["keywords"]["items"]["type"], "string");
     assert_eq!(search["properties"]["keywords"]["maxItems"], 8);
-    assert_eq!(search["properties"]["topK"]["type"], "integer");
+    // No topK: the run's own number of hits is used (a small model asked for one).
+    assert!(search["properties"].get("topK").is_none(), "{search}");
     let answer = by_name("submitAnswer")["function"]["parameters"].clone();
     assert_eq!(answer["required"], json!(["answer", "citations"]));
     let citation = &answer["properties"]["citations"]["items"];
@@ -1438,4 +1439,60 @@ fn the_models_own_long_replies_earlier_in_the_run_are_trimmed_to_fit_the_context
     assert_tool_pairing(last);
     // The evidence the answer cites was kept.
     assert!(!last.hits().is_empty(), "the latest hits are still sent");
+}
+
+#[test]
+fn the_same_refused_answer_twice_ends_the_run_instead_of_every_turn_left() {
+    // Qwen2.5-Coder-1.5B, after its searches, answered in English citing a chunk id of its own
+    // ("T2") with a quote no hit holds, and sent the same call again after every refusal until
+    // the turns ran out: minutes of model time for nothing.
+    let (ws, engine) = small();
+    let forged = json!({"answer": "A person can take off a maximum of 10 days in a year with paid leave according to company policy.", "citations": [{"chunkId": "T2", "quote": "根据公司政策，一个员工可以在一年内最多享受10天的带薪假期。"}]});
+    let server = ScriptedLlm::start(config, move |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["年假", "带薪"])]),
+        n => tool_calls(&[(&format!("a{n}"), "submitAnswer", forged.clone())]),
+    });
+    let outcome = server.ask(&ws, &engine, "一年能休几天带薪年假？");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert_eq!(outcome.reason, "refused_citations");
+    assert!(outcome.answer.is_none());
+    let message = outcome.message.clone().unwrap_or_default();
+    assert!(!message.contains("10 days"), "{message}");
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "one search, the answer, the same answer again: then the run ends"
+    );
+}
+
+#[test]
+fn escaped_keywords_a_parameter_name_and_a_top_k_of_one_are_repaired() {
+    // Qwen2.5-Coder-1.5B behind llama-cpp-python's chatml-function-calling: it asked for one
+    // hit, then copied its first call as the template had shown it to it, HTML-escaped, with
+    // "topK" as a keyword.
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| {
+        let req = reqs.last().expect("req");
+        match reqs.len() {
+            1 => tool_calls(&[(
+                "s1",
+                "searchDocs",
+                json!({"keywords": ["高铁票", "报销凭证"], "topK": 1}),
+            )]),
+            2 => tool_calls(&[(
+                "s2",
+                "searchDocs",
+                json!({"keywords": ["&#34;高铁票&#34;, &#34;电子客票&#34;", "topK"]}),
+            )]),
+            _ => answer_from_latest(req, "a1").0,
+        }
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{}", outcome.reason);
+    assert_eq!(outcome.rounds.len(), 2);
+    // The run's own number of hits, not the one the model asked for.
+    let requests = server.requests();
+    let first = &requests[1].tool_results()[0].1;
+    assert!(first["hits"].as_array().expect("hits").len() > 1, "{first}");
+    assert_eq!(outcome.rounds[1].keywords, ["高铁票", "电子客票"]);
 }

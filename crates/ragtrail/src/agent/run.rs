@@ -114,6 +114,8 @@ pub(super) struct Run<'a> {
     keyword_sets_tried: Vec<Vec<String>>,
     /// Some answer of this run was refused for its citations.
     refused_any: bool,
+    /// The last refused answer (text and citations): the same one again ends the run.
+    last_refused: Option<(String, Vec<ProposedCitation>)>,
     /// A give-up before any search was turned into a search (done at most once).
     overrode_give_up: bool,
     /// A search was asked for (carried out or rejected): a give-up after it is the planner's
@@ -207,6 +209,7 @@ impl<'a> Run<'a> {
             searched: HashMap::new(),
             keyword_sets_tried: Vec::new(),
             refused_any: false,
+            last_refused: None,
             overrode_give_up: false,
             search_asked: false,
             model_calls: Vec::new(),
@@ -646,6 +649,12 @@ impl<'a> Run<'a> {
         let cited = cite(&proposed, &self.rounds);
         if !refused.is_empty() {
             self.refused_any = true;
+            // The same refused answer a second time: the planner is not correcting it (a small
+            // model at low temperature repeats itself word for word), and every further turn
+            // would only repeat it again. The run ends as it would when the turns run out.
+            let again =
+                (self.last_refused.as_ref()).is_some_and(|(t, c)| *t == text && *c == proposed);
+            self.last_refused = Some((text.clone(), proposed.clone()));
             self.recorder.event(EventBody::Answer(AnswerEvent {
                 text: text.clone(),
                 citations: cited,
@@ -661,6 +670,9 @@ impl<'a> Run<'a> {
                 unsourced: false,
             }))?;
             on_event(AgentEvent::Refused(&refused));
+            if again {
+                return Ok(Some(self.out_of_turns()));
+            }
             self.observations
                 .push(Observation::CitationsRefused { refused });
             return Ok(None);
