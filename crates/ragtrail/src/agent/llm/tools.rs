@@ -5,7 +5,8 @@
 //!   run's own number of hits: a `topK` a model sends anyway is read and ignored (Qwen2.5-Coder-1.5B
 //!   asked for one hit and answered from it). Keywords are repaired where small models slip:
 //!   HTML-escaped quotes (`&#34;年假&#34;`, copied from chat templates that escape earlier calls),
-//!   a quoted list inside one keyword, a tool parameter's name given as a keyword.
+//!   a quoted list inside one keyword, another argument written inside the list, a tool
+//!   parameter's name given as a keyword.
 //! - `submitAnswer {answer: string, citations: [{chunkId, quote}]}` → [`PlannerAction::Answer`]
 //! - `reportNoEvidence {reason: string}` → [`PlannerAction::GiveUp`]: the model's way to say the
 //!   knowledge base does not hold the answer. A separate tool, so that an answer that forgot
@@ -272,6 +273,12 @@ fn repaired_keywords(keywords: &[String]) -> Vec<String> {
                 term = term
                     .trim_matches(|c: char| matches!(c, '"' | '\'' | '[' | ']' | '“' | '”'))
                     .trim();
+                // Another argument written inside the list (`reason": "What is…`): its key.
+                if term.contains("\":")
+                    && let Some(i) = term.find('"')
+                {
+                    term = term[..i].trim();
+                }
             }
             if term.is_empty()
                 || PARAMETER_NAMES.contains(&term.to_ascii_lowercase().as_str())
@@ -609,6 +616,11 @@ mod tests {
         assert_eq!(
             keywords(r#"{"keywords":["R&amp;D", "\"expense report\""]}"#),
             ["R&D", "expense report"]
+        );
+        // Its next search wrote the reason inside the keyword list.
+        assert_eq!(
+            keywords(r#"{"keywords":["年假","带薪假","3","reason\": \"What is"]}"#),
+            ["年假", "带薪假", "3"]
         );
         // A keyword list of parameter names only is left as it was, for validation to judge.
         assert_eq!(keywords(r#"{"keywords":["topK"]}"#), ["topK"]);
