@@ -11,8 +11,10 @@
 //! (Chinese numerals read as digits), and at least half of the words the answer adds to the
 //! question must be in those sentences (an answer restating the question is none). When the model says
 //! none answers, writes something unusable, or cannot be reached, the run finishes as the
-//! offline planner would have (its answer, its evidence or its refusal): never with a claim
-//! these checks did not pass. What the model replied goes to the trace (`llm_turn.reply`).
+//! offline planner would have (its answer, its evidence or its refusal), except that when the
+//! model says none answers, an answer the offline planner would give is shown as evidence
+//! (the same passages, no claim): never with a claim these checks did not pass. What the
+//! model replied goes to the trace (`llm_turn.reply`).
 
 pub mod passages;
 pub mod prompt;
@@ -33,6 +35,10 @@ use reply::Read;
 
 /// Tokens the model may write: an answer of a few sentences.
 const MAX_REPLY_TOKENS: u32 = 320;
+
+/// The evidence reason when the model's `NONE` turned the offline planner's answer into evidence.
+pub const MODEL_FOUND_NONE: &str =
+    "evidence: the model read the passages and found that none states the answer";
 
 /// Sampling temperature: the same passages should give the same answer.
 const TEMPERATURE: f32 = 0.0;
@@ -132,7 +138,9 @@ impl ReaderPlanner {
         step.retries = reply.retries;
         step.finish_reason = reply.message.finish_reason.clone();
         let text = reply.message.content.clone().unwrap_or_default();
-        let verdict = match reply::read(&text, shown.len()) {
+        let read = reply::read(&text, shown.len());
+        let says_none = read == Read::None;
+        let verdict = match read {
             Read::Answer {
                 text: answer,
                 cited,
@@ -141,6 +149,15 @@ impl ReaderPlanner {
             Read::Unusable(why) => Err(why),
         };
         step.model_reply = Some(text);
+        // The model read the passages and found none states the answer: an answer the offline
+        // planner would give is shown as evidence instead (the same passages, no claim). Its
+        // own words are never used here, and evidence or a refusal stands as it was.
+        if says_none && let [PlannerAction::Answer { citations, .. }] = step.actions.as_slice() {
+            step.actions = vec![PlannerAction::Evidence {
+                reason: MODEL_FOUND_NONE.to_string(),
+                citations: citations.clone(),
+            }];
+        }
         match verdict {
             Ok(action) => step.actions = vec![action],
             Err(why) => {
