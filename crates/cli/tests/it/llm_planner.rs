@@ -1496,3 +1496,28 @@ fn escaped_keywords_a_parameter_name_and_a_top_k_of_one_are_repaired() {
     assert!(first["hits"].as_array().expect("hits").len() > 1, "{first}");
     assert_eq!(outcome.rounds[1].keywords, ["高铁票", "电子客票"]);
 }
+
+#[test]
+fn the_same_keywords_asked_again_after_being_told_end_the_run() {
+    // Qwen2.5-Coder-1.5B on the held-out laws set sent ["家歇", "生娃", "产假"] for all eight
+    // turns of a run, told after each repeat that it was already searched.
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| {
+        calls(&[search(
+            &format!("s{}", reqs.len()),
+            &["家歇", "生娃", "产假"],
+        )])
+    });
+    let outcome = server.ask(&ws, &engine, "我老婆马上要生娃了，她能在家歇多久？");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert_eq!(outcome.rounds.len(), 1);
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "the search, a repeat the model is told about, the same repeat again: then the run ends"
+    );
+    let told = &server.requests()[2].tool_results()[0].1;
+    assert_eq!(told["error"], "repeated_keywords", "{told}");
+    let message = outcome.message.clone().unwrap_or_default();
+    assert!(message.contains("家歇"), "{message}");
+}
