@@ -178,6 +178,8 @@ fn unusable_replies_fall_back_to_the_offline_reply() {
     let (ws, engine) = small();
     let q = "How many days of annual leave do employees earn?";
     let expected = offline(&ws, &engine, q);
+    // The offline planner answers; the model did not confirm it, so it is given as evidence.
+    assert_eq!(expected.status, RunStatus::Answered);
     let cases: [(&str, &str); 6] = [
         (
             "Employees earn 10 days [7].",
@@ -207,12 +209,20 @@ fn unusable_replies_fall_back_to_the_offline_reply() {
     for (reply, why) in cases {
         let scripted = ScriptedLlm::start(config, move |_: &[Recorded]| text_reply(reply));
         let outcome = ask(&scripted, &ws, &engine, q);
-        assert_eq!(outcome.status, expected.status, "{reply}: {outcome:?}");
+        // Qwen2.5-Coder-1.5B on handbook-en: "3.85% of adjusted basic pay …" for a yearly bonus
+        // the knowledge base does not state (refused); the offline answer it did not confirm
+        // was given as the answer. Now the same passages are shown, as evidence.
+        assert_eq!(outcome.status, RunStatus::Evidence, "{reply}: {outcome:?}");
         assert_eq!(cited_ids(&outcome), cited_ids(&expected), "{reply}");
-        assert_eq!(
-            outcome.answer.as_ref().map(|a| &a.text),
-            expected.answer.as_ref().map(|a| &a.text),
-            "{reply}"
+        let text = &outcome.answer.as_ref().expect("evidence").text;
+        assert!(
+            text.starts_with("No passage states the answer"),
+            "{reply}: {text}"
+        );
+        assert!(
+            outcome.reason.contains("did not pass the checks"),
+            "{reply}: {}",
+            outcome.reason
         );
         let turns = model_turns(&outcome);
         assert_eq!(turns.len(), 1, "{reply}");

@@ -11,9 +11,10 @@
 //! (Chinese numerals read as digits), and at least half of the words the answer adds to the
 //! question must be in those sentences (an answer restating the question is none). When the model says
 //! none answers, writes something unusable, or cannot be reached, the run finishes as the
-//! offline planner would have (its answer, its evidence or its refusal), except that when the
-//! model says none answers, an answer the offline planner would give is shown as evidence
-//! (the same passages, no claim): never with a claim these checks did not pass. What the
+//! offline planner would have (its answer, its evidence or its refusal), except that once the
+//! model has read the passages, an answer the offline planner would give is shown as evidence
+//! (the same passages, no claim): an answer is then the model's checked answer. Never with a
+//! claim these checks did not pass. What the
 //! model replied goes to the trace (`llm_turn.reply`).
 
 pub mod passages;
@@ -39,6 +40,11 @@ const MAX_REPLY_TOKENS: u32 = 320;
 /// The evidence reason when the model's `NONE` turned the offline planner's answer into evidence.
 pub const MODEL_FOUND_NONE: &str =
     "evidence: the model read the passages and found that none states the answer";
+
+/// The evidence reason when the model's own answer was refused and the offline planner's answer
+/// is shown as evidence.
+pub const MODEL_DID_NOT_CONFIRM: &str =
+    "evidence: the model's answer from the passages did not pass the checks";
 
 /// Sampling temperature: the same passages should give the same answer.
 const TEMPERATURE: f32 = 0.0;
@@ -149,12 +155,20 @@ impl ReaderPlanner {
             Read::Unusable(why) => Err(why),
         };
         step.model_reply = Some(text);
-        // The model read the passages and found none states the answer: an answer the offline
-        // planner would give is shown as evidence instead (the same passages, no claim). Its
-        // own words are never used here, and evidence or a refusal stands as it was.
-        if says_none && let [PlannerAction::Answer { citations, .. }] = step.actions.as_slice() {
+        // The model read the passages and did not confirm the offline planner's answer (it said
+        // none states the answer, or wrote one the checks refused): that answer is shown as
+        // evidence instead, the same passages with no claim. Once the model has read, an answer
+        // is the model's checked answer; evidence or a refusal stands as it was.
+        if verdict.is_err()
+            && let [PlannerAction::Answer { citations, .. }] = step.actions.as_slice()
+        {
+            let reason = if says_none {
+                MODEL_FOUND_NONE
+            } else {
+                MODEL_DID_NOT_CONFIRM
+            };
             step.actions = vec![PlannerAction::Evidence {
-                reason: MODEL_FOUND_NONE.to_string(),
+                reason: reason.to_string(),
                 citations: citations.clone(),
             }];
         }
