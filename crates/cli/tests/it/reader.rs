@@ -279,6 +279,33 @@ fn the_models_none_turns_an_offline_answer_into_evidence() {
     assert!(text.starts_with("没有哪段原文直接写明答案"), "{text}");
 }
 
+/// Qwen2.5-Coder-1.5B on handbook-en: "4 hours of sick leave per pay period. [1]" and "2 weeks
+/// (80 hours) …" were refused, their figures "in no cited passage", which wrote "four hours"
+/// and "two weeks". A passage's number words are read as digits.
+#[test]
+fn a_figure_the_passage_writes_in_words_is_the_passages() {
+    let (ws, engine) = small();
+    let scripted = citing("Sick leave", "For sick leave longer than 2 days [{n}].");
+    let outcome = ask(
+        &scripted,
+        &ws,
+        &engine,
+        "When is a doctor's note required for sick leave?",
+    );
+    let turns = model_turns(&outcome);
+    assert_eq!(turns.len(), 1, "{outcome:?}");
+    assert_eq!(turns[0].note, None, "{:?}", turns[0].reply);
+    assert_eq!(outcome.status, RunStatus::Answered);
+    let answer = outcome.answer.as_ref().expect("answer");
+    assert_eq!(answer.text, "For sick leave longer than 2 days [1].");
+    assert!(answer.citations[0].title_path.contains("Sick leave"));
+    assert!(
+        answer.citations[0].quote.contains("two days"),
+        "{:?}",
+        answer.citations
+    );
+}
+
 /// A model that answers a question the knowledge base does not cover is never asked: the
 /// offline planner's refusal of an unknown subject stands.
 #[test]

@@ -8,7 +8,7 @@
 //! each number back to its chunk and quotes the shown sentence of it that shares the most words
 //! with the answer; every quote is checked verbatim against its chunk, every figure the answer
 //! writes in digits must be in the question or in the sentences it read of the passages it cites
-//! (Chinese numerals read as digits), and at least half of the words the answer adds to the
+//! (Chinese numerals and English number words read as digits), and at least half of the words the answer adds to the
 //! question must be in those sentences (an answer restating the question is none). When the model says
 //! none answers, writes something unusable, or cannot be reached, the run finishes as the
 //! offline planner would have (its answer, its evidence or its refusal), except that once the
@@ -215,14 +215,14 @@ fn checked(
         return Err(format!("citation of {} refused: {}", r.chunk_id, r.reason));
     }
     // A figure the model did not read, in the question or the sentences of the passages it
-    // cites (Chinese numerals read as digits), is its own.
+    // cites (Chinese numerals and English number words read as digits), is its own.
     let mut known: HashSet<String> = reply::figures(&reply::arabic(ctx.question))
         .into_iter()
         .collect();
     for &n in cited {
         let p = &shown[n - 1];
         for s in std::iter::once(&p.title_path).chain(&p.sentences) {
-            known.extend(reply::figures(&reply::arabic(s)));
+            known.extend(reply::figures(&reply::arabic(&reply::english_digits(s))));
         }
     }
     let cited_figures = reply::figures(&reply::arabic(&bare));
@@ -263,7 +263,7 @@ fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<Strin
         .flat_map(|p| {
             std::iter::once(p.title_path.as_str()).chain(p.sentences.iter().map(String::as_str))
         })
-        .flat_map(terms)
+        .flat_map(|s| terms(&reply::english_digits(s)))
         .map(|t| t.text)
         .collect();
     let found = added.iter().filter(|t| read.contains(*t)).count();
