@@ -204,8 +204,8 @@ pub struct LlmTurn {
 }
 
 /// How one request to the model was fitted into its context budget: what was sent and what
-/// was left out this turn (the oldest search results first, then the oldest earlier turns of a
-/// conversation). Trimmed hits stay citable: the engine checks citations against every hit the
+/// was left out this turn (the model's own earlier replies in the run first, then the oldest
+/// search results, then the oldest earlier turns of a conversation). Trimmed hits stay citable: the engine checks citations against every hit the
 /// run returned, not against what the model still sees.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
