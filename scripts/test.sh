@@ -18,10 +18,41 @@
 # (crates/cli/tests/it/telemetry.rs), with scripts/phoenix-server.sh unless
 # RAGTRAIL_TEST_PHOENIX_URL names one already: PyPI's arize-phoenix, installed once into
 # ~/.cache/ragtrail/phoenix (about 860 MB; its install runs in the background from the start).
+#
+# `bash scripts/test.sh --qwen` runs only the small Qwen2.5-Coder-1.5B suite instead (the tests
+# named `qwen_` in crates/cli/tests/it/real_llm.rs: the reader mode and the LLM planner with a
+# model that can read). It starts `scripts/llm-server.sh --model qwen2.5-coder-1.5b` (the
+# 1.1 GB model is assembled and checked once into ~/.cache/ragtrail/llm) unless
+# RAGTRAIL_TEST_LLM_BASE_URL names a Qwen server already (with RAGTRAIL_TEST_LLM_MODEL set to
+# qwen2.5-coder-1.5b). Minutes per test on 2 cores, so never part of the default run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/ragtrail-target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+if [ "${1:-}" = --qwen ]; then
+  qwen_dir=
+  trap '[ -z "$qwen_dir" ] || bash scripts/llm-server.sh stop "$qwen_dir" || true' EXIT
+  if [ -z "${RAGTRAIL_TEST_LLM_BASE_URL:-}" ]; then
+    echo "== starting Qwen2.5-Coder-1.5B (scripts/llm-server.sh --model qwen2.5-coder-1.5b)"
+    qwen_dir=$(mktemp -d "${TMPDIR:-/tmp}/ragtrail-qwen-test.XXXXXX")
+    if ! qwen_out=$(bash scripts/llm-server.sh --model qwen2.5-coder-1.5b start "$qwen_dir"); then
+      echo "error: could not start the Qwen model server (see above)" >&2
+      exit 1
+    fi
+    RAGTRAIL_TEST_LLM_BASE_URL=$(printf '%s\n' "$qwen_out" | sed -n 's/^RAGTRAIL_LLM_BASE_URL=//p' | tail -1)
+    RAGTRAIL_TEST_LLM_MODEL=$(printf '%s\n' "$qwen_out" | sed -n 's/^RAGTRAIL_LLM_MODEL=//p' | tail -1)
+    RAGTRAIL_TEST_LLM_CONTEXT_TOKENS=$(printf '%s\n' "$qwen_out" | sed -n 's/^RAGTRAIL_LLM_CONTEXT_TOKENS=//p' | tail -1)
+    export RAGTRAIL_TEST_LLM_BASE_URL RAGTRAIL_TEST_LLM_MODEL RAGTRAIL_TEST_LLM_CONTEXT_TOKENS
+  fi
+  case "${RAGTRAIL_TEST_LLM_MODEL:-}" in
+    qwen*) ;;
+    *) echo "error: RAGTRAIL_TEST_LLM_MODEL is '${RAGTRAIL_TEST_LLM_MODEL:-}', not a Qwen model" >&2; exit 1 ;;
+  esac
+  echo "== the Qwen suite against $RAGTRAIL_TEST_LLM_BASE_URL ($RAGTRAIL_TEST_LLM_MODEL)"
+  cargo test -p ragtrail-cli --test it --locked -- real_llm::qwen_ --test-threads 1
+  exit 0
+fi
 
 # Phoenix is the largest install: it runs beside the lints and the other servers' starts, and
 # is waited for just before Phoenix is started.

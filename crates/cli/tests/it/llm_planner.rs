@@ -268,7 +268,8 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
     assert_eq!(search["properties"]["keywords"]["type"], "array");
     assert_eq!(search["properties"]["keywords"]["items"]["type"], "string");
     assert_eq!(search["properties"]["keywords"]["maxItems"], 8);
-    assert_eq!(search["properties"]["topK"]["type"], "integer");
+    // No topK: the run's own number of hits is used (a small model asked for one).
+    assert!(search["properties"].get("topK").is_none(), "{search}");
     let answer = by_name("submitAnswer")["function"]["parameters"].clone();
     assert_eq!(answer["required"], json!(["answer", "citations"]));
     let citation = &answer["properties"]["citations"]["items"];
@@ -1363,4 +1364,160 @@ fn a_server_that_reports_no_usage_is_said_so_in_the_total() {
         stdout.contains("模型：2 次调用，服务器未报告 token 数，"),
         "{stdout}"
     );
+}
+
+/// A scripted server that refuses, as llama.cpp's does, any request longer than its context:
+/// here, messages over `limit` characters in all.
+fn overflows(req: &Recorded, limit: usize) -> Option<Reply> {
+    let chars: usize = req.messages().iter().map(|m| m.to_string().len()).sum();
+    (chars > limit).then(|| {
+        error(
+            400,
+            "the request exceeds the available context size, try increasing it",
+            vec![],
+        )
+    })
+}
+
+#[test]
+fn the_models_own_long_replies_earlier_in_the_run_are_trimmed_to_fit_the_context() {
+    // A small model answered in prose first (thousands of characters, no tool call), then
+    // searched with a reason as long: both stayed in every later request, which went over the
+    // server's context (HTTP 400) however much evidence was trimmed.
+    let (ws, engine) = small();
+    let long_prose = "The traveller should keep every receipt. ".repeat(250);
+    let long_reason = "looking for the rules on train tickets and receipts ".repeat(150);
+    let prose = long_prose.clone();
+    let reason = long_reason.clone();
+    let mut server = ScriptedLlm::start(config, move |reqs| {
+        let req = reqs.last().expect("req");
+        if let Some(refused) = overflows(req, 9_000) {
+            return refused;
+        }
+        let assistant = req
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
+        match assistant {
+            0 => completion(json!({"role": "assistant", "content": prose})),
+            1 => tool_calls(&[(
+                "s1",
+                "searchDocs",
+                json!({"keywords": ["高铁票", "报销凭证"], "reason": reason}),
+            )]),
+            _ => answer_from_latest(req, "a1").0,
+        }
+    });
+    server.config.context_tokens = Some(4096);
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{}", outcome.reason);
+    let requests = server.requests();
+    // The scripted usage (100 prompt tokens) makes the planner's estimate low, so a request
+    // may first be refused; the retry after it is trimmed, and the run ends inside the context.
+    let last = requests.last().expect("a request");
+    assert!(overflows(last, 9_000).is_none());
+    let assistant: Vec<&Value> = (last.messages().iter())
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(assistant.len(), 2, "{assistant:?}");
+    // The prose is left out and says so; the search call stays, with its id and keywords, so
+    // its tool message still pairs with it.
+    let shown = assistant[0]["content"].as_str().unwrap_or_default();
+    assert!(!shown.contains("keep every receipt"), "{shown}");
+    assert!(shown.contains("left out"), "{shown}");
+    let call = &assistant[1]["tool_calls"][0];
+    assert_eq!(call["id"], "s1");
+    assert_eq!(call["function"]["name"], "searchDocs");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().expect("args")).expect("json");
+    assert_eq!(args["keywords"], json!(["高铁票", "报销凭证"]));
+    assert!(
+        args["reason"].as_str().expect("reason").len() < 400,
+        "{args}"
+    );
+    assert_tool_pairing(last);
+    // The evidence the answer cites was kept.
+    assert!(!last.hits().is_empty(), "the latest hits are still sent");
+}
+
+#[test]
+fn the_same_refused_answer_twice_ends_the_run_instead_of_every_turn_left() {
+    // Qwen2.5-Coder-1.5B, after its searches, answered in English citing a chunk id of its own
+    // ("T2") with a quote no hit holds, and sent the same call again after every refusal until
+    // the turns ran out: minutes of model time for nothing.
+    let (ws, engine) = small();
+    let forged = json!({"answer": "A person can take off a maximum of 10 days in a year with paid leave according to company policy.", "citations": [{"chunkId": "T2", "quote": "根据公司政策，一个员工可以在一年内最多享受10天的带薪假期。"}]});
+    let server = ScriptedLlm::start(config, move |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["年假", "带薪"])]),
+        n => tool_calls(&[(&format!("a{n}"), "submitAnswer", forged.clone())]),
+    });
+    let outcome = server.ask(&ws, &engine, "一年能休几天带薪年假？");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert_eq!(outcome.reason, "refused_citations");
+    assert!(outcome.answer.is_none());
+    let message = outcome.message.clone().unwrap_or_default();
+    assert!(!message.contains("10 days"), "{message}");
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "one search, the answer, the same answer again: then the run ends"
+    );
+}
+
+#[test]
+fn escaped_keywords_a_parameter_name_and_a_top_k_of_one_are_repaired() {
+    // Qwen2.5-Coder-1.5B behind llama-cpp-python's chatml-function-calling: it asked for one
+    // hit, then copied its first call as the template had shown it to it, HTML-escaped, with
+    // "topK" as a keyword.
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| {
+        let req = reqs.last().expect("req");
+        match reqs.len() {
+            1 => tool_calls(&[(
+                "s1",
+                "searchDocs",
+                json!({"keywords": ["高铁票", "报销凭证"], "topK": 1}),
+            )]),
+            2 => tool_calls(&[(
+                "s2",
+                "searchDocs",
+                json!({"keywords": ["&#34;高铁票&#34;, &#34;电子客票&#34;", "topK"]}),
+            )]),
+            _ => answer_from_latest(req, "a1").0,
+        }
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{}", outcome.reason);
+    assert_eq!(outcome.rounds.len(), 2);
+    // The run's own number of hits, not the one the model asked for.
+    let requests = server.requests();
+    let first = &requests[1].tool_results()[0].1;
+    assert!(first["hits"].as_array().expect("hits").len() > 1, "{first}");
+    assert_eq!(outcome.rounds[1].keywords, ["高铁票", "电子客票"]);
+}
+
+#[test]
+fn the_same_keywords_asked_again_after_being_told_end_the_run() {
+    // Qwen2.5-Coder-1.5B on the held-out laws set sent ["家歇", "生娃", "产假"] for all eight
+    // turns of a run, told after each repeat that it was already searched.
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| {
+        calls(&[search(
+            &format!("s{}", reqs.len()),
+            &["家歇", "生娃", "产假"],
+        )])
+    });
+    let outcome = server.ask(&ws, &engine, "我老婆马上要生娃了，她能在家歇多久？");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert_eq!(outcome.rounds.len(), 1);
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "the search, a repeat the model is told about, the same repeat again: then the run ends"
+    );
+    let told = &server.requests()[2].tool_results()[0].1;
+    assert_eq!(told["error"], "repeated_keywords", "{told}");
+    let message = outcome.message.clone().unwrap_or_default();
+    assert!(message.contains("家歇"), "{message}");
 }

@@ -542,8 +542,9 @@ fn reader_model_turns(engine: &Engine, outcome: &AgentOutcome) -> Vec<ragtrail::
         .collect()
 }
 
-/// Whatever the model writes, a reader run ends with its checked answer or with exactly the
-/// offline planner's reply; the model is asked once, and never about a subject no passage names.
+/// Whatever the model writes, a reader run ends with its checked answer or with the offline
+/// planner's reply (its answer as evidence); the model is asked once, and never about a subject
+/// no passage names.
 #[test]
 fn reader_mode_answers_from_the_passages_or_gives_the_offline_reply() {
     let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
@@ -573,7 +574,12 @@ fn reader_mode_answers_from_the_passages_or_gives_the_offline_reply() {
                 assert!(answer.text.contains("[1]"), "{}", answer.text);
                 assert!(!answer.citations.is_empty());
             }
-            // Not used: the offline planner's reply, word for word.
+            // Not used: the offline planner's reply, word for word; its answer, which the
+            // model did not confirm, as evidence quoting the same chunks.
+            Some(why) if offline.status == RunStatus::Answered => {
+                assert_eq!(outcome.status, RunStatus::Evidence, "{question}: {why}");
+                assert_eq!(texts(&outcome).1, texts(&offline).1, "{question}: {why}");
+            }
             Some(why) => {
                 assert_eq!(outcome.status, offline.status, "{question}: {why}");
                 assert_eq!(texts(&outcome), texts(&offline), "{question}: {why}");
@@ -588,17 +594,25 @@ fn reader_mode_answers_from_the_passages_or_gives_the_offline_reply() {
     assert!(outcome.model_calls.is_empty(), "the model is not asked");
 }
 
-/// With a model that can read (`RAGTRAIL_TEST_LLM_MODEL=qwen2.5-coder-1.5b`, its server from
-/// `scripts/llm-server.sh --model qwen2.5-coder-1.5b start DIR`), the reader mode answers both
-/// languages from the right passage, in the question's language. SmolLM2-135M cannot, so with it
-/// this test says so and checks nothing more.
-#[test]
-fn reader_mode_with_a_model_that_can_read_answers_from_the_right_passage() {
-    if !model().starts_with("qwen") {
+/// Whether the server is a model that can read (`RAGTRAIL_TEST_LLM_MODEL=qwen2.5-coder-1.5b`,
+/// started by `bash scripts/test.sh --qwen`). The `qwen_` tests need one; with SmolLM2-135M they
+/// say so and check nothing more.
+fn reads() -> bool {
+    let reads = model().starts_with("qwen");
+    if !reads {
         eprintln!(
-            "not run: RAGTRAIL_TEST_LLM_MODEL is {}, not a Qwen model",
+            "not run: RAGTRAIL_TEST_LLM_MODEL is {}, not a Qwen model (bash scripts/test.sh --qwen)",
             model()
         );
+    }
+    reads
+}
+
+/// With a model that can read, the reader mode answers both languages from the right passage,
+/// in the question's language.
+#[test]
+fn qwen_reader_answers_from_the_right_passage() {
+    if !reads() {
         return;
     }
     let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
@@ -631,5 +645,77 @@ fn reader_mode_with_a_model_that_can_read_answers_from_the_right_passage() {
             "{question}: {:?}",
             answer.citations
         );
+    }
+}
+
+/// With a model that can read, the reader mode should not answer a question whose subject the
+/// passages name but whose answer they do not state (how many days of sick leave a year: the
+/// passage only says when a doctor's note is needed). Qwen2.5-Coder-1.5B does: it answered
+/// "10 days of annual leave per year of service, up to 20 days. [1]", which every check of the
+/// loop passes (its words and figures are the annual-leave passage's). A known limit, measured
+/// in BENCHMARKS.md ("Qwen2.5-Coder-1.5B with the multilingual default"); run it with
+/// `--include-ignored` once a check can tell a neighbouring subject from the asked one.
+#[test]
+#[ignore = "Qwen2.5-Coder-1.5B answers from the neighbouring annual-leave passage; see BENCHMARKS.md, issue 41"]
+fn qwen_reader_does_not_answer_what_the_passages_do_not_state() {
+    if !reads() {
+        return;
+    }
+    let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let (ws, engine) = knowledge();
+    let question = "How many days of paid sick leave do employees get each year?";
+    let outcome = run_reader(&engine, &ws, question);
+    let turns = reader_model_turns(&engine, &outcome);
+    assert_ne!(
+        outcome.status,
+        RunStatus::Answered,
+        "{question}: {:?} (model: {:?})",
+        outcome.answer.as_ref().map(|a| &a.text),
+        turns.first().and_then(|t| t.reply.clone())
+    );
+}
+
+/// With a model that can read, the full LLM planner searches, answers with citations the loop
+/// checked (or says no evidence), and every invariant of its trace holds; an answer it gives
+/// cites the right section.
+#[test]
+fn qwen_llm_planner_answers_from_the_right_section_or_not_at_all() {
+    if !reads() {
+        return;
+    }
+    let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let (ws, engine) = knowledge();
+    let access = AccessContext::default();
+    for (question, title) in [
+        ("高铁票报销需要什么凭证？", "火车票"),
+        (
+            "How many days of annual leave do employees get?",
+            "Annual leave",
+        ),
+    ] {
+        let outcome = run(&engine, &ws, question, access.clone());
+        let path = &outcome.trace.as_ref().expect("trace").path;
+        let checked = check_trace(&engine, path, &access);
+        eprintln!("{question} -> {checked:?}");
+        assert!(checked.searches > 0, "{question}: it searched");
+        if outcome.status == RunStatus::Answered {
+            let answer = outcome.answer.as_ref().expect("answer");
+            assert!(
+                answer
+                    .citations
+                    .iter()
+                    .all(|c| c.title_path.contains(title)),
+                "{question}: {} {:?}",
+                answer.text,
+                answer.citations
+            );
+        } else {
+            assert_eq!(
+                outcome.status,
+                RunStatus::InsufficientEvidence,
+                "{question}: {}",
+                outcome.reason
+            );
+        }
     }
 }

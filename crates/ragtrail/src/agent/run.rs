@@ -28,6 +28,9 @@ use crate::trace::{
     TraceWriter, TracedHit, WeightsRecord,
 };
 
+/// Repeated keyword sets (already searched in the run) after which the run ends.
+const MAX_REPEATED_SEARCHES: u32 = 2;
+
 /// Starts the reason of the search the loop ran instead of a give-up before any search.
 pub const GAVE_UP_BEFORE_SEARCHING: &str = "the planner gave up before any search";
 
@@ -114,6 +117,10 @@ pub(super) struct Run<'a> {
     keyword_sets_tried: Vec<Vec<String>>,
     /// Some answer of this run was refused for its citations.
     refused_any: bool,
+    /// The last refused answer (text and citations): the same one again ends the run.
+    last_refused: Option<(String, Vec<ProposedCitation>)>,
+    /// Searches asked for again with a keyword set this run already searched.
+    repeats: u32,
     /// A give-up before any search was turned into a search (done at most once).
     overrode_give_up: bool,
     /// A search was asked for (carried out or rejected): a give-up after it is the planner's
@@ -207,6 +214,8 @@ impl<'a> Run<'a> {
             searched: HashMap::new(),
             keyword_sets_tried: Vec::new(),
             refused_any: false,
+            last_refused: None,
+            repeats: 0,
             overrode_give_up: false,
             search_asked: false,
             model_calls: Vec::new(),
@@ -467,6 +476,13 @@ impl<'a> Run<'a> {
         let key = normalized_set(&keywords);
         if let Some(&first_round) = self.searched.get(&key) {
             self.repeated(keywords, reason, first_round, on_event)?;
+            // A second repeat: the planner was told the first time and did not change its
+            // keywords (a small model sent the same set for every turn left, about half a
+            // minute each); the run ends as it would when the turns run out.
+            self.repeats += 1;
+            if self.repeats >= MAX_REPEATED_SEARCHES {
+                return Ok(Some(self.out_of_turns()));
+            }
             return Ok(None);
         }
         let round = self.rounds.len() as u32 + 1;
@@ -646,6 +662,12 @@ impl<'a> Run<'a> {
         let cited = cite(&proposed, &self.rounds);
         if !refused.is_empty() {
             self.refused_any = true;
+            // The same refused answer a second time: the planner is not correcting it (a small
+            // model at low temperature repeats itself word for word), and every further turn
+            // would only repeat it again. The run ends as it would when the turns run out.
+            let again =
+                (self.last_refused.as_ref()).is_some_and(|(t, c)| *t == text && *c == proposed);
+            self.last_refused = Some((text.clone(), proposed.clone()));
             self.recorder.event(EventBody::Answer(AnswerEvent {
                 text: text.clone(),
                 citations: cited,
@@ -661,6 +683,9 @@ impl<'a> Run<'a> {
                 unsourced: false,
             }))?;
             on_event(AgentEvent::Refused(&refused));
+            if again {
+                return Ok(Some(self.out_of_turns()));
+            }
             self.observations
                 .push(Observation::CitationsRefused { refused });
             return Ok(None);

@@ -204,8 +204,8 @@ pub struct LlmTurn {
 }
 
 /// How one request to the model was fitted into its context budget: what was sent and what
-/// was left out this turn (the oldest search results first, then the oldest earlier turns of a
-/// conversation). Trimmed hits stay citable: the engine checks citations against every hit the
+/// was left out this turn (the model's own earlier replies in the run first, then the oldest
+/// search results, then the oldest earlier turns of a conversation). Trimmed hits stay citable: the engine checks citations against every hit the
 /// run returned, not against what the model still sees.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -223,6 +223,10 @@ pub struct ContextFit {
     /// Earlier conversation turns left out in this turn.
     #[serde(skip_serializing_if = "is_zero")]
     pub trimmed_history_turns: u32,
+    /// The model's own earlier replies in the run shortened in this turn (prose left out,
+    /// long tool arguments cut).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trimmed_replies: u32,
     /// Still over the budget with everything trimmable trimmed (sent anyway).
     #[serde(skip_serializing_if = "is_false")]
     pub over_budget: bool,

@@ -6,7 +6,12 @@
 //! first, the best hits of the latest search last. A trimmed tool result keeps its round, its
 //! keywords and the ids of the hits it lost, so the model knows they existed (citations are
 //! checked by the engine against every hit of the run, not against what the model still sees).
-//! Only then are earlier conversation answers shortened. What was left out goes to the trace.
+//! Only then are earlier conversation answers shortened. The model's own earlier replies in the
+//! run are trimmable too: a small model may write thousands of characters of prose or of tool
+//! arguments in one reply, which every later request would carry. Their prose is left out and
+//! long strings in their arguments shortened — the calls stay, so their tool messages still
+//! pair with them — oldest first and before any evidence: a hit is worth more to the next reply
+//! than what the model wrote before it. What was left out goes to the trace.
 //!
 //! Token counts are estimates: no tokenizer of an arbitrary remote model is at hand. The
 //! estimate is corrected by the prompt tokens the server reports for the previous request,
@@ -112,12 +117,21 @@ struct EarlierAnswer {
 pub const EARLIER_ANSWER_LEFT_OUT: &str =
     "(earlier answer left out to fit the model's context; its question is above)";
 
+/// Sent in place of the prose of one of the model's earlier replies in this run that did not fit.
+pub const OWN_REPLY_LEFT_OUT: &str =
+    "(your earlier reply here was left out to fit the model's context)";
+
+/// Longest string kept in the arguments of an earlier tool call once trimmed, in characters.
+const TRIMMED_ARGUMENT_CHARS: usize = 120;
+
 /// What of the planner's conversation may be trimmed, and how the estimate is calibrated.
 #[derive(Debug, Clone)]
 pub struct ContextBudget {
     budget: u32,
     evidence: Vec<Evidence>,
     earlier: Vec<EarlierAnswer>,
+    /// The model's own replies in this run (assistant messages), oldest first.
+    own: Vec<EarlierAnswer>,
     /// Server-reported prompt tokens over the estimate of the same request.
     scale: f64,
     last_estimate: u32,
@@ -129,6 +143,7 @@ impl ContextBudget {
             budget,
             evidence: Vec::new(),
             earlier: Vec::new(),
+            own: Vec::new(),
             scale: 1.0,
             last_estimate: 0,
         }
@@ -151,6 +166,14 @@ impl ContextBudget {
     /// Notes that `messages[index]` is an earlier answer of the conversation.
     pub fn earlier_answer_at(&mut self, index: usize) {
         self.earlier.push(EarlierAnswer {
+            index,
+            shortened: false,
+        });
+    }
+
+    /// Notes that `messages[index]` is one of the model's own replies in this run.
+    pub fn own_reply_at(&mut self, index: usize) {
+        self.own.push(EarlierAnswer {
             index,
             shortened: false,
         });
@@ -189,6 +212,13 @@ impl ContextBudget {
             budget_tokens: self.budget,
             ..ContextFit::default()
         };
+        // The model's own replies, oldest first.
+        for a in &mut self.own {
+            if self.scale * f64::from(raw) <= f64::from(limit) {
+                break;
+            }
+            raw = shorten_own_reply(a, messages, raw, &mut fit);
+        }
         // Oldest search first; within it the lowest-ranked hit first.
         for e in &mut self.evidence {
             if self.scale * f64::from(raw) <= f64::from(limit) {
@@ -236,6 +266,72 @@ impl ContextBudget {
         fit.prompt_tokens_estimate = self.scaled(raw);
         fit.over_budget = fit.prompt_tokens_estimate > limit;
         fit
+    }
+}
+
+/// Leaves out the prose of one of the model's replies and shortens the long strings of its
+/// tool calls' arguments (their ids, names and the JSON shape stay); returns the new raw count.
+fn shorten_own_reply(
+    a: &mut EarlierAnswer,
+    messages: &mut [ChatMessage],
+    raw: u32,
+    fit: &mut ContextFit,
+) -> u32 {
+    if a.shortened {
+        return raw;
+    }
+    let Some(message) = messages.get_mut(a.index) else {
+        return raw;
+    };
+    let before = message_tokens(message);
+    if let ChatMessage::Assistant {
+        content,
+        tool_calls,
+    } = message
+    {
+        if content
+            .as_deref()
+            .is_some_and(|c| c.chars().count() > OWN_REPLY_LEFT_OUT.chars().count())
+        {
+            *content = Some(OWN_REPLY_LEFT_OUT.to_string());
+        }
+        for call in tool_calls {
+            call.function.arguments = shorten_arguments(&call.function.arguments);
+        }
+    }
+    a.shortened = true;
+    let after = message_tokens(message);
+    if after < before {
+        fit.trimmed_replies += 1;
+    }
+    raw.saturating_sub(before).saturating_add(after)
+}
+
+/// Tool-call arguments with every long string cut to [`TRIMMED_ARGUMENT_CHARS`]; text that is
+/// not JSON is cut as a whole.
+fn shorten_arguments(arguments: &str) -> String {
+    fn shorten(v: &mut Value) {
+        match v {
+            Value::String(s) if s.chars().count() > TRIMMED_ARGUMENT_CHARS => {
+                *s = format!(
+                    "{}…",
+                    crate::text::truncate_chars(s, TRIMMED_ARGUMENT_CHARS)
+                );
+            }
+            Value::Array(items) => items.iter_mut().for_each(shorten),
+            Value::Object(map) => map.values_mut().for_each(shorten),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(mut v) => {
+            shorten(&mut v);
+            v.to_string()
+        }
+        Err(_) if arguments.chars().count() > TRIMMED_ARGUMENT_CHARS => {
+            crate::text::truncate_chars(arguments, TRIMMED_ARGUMENT_CHARS).to_string()
+        }
+        Err(_) => arguments.to_string(),
     }
 }
 
@@ -388,6 +484,40 @@ mod tests {
                 content: Some(EARLIER_ANSWER_LEFT_OUT.into()),
                 tool_calls: Vec::new()
             }
+        );
+    }
+
+    #[test]
+    fn the_models_own_long_reply_goes_before_any_hit_and_keeps_its_calls() {
+        let (mut messages, mut budget) = conversation(1);
+        let args = json!({"keywords": ["高铁票"], "reason": "r".repeat(9000)}).to_string();
+        budget.own_reply_at(messages.len());
+        messages.push(ChatMessage::Assistant {
+            content: Some("p".repeat(3000)),
+            tool_calls: vec![crate::llm::WireToolCall::function(
+                "call_9".into(),
+                "searchDocs".into(),
+                args,
+            )],
+        });
+        let fit = budget.fit(&mut messages, &json!([]));
+        assert_eq!(fit.trimmed_replies, 1, "{fit:?}");
+        assert!(fit.trimmed_chunks.is_empty(), "no hit was needed: {fit:?}");
+        assert!(!fit.over_budget, "{fit:?}");
+        let ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } = &messages[messages.len() - 1]
+        else {
+            panic!("an assistant message");
+        };
+        assert_eq!(content.as_deref(), Some(OWN_REPLY_LEFT_OUT));
+        assert_eq!(tool_calls[0].id, "call_9");
+        let kept: Value = serde_json::from_str(&tool_calls[0].function.arguments).expect("json");
+        assert_eq!(kept["keywords"], json!(["高铁票"]));
+        assert_eq!(
+            kept["reason"].as_str().map(|r| r.chars().count()),
+            Some(TRIMMED_ARGUMENT_CHARS + 1)
         );
     }
 

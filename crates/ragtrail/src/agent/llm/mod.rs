@@ -292,6 +292,7 @@ impl Planner for LlmPlanner {
                         }
                     }
                     first.trimmed_history_turns += refit.trimmed_history_turns;
+                    first.trimmed_replies += refit.trimmed_replies;
                     first.prompt_tokens_estimate = refit.prompt_tokens_estimate;
                     first.over_budget = refit.over_budget;
                     first
@@ -383,6 +384,9 @@ impl Planner for LlmPlanner {
             }
         }
         if message.content.is_some() || !wire_calls.is_empty() {
+            if let Some(budget) = &mut self.context {
+                budget.own_reply_at(self.messages.len());
+            }
             self.messages.push(ChatMessage::Assistant {
                 content: message.content.clone(),
                 tool_calls: wire_calls,

@@ -1,7 +1,12 @@
 //! The tools offered to the model, how their calls become planner actions, and how the engine's
 //! observations go back to the model as JSON.
 //!
-//! - `searchDocs {keywords: string[], topK?: int, reason?: string}` → [`PlannerAction::Search`]
+//! - `searchDocs {keywords: string[], reason?: string}` → [`PlannerAction::Search`], with the
+//!   run's own number of hits: a `topK` a model sends anyway is read and ignored (Qwen2.5-Coder-1.5B
+//!   asked for one hit and answered from it). Keywords are repaired where small models slip:
+//!   HTML-escaped quotes (`&#34;年假&#34;`, copied from chat templates that escape earlier calls),
+//!   a quoted list inside one keyword, another argument written inside the list, a tool
+//!   parameter's name given as a keyword.
 //! - `submitAnswer {answer: string, citations: [{chunkId, quote}]}` → [`PlannerAction::Answer`]
 //! - `reportNoEvidence {reason: string}` → [`PlannerAction::GiveUp`]: the model's way to say the
 //!   knowledge base does not hold the answer. A separate tool, so that an answer that forgot
@@ -16,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::agent::planner::{Observation, PlannerAction, ProposedCitation};
-use crate::agent::{MAX_KEYWORD_CHARS, MAX_KEYWORDS, MAX_TOP_K_PER_ROUND};
+use crate::agent::{MAX_KEYWORD_CHARS, MAX_KEYWORDS};
 use crate::text::truncate_chars;
 
 pub const SEARCH_DOCS: &str = "searchDocs";
@@ -44,12 +49,6 @@ pub fn definitions() -> Value {
                             "minItems": 1,
                             "maxItems": MAX_KEYWORDS,
                             "description": "1 to 8 short search terms, e.g. [\"高铁票\", \"报销凭证\"]. Never tenants, roles or permissions."
-                        },
-                        "topK": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "maximum": MAX_TOP_K_PER_ROUND,
-                            "description": "How many hits to return (the server caps it)."
                         },
                         "reason": {
                             "type": "string",
@@ -250,6 +249,67 @@ fn repaired(text: &str) -> Option<String> {
     Some(out)
 }
 
+/// Names of `searchDocs`' parameters, which a small model sometimes lists as keywords.
+const PARAMETER_NAMES: [&str; 4] = ["keywords", "topk", "top_k", "reason"];
+
+/// Keywords with the slips of small models undone: HTML entities decoded, a keyword holding a
+/// quoted list (`"年假", "休假"`) split into its terms, quotes and brackets around a term
+/// removed, parameter names dropped, duplicates dropped.
+fn repaired_keywords(keywords: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in keywords {
+        let k = decode_entities(raw);
+        // A comma splits only a keyword that held quotes: "annual leave, carry over" written
+        // as one term by the model is split by the caller's list parsing, not here.
+        let quoted = k.contains('"');
+        let parts: Vec<&str> = if quoted {
+            k.split([',', '，']).collect()
+        } else {
+            vec![k.as_str()]
+        };
+        for part in parts {
+            let mut term = part.trim();
+            if quoted {
+                term = term
+                    .trim_matches(|c: char| matches!(c, '"' | '\'' | '[' | ']' | '“' | '”'))
+                    .trim();
+                // Another argument written inside the list (`reason": "What is…`): its key.
+                if term.contains("\":")
+                    && let Some(i) = term.find('"')
+                {
+                    term = term[..i].trim();
+                }
+            }
+            if term.is_empty()
+                || PARAMETER_NAMES.contains(&term.to_ascii_lowercase().as_str())
+                || out.iter().any(|o| o == term)
+            {
+                continue;
+            }
+            out.push(term.to_string());
+        }
+    }
+    out
+}
+
+/// `text` with the HTML entities a template's escaping leaves (`&#34;`, `&quot;`, `&#39;`,
+/// `&amp;`, `&lt;`, `&gt;`) decoded; a cut-off entity at the end (`&#3`) is dropped.
+fn decode_entities(text: &str) -> String {
+    let mut out = text
+        .replace("&#34;", "\"")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    if let Some(i) = out.rfind("&#")
+        && out[i + 2..].chars().all(|c| c.is_ascii_digit())
+    {
+        out.truncate(i);
+    }
+    out
+}
+
 /// Turns a tool call into an action. `fallback_reason` (the reply's text, if any) is the
 /// search's reason when the call gives none.
 pub fn parse_call(
@@ -295,10 +355,20 @@ pub fn parse_call(
             } else {
                 format!("{reason} [ignored arguments: {}]", extra.join(", "))
             };
+            // Validated later; a list that repairs to nothing is left for validation to refuse.
+            let repaired = repaired_keywords(&keywords);
+            let keywords = if repaired.is_empty() {
+                keywords
+            } else {
+                repaired
+            };
+            // The model's topK is not used: asking for fewer hits than the run's never helps
+            // an answer (the check that it is a number stays, so a broken call is re-asked).
+            let _ = a.top_k;
             Ok(PlannerAction::Search {
                 keywords,
                 reason,
-                top_k: a.top_k,
+                top_k: None,
                 query: None,
                 lexical: false,
             })
@@ -468,7 +538,7 @@ mod tests {
             Ok(PlannerAction::Search {
                 keywords: vec!["高铁票".into(), "凭证".into()],
                 reason: "find the rule".into(),
-                top_k: Some(3),
+                top_k: None,
                 query: None,
                 lexical: false,
             })
@@ -518,6 +588,42 @@ mod tests {
                 value: "成都".into()
             })
         );
+    }
+
+    /// Qwen2.5-Coder-1.5B behind llama-cpp-python's `chatml-function-calling`: its second
+    /// search copied its first call as the template had shown it, HTML-escaped, and listed a
+    /// parameter's name as a keyword.
+    #[test]
+    fn escaped_quoted_and_parameter_name_keywords_are_repaired() {
+        let keywords = |raw: &str| match parse_call(SEARCH_DOCS, raw, None) {
+            Ok(PlannerAction::Search { keywords, .. }) => keywords,
+            other => panic!("{raw}: {other:?}"),
+        };
+        assert_eq!(
+            keywords(
+                r#"{"keywords":["&#34;年假&#34;, &#34;休假&#34;, &#34;带薪假期&#34;","topK"]}"#
+            ),
+            ["年假", "休假", "带薪假期"]
+        );
+        assert_eq!(
+            keywords(r#"{"keywords":["&#34;年假&#34;, &#34;休假&#3","topK"]}"#),
+            ["年假", "休假"]
+        );
+        assert_eq!(
+            keywords(r#"{"keywords":["年假","休假","带薪假期","topK"]}"#),
+            ["年假", "休假", "带薪假期"]
+        );
+        assert_eq!(
+            keywords(r#"{"keywords":["R&amp;D", "\"expense report\""]}"#),
+            ["R&D", "expense report"]
+        );
+        // Its next search wrote the reason inside the keyword list.
+        assert_eq!(
+            keywords(r#"{"keywords":["年假","带薪假","3","reason\": \"What is"]}"#),
+            ["年假", "带薪假", "3"]
+        );
+        // A keyword list of parameter names only is left as it was, for validation to judge.
+        assert_eq!(keywords(r#"{"keywords":["topK"]}"#), ["topK"]);
     }
 
     #[test]

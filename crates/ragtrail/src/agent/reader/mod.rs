@@ -8,11 +8,14 @@
 //! each number back to its chunk and quotes the shown sentence of it that shares the most words
 //! with the answer; every quote is checked verbatim against its chunk, every figure the answer
 //! writes in digits must be in the question or in the sentences it read of the passages it cites
-//! (Chinese numerals read as digits), and at least half of the words the answer adds to the
+//! (Chinese numerals and English number words read as digits), and at least half of the words the answer adds to the
 //! question must be in those sentences (an answer restating the question is none). When the model says
 //! none answers, writes something unusable, or cannot be reached, the run finishes as the
-//! offline planner would have (its answer, its evidence or its refusal): never with a claim
-//! these checks did not pass. What the model replied goes to the trace (`llm_turn.reply`).
+//! offline planner would have (its answer, its evidence or its refusal), except that once the
+//! model has read the passages, an answer the offline planner would give is shown as evidence
+//! (the same passages, no claim): an answer is then the model's checked answer. Never with a
+//! claim these checks did not pass. What the
+//! model replied goes to the trace (`llm_turn.reply`).
 
 pub mod passages;
 pub mod prompt;
@@ -33,6 +36,15 @@ use reply::Read;
 
 /// Tokens the model may write: an answer of a few sentences.
 const MAX_REPLY_TOKENS: u32 = 320;
+
+/// The evidence reason when the model's `NONE` turned the offline planner's answer into evidence.
+pub const MODEL_FOUND_NONE: &str =
+    "evidence: the model read the passages and found that none states the answer";
+
+/// The evidence reason when the model's own answer was refused and the offline planner's answer
+/// is shown as evidence.
+pub const MODEL_DID_NOT_CONFIRM: &str =
+    "evidence: the model's answer from the passages did not pass the checks";
 
 /// Sampling temperature: the same passages should give the same answer.
 const TEMPERATURE: f32 = 0.0;
@@ -132,7 +144,9 @@ impl ReaderPlanner {
         step.retries = reply.retries;
         step.finish_reason = reply.message.finish_reason.clone();
         let text = reply.message.content.clone().unwrap_or_default();
-        let verdict = match reply::read(&text, shown.len()) {
+        let read = reply::read(&text, shown.len());
+        let says_none = read == Read::None;
+        let verdict = match read {
             Read::Answer {
                 text: answer,
                 cited,
@@ -141,6 +155,23 @@ impl ReaderPlanner {
             Read::Unusable(why) => Err(why),
         };
         step.model_reply = Some(text);
+        // The model read the passages and did not confirm the offline planner's answer (it said
+        // none states the answer, or wrote one the checks refused): that answer is shown as
+        // evidence instead, the same passages with no claim. Once the model has read, an answer
+        // is the model's checked answer; evidence or a refusal stands as it was.
+        if verdict.is_err()
+            && let [PlannerAction::Answer { citations, .. }] = step.actions.as_slice()
+        {
+            let reason = if says_none {
+                MODEL_FOUND_NONE
+            } else {
+                MODEL_DID_NOT_CONFIRM
+            };
+            step.actions = vec![PlannerAction::Evidence {
+                reason: reason.to_string(),
+                citations: citations.clone(),
+            }];
+        }
         match verdict {
             Ok(action) => step.actions = vec![action],
             Err(why) => {
@@ -184,14 +215,14 @@ fn checked(
         return Err(format!("citation of {} refused: {}", r.chunk_id, r.reason));
     }
     // A figure the model did not read, in the question or the sentences of the passages it
-    // cites (Chinese numerals read as digits), is its own.
+    // cites (Chinese numerals and English number words read as digits), is its own.
     let mut known: HashSet<String> = reply::figures(&reply::arabic(ctx.question))
         .into_iter()
         .collect();
     for &n in cited {
         let p = &shown[n - 1];
         for s in std::iter::once(&p.title_path).chain(&p.sentences) {
-            known.extend(reply::figures(&reply::arabic(s)));
+            known.extend(reply::figures(&reply::arabic(&reply::english_digits(s))));
         }
     }
     let cited_figures = reply::figures(&reply::arabic(&bare));
@@ -232,7 +263,7 @@ fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<Strin
         .flat_map(|p| {
             std::iter::once(p.title_path.as_str()).chain(p.sentences.iter().map(String::as_str))
         })
-        .flat_map(terms)
+        .flat_map(|s| terms(&reply::english_digits(s)))
         .map(|t| t.text)
         .collect();
     let found = added.iter().filter(|t| read.contains(*t)).count();

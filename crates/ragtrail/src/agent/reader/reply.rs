@@ -224,8 +224,92 @@ pub fn arabic(text: &str) -> String {
     out
 }
 
+/// English number words, as a passage writes them.
+const ENGLISH_NUMBERS: [(&str, u32); 28] = [
+    ("zero", 0),
+    ("one", 1),
+    ("two", 2),
+    ("three", 3),
+    ("four", 4),
+    ("five", 5),
+    ("six", 6),
+    ("seven", 7),
+    ("eight", 8),
+    ("nine", 9),
+    ("ten", 10),
+    ("eleven", 11),
+    ("twelve", 12),
+    ("thirteen", 13),
+    ("fourteen", 14),
+    ("fifteen", 15),
+    ("sixteen", 16),
+    ("seventeen", 17),
+    ("eighteen", 18),
+    ("nineteen", 19),
+    ("twenty", 20),
+    ("thirty", 30),
+    ("forty", 40),
+    ("fifty", 50),
+    ("sixty", 60),
+    ("seventy", 70),
+    ("eighty", 80),
+    ("ninety", 90),
+];
+
+/// The text with English number words written in digits (`four hours` → `4 hours`,
+/// `twenty-four` → `24`), so a figure the model writes in digits is found where a passage
+/// writes it in words. Only the passages' side is read this way: a word the model writes is
+/// never turned into a figure it must support.
+pub fn english_digits(text: &str) -> String {
+    let value = |w: &str| {
+        ENGLISH_NUMBERS
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(w))
+            .map(|(_, v)| *v)
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let converted = match word.split_once('-') {
+            Some((tens, unit)) => match (value(tens), value(unit)) {
+                (Some(t), Some(u)) if t >= 20 && t % 10 == 0 && u < 10 => Some(t + u),
+                _ => None,
+            },
+            None => value(word),
+        };
+        match converted {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphabetic() || (c == '-' && !word.is_empty()) {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn english_number_words_become_digits() {
+        assert_eq!(
+            english_digits("accrue four hours of sick leave; two weeks (80 hours)"),
+            "accrue 4 hours of sick leave; 2 weeks (80 hours)"
+        );
+        assert_eq!(
+            english_digits("Twenty-four hours, someone, often"),
+            "24 hours, someone, often"
+        );
+        assert_eq!(english_digits("well-known one-off"), "well-known one-off");
+    }
+
     #[test]
     fn chinese_numerals_become_digits() {
         assert_eq!(
