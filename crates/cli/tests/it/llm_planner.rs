@@ -1439,6 +1439,18 @@ fn the_models_own_long_replies_earlier_in_the_run_are_trimmed_to_fit_the_context
     assert_tool_pairing(last);
     // The evidence the answer cites was kept.
     assert!(!last.hits().is_empty(), "the latest hits are still sent");
+    // The trace says what the model was not shown, turn by turn.
+    let fits: Vec<_> = trace::read_trace(&outcome.trace.as_ref().expect("trace").path)
+        .expect("read")
+        .events()
+        .filter_map(|e| match &e.body {
+            EventBody::LlmTurn(t) => t.context_fit.clone(),
+            _ => None,
+        })
+        .collect();
+    let last_fit = fits.last().expect("a turn with its context fit");
+    assert_eq!(last_fit.budget_tokens, 4096, "{fits:?}");
+    assert!(last_fit.trimmed_replies >= 1, "{fits:?}");
 }
 
 #[test]

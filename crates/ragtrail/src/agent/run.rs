@@ -288,6 +288,7 @@ impl<'a> Run<'a> {
             finish_reason: step.finish_reason.clone(),
             reply: step.model_reply.clone(),
             note: step.model_note.clone(),
+            context_fit: step.context.clone(),
         }))?;
         if let Some(used) = &step.memory
             && !self.memory_recorded

@@ -332,6 +332,7 @@ mod tests {
             finish_reason: Some(reason.into()),
             reply: None,
             note: None,
+            context_fit: None,
         };
         let search: SearchRound = event(json!({
             "round": 1, "keywords": ["annual leave", "days"], "reason": "r", "topK": 5,

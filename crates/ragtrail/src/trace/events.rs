@@ -201,6 +201,10 @@ pub struct LlmTurn {
     /// Why the model's reply was not used, when it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// How the request fitted the model's context budget, when one is set: what was left out
+    /// of what the model saw this turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_fit: Option<ContextFit>,
 }
 
 /// How one request to the model was fitted into its context budget: what was sent and what

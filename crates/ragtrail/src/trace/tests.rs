@@ -116,6 +116,7 @@ fn run_bodies() -> Vec<EventBody> {
             finish_reason: Some("tool_calls".into()),
             reply: None,
             note: None,
+            context_fit: None,
         }),
         search(1, vec![hit("c1", 0.5), hit("c2", 0.25)]),
         search(2, vec![hit("c3", 0.75)]),
