@@ -38,6 +38,8 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 pub struct E5Embedder {
     path: PathBuf,
     file: Arc<E5File>,
+    /// The file's [`super::local::fingerprint`], the key of its kept tokenizer table.
+    fingerprint: String,
     /// The tokenizer and the encoder, built on another thread from [`E5Embedder::load`] on
     /// (see there), or by the first text embedded if that comes first.
     parts: Arc<OnceLock<Result<Parts, String>>>,
@@ -86,22 +88,25 @@ impl E5Embedder {
             dims: file.shape.hidden as u32,
             marking: marking(),
         };
-        // The tokenizer's table of 250,000 pieces and the encoder take about 8 ms: built on
-        // another thread while the caller opens the rest (its store, its index, the question's
-        // analysis), a cold `ask` finds them ready. A command that embeds nothing pays that
-        // thread's CPU but no wall time: the process does not wait for it.
+        // The tokenizer (its table of 250,000 pieces mapped from the copy kept beside the model,
+        // built the first time) and the encoder are made on another thread while the caller
+        // opens the rest (its store, its index, the question's analysis): a cold `ask` finds
+        // them ready. A command that embeds nothing pays that thread's CPU but no wall time:
+        // the process does not wait for it.
         let parts = Arc::new(OnceLock::new());
         {
             let (parts, file) = (Arc::clone(&parts), Arc::clone(&file));
+            let fingerprint = fingerprint.clone();
             let _ = std::thread::Builder::new()
                 .name("e5-build".into())
                 .spawn(move || {
-                    parts.get_or_init(|| build(&file));
+                    parts.get_or_init(|| build(&file, &fingerprint));
                 });
         }
         Ok(Self {
             path: path.to_path_buf(),
             file,
+            fingerprint,
             parts,
             info,
             batch_size: DEFAULT_BATCH_SIZE,
@@ -121,7 +126,7 @@ impl E5Embedder {
 
     fn parts(&self) -> Result<&Parts, EmbedError> {
         self.parts
-            .get_or_init(|| build(&self.file))
+            .get_or_init(|| build(&self.file, &self.fingerprint))
             .as_ref()
             .map_err(|message| EmbedError::Model {
                 path: self.path.display().to_string(),
@@ -237,9 +242,9 @@ impl Embedder for E5Embedder {
     }
 }
 
-fn build(file: &Arc<E5File>) -> Result<Parts, String> {
+fn build(file: &Arc<E5File>, fingerprint: &str) -> Result<Parts, String> {
     Ok(Parts {
-        tokenizer: XlmrTokenizer::from_file(Arc::clone(file))?,
+        tokenizer: XlmrTokenizer::open(Arc::clone(file), fingerprint)?,
         model: encoder(file)?,
     })
 }
