@@ -46,7 +46,14 @@ pub struct E5Embedder {
     info: EmbedderInfo,
     batch_size: usize,
     scratch: Mutex<Scratch>,
+    /// The last queries embedded, newest last: a run embeds its question for each round's
+    /// vector leg and for its standout profile, the same text each time, and a text's vector
+    /// does not depend on what else is in its batch.
+    recent: Mutex<std::collections::VecDeque<(String, Vec<f32>)>>,
 }
+
+/// Queries remembered with their vectors.
+const RECENT_QUERIES: usize = 16;
 
 impl std::fmt::Debug for E5Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -111,6 +118,7 @@ impl E5Embedder {
             info,
             batch_size: DEFAULT_BATCH_SIZE,
             scratch: Mutex::new(Scratch::default()),
+            recent: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -238,7 +246,40 @@ impl Embedder for E5Embedder {
     }
 
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed_side(texts, Side::Query)
+        let mut out: Vec<Option<Vec<f32>>> = {
+            let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            texts
+                .iter()
+                .map(|t| {
+                    recent
+                        .iter()
+                        .rev()
+                        .find(|(q, _)| q == t)
+                        .map(|(_, v)| v.clone())
+                })
+                .collect()
+        };
+        let missing: Vec<&str> = texts
+            .iter()
+            .zip(&out)
+            .filter(|(_, v)| v.is_none())
+            .map(|(t, _)| *t)
+            .collect();
+        if !missing.is_empty() {
+            let fresh = self.embed_side(&missing, Side::Query)?;
+            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            let mut fresh = missing.iter().zip(fresh);
+            for slot in out.iter_mut().filter(|v| v.is_none()) {
+                if let Some((text, v)) = fresh.next() {
+                    recent.push_back((text.to_string(), v.clone()));
+                    *slot = Some(v);
+                }
+            }
+            while recent.len() > RECENT_QUERIES {
+                recent.pop_front();
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
