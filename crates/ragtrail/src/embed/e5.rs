@@ -22,7 +22,7 @@ use super::bert::{Bert, Layer, Linear, Norm, Scratch, Weights, WordTable};
 use super::e5_file::{E5File, TensorType};
 use super::marking::{Marking, Side};
 use super::q4::Q4Matrix;
-use super::xlmr_tokenizer::XlmrTokenizer;
+use super::xlmr_tokenizer::{self, XlmrTokenizer};
 use super::{EmbedError, Embedder, EmbedderInfo};
 
 /// The prefix e5 expects before a query.
@@ -87,8 +87,14 @@ impl E5Embedder {
             message,
         };
         let file = Arc::new(E5File::open(path).map_err(|e| err(e.to_string()))?);
-        let fingerprint =
-            super::local::fingerprint(&[], path).map_err(|e| err(format!("cannot read: {e}")))?;
+        // The table kept beside the model carries its fingerprint: hashing 2 MB of the file is
+        // only for a file not seen before.
+        let kept = xlmr_tokenizer::kept(path);
+        let fingerprint = match &kept {
+            Some(k) => k.fingerprint().to_string(),
+            None => super::local::fingerprint(&[], path)
+                .map_err(|e| err(format!("cannot read: {e}")))?,
+        };
         let info = EmbedderInfo {
             kind: super::LOCAL_KIND.to_string(),
             model: format!("{MODEL_NAME}@{fingerprint}"),
@@ -107,7 +113,7 @@ impl E5Embedder {
             let _ = std::thread::Builder::new()
                 .name("e5-build".into())
                 .spawn(move || {
-                    parts.get_or_init(|| build(&file, &fingerprint));
+                    parts.get_or_init(|| build(&file, kept, &fingerprint));
                 });
         }
         Ok(Self {
@@ -134,7 +140,13 @@ impl E5Embedder {
 
     fn parts(&self) -> Result<&Parts, EmbedError> {
         self.parts
-            .get_or_init(|| build(&self.file, &self.fingerprint))
+            .get_or_init(|| {
+                build(
+                    &self.file,
+                    xlmr_tokenizer::kept(&self.path),
+                    &self.fingerprint,
+                )
+            })
             .as_ref()
             .map_err(|message| EmbedError::Model {
                 path: self.path.display().to_string(),
@@ -283,9 +295,13 @@ impl Embedder for E5Embedder {
     }
 }
 
-fn build(file: &Arc<E5File>, fingerprint: &str) -> Result<Parts, String> {
+fn build(
+    file: &Arc<E5File>,
+    kept: Option<xlmr_tokenizer::Kept>,
+    fingerprint: &str,
+) -> Result<Parts, String> {
     Ok(Parts {
-        tokenizer: XlmrTokenizer::open(Arc::clone(file), fingerprint)?,
+        tokenizer: XlmrTokenizer::open(Arc::clone(file), kept, fingerprint)?,
         model: encoder(file)?,
     })
 }

@@ -41,15 +41,18 @@ const UNK_PENALTY: f32 = 10.0;
 ///
 /// | bytes | content |
 /// |---|---|
-/// | 8 | magic `RTXLMRP1` |
+/// | 8 | magic `RTXLMRP2` |
 /// | 4 × 4 | u32 slots, u32 longest piece in bytes, f32 unknown-piece score, u32 pieces |
-/// | 2 + n | u16 n, the model's key (its fingerprint, size and modification time) |
+/// | 2 + n | u16 n, the model file's identity ([`stat_key`]: size, modification time, inode, device) |
+/// | 2 + m | u16 m, the model's fingerprint ([`super::local::fingerprint`]) |
 /// | 0–3 | zeros, to a multiple of 4 |
 /// | 4 × slots | the slots, u32 little-endian |
 ///
-/// A table whose key is not the model's is rebuilt (and rewritten). A lookup compares the piece
-/// it finds with the text, so even a wrong table could only miss a piece, never return a wrong
-/// one; at open a sample of pieces is looked up to catch that too.
+/// A table is the model's while the file's identity stays what it was when the table was
+/// written (as git trusts its index for unchanged files), so the fingerprint kept with it
+/// spares a process hashing 2 MB of the model too. Any other table is rebuilt and rewritten. A
+/// lookup compares the piece it finds with the text, so even a wrong table could only miss a
+/// piece, never return a wrong one; at open a sample of pieces is looked up to catch that too.
 enum Slots {
     Built(Vec<u32>),
     Mapped {
@@ -78,7 +81,7 @@ impl Slots {
     }
 }
 
-const CACHE_MAGIC: &[u8; 8] = b"RTXLMRP1";
+const CACHE_MAGIC: &[u8; 8] = b"RTXLMRP2";
 
 /// Where the lookup table of the model at `model` is kept.
 pub fn cache_path(model: &std::path::Path) -> std::path::PathBuf {
@@ -87,15 +90,87 @@ pub fn cache_path(model: &std::path::Path) -> std::path::PathBuf {
     model.with_file_name(name)
 }
 
-/// The key a kept table must carry: the model's content fingerprint, size and modification time.
-fn model_key(file: &E5File, fingerprint: &str) -> String {
-    let meta = std::fs::metadata(file.path()).ok();
+/// The model file's identity as the file system records it: size, modification time, and on
+/// Unix its inode and device (a file replaced by another, even of the same size and time, is a
+/// new inode).
+fn stat_key(model: &std::path::Path) -> Option<String> {
+    let meta = std::fs::metadata(model).ok()?;
     let modified = meta
-        .as_ref()
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    format!("{fingerprint}:{}:{modified}", meta.map_or(0, |m| m.len()))
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    #[cfg(unix)]
+    let node = {
+        use std::os::unix::fs::MetadataExt;
+        format!("{}:{}", meta.ino(), meta.dev())
+    };
+    #[cfg(not(unix))]
+    let node = String::new();
+    Some(format!("{}:{modified}:{node}", meta.len()))
+}
+
+/// A table kept beside a model, for the file as it is now; not yet checked against the
+/// vocabulary (that is [`XlmrTokenizer::open`]'s).
+pub struct Kept {
+    map: memmap2::Mmap,
+    start: usize,
+    len: usize,
+    longest_piece: usize,
+    unk_score: f32,
+    pieces: usize,
+    fingerprint: String,
+}
+
+impl Kept {
+    /// The model's fingerprint, as computed when the table was written.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+/// The table kept beside `model`, if it was written for the file as it is now.
+pub fn kept(model: &std::path::Path) -> Option<Kept> {
+    let key = stat_key(model)?;
+    let f = std::fs::File::open(cache_path(model)).ok()?;
+    // SAFETY: read-only mapping; the file is only ever replaced by a rename, never rewritten
+    // in place, and every read below is bounds-checked.
+    let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?))
+    };
+    let text_at = |at: usize| -> Option<(&[u8], usize)> {
+        let n = u16::from_le_bytes(map.get(at..at + 2)?.try_into().ok()?) as usize;
+        Some((map.get(at + 2..at + 2 + n)?, at + 2 + n))
+    };
+    if map.get(..8)? != CACHE_MAGIC {
+        return None;
+    }
+    let len = u32_at(8)? as usize;
+    let longest_piece = u32_at(12)? as usize;
+    let unk_score = f32::from_bits(u32_at(16)?);
+    let pieces = u32_at(20)? as usize;
+    let (kept_key, next) = text_at(24)?;
+    let (fingerprint, next) = text_at(next)?;
+    let fingerprint = std::str::from_utf8(fingerprint).ok()?.to_string();
+    let start = next.next_multiple_of(4);
+    if kept_key != key.as_bytes()
+        || !len.is_power_of_two()
+        || len < pieces
+        || map.len() != start + 4 * len
+    {
+        return None;
+    }
+    Some(Kept {
+        map,
+        start,
+        len,
+        longest_piece,
+        unk_score,
+        pieces,
+        fingerprint,
+    })
 }
 
 /// A ready tokenizer.
@@ -123,18 +198,21 @@ fn hash(bytes: &[u8]) -> u64 {
 }
 
 impl XlmrTokenizer {
-    /// The tokenizer over the file's vocabulary and normalization table, its lookup table mapped
-    /// from [`cache_path`] when one for this model (`fingerprint`: [`super::local::fingerprint`]
-    /// of the file) is there, else built and written there for the next process (when the
-    /// folder is not writable, built every time).
-    pub fn open(file: Arc<E5File>, fingerprint: &str) -> Result<Self, String> {
-        let path = cache_path(file.path());
-        let key = model_key(&file, fingerprint);
-        if let Some(t) = Self::mapped(&file, &path, &key) {
+    /// The tokenizer over the file's vocabulary and normalization table, its lookup table
+    /// mapped from `kept` ([`kept`]) when that holds this vocabulary's, else built and written
+    /// beside the model ([`cache_path`]) with the model's `fingerprint` for the next process
+    /// (where the folder is not writable, built every time).
+    pub fn open(file: Arc<E5File>, kept: Option<Kept>, fingerprint: &str) -> Result<Self, String> {
+        if let Some(t) = kept.and_then(|k| Self::mapped(&file, k)) {
             return Ok(t);
         }
+        let path = cache_path(file.path());
         let t = Self::from_file(file)?;
-        if let Err(e) = t.write_cache(&path, &key) {
+        let written = match stat_key(t.file.path()) {
+            Some(key) => t.write_cache(&path, &key, fingerprint),
+            None => Err(std::io::Error::other("the model file cannot be examined")),
+        };
+        if let Err(e) = written {
             tracing::debug!(
                 "cannot keep the tokenizer's table at {}: {e}",
                 path.display()
@@ -143,32 +221,18 @@ impl XlmrTokenizer {
         Ok(t)
     }
 
-    /// The table kept at `path`, if it is whole and was built for the model `key` names.
-    fn mapped(file: &Arc<E5File>, path: &std::path::Path, key: &str) -> Option<Self> {
-        let f = std::fs::File::open(path).ok()?;
-        // SAFETY: read-only mapping; the file is only ever replaced by a rename, never
-        // rewritten in place, and every read below is bounds-checked.
-        let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-        let u32_at = |at: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?))
-        };
-        if map.get(..8)? != CACHE_MAGIC {
-            return None;
-        }
-        let len = u32_at(8)? as usize;
-        let longest_piece = u32_at(12)? as usize;
-        let unk_score = f32::from_bits(u32_at(16)?);
-        let pieces = u32_at(20)? as usize;
-        let key_len = u16::from_le_bytes(map.get(24..26)?.try_into().ok()?) as usize;
-        if map.get(26..26 + key_len)? != key.as_bytes()
-            || pieces != file.piece_count()
-            || !len.is_power_of_two()
-            || len < pieces
-        {
-            return None;
-        }
-        let start = (26 + key_len).next_multiple_of(4);
-        if map.len() != start + 4 * len {
+    /// The tokenizer over a kept table, if the table holds this vocabulary's pieces.
+    fn mapped(file: &Arc<E5File>, kept: Kept) -> Option<Self> {
+        let Kept {
+            map,
+            start,
+            len,
+            longest_piece,
+            unk_score,
+            pieces,
+            ..
+        } = kept;
+        if pieces != file.piece_count() {
             return None;
         }
         let t = Self {
@@ -192,11 +256,17 @@ impl XlmrTokenizer {
 
     /// Writes the built table to `path` (a new file renamed over the old, so a process
     /// mapping the old one keeps reading it whole).
-    fn write_cache(&self, path: &std::path::Path, key: &str) -> std::io::Result<()> {
+    fn write_cache(
+        &self,
+        path: &std::path::Path,
+        key: &str,
+        fingerprint: &str,
+    ) -> std::io::Result<()> {
         let Slots::Built(slots) = &self.slots else {
             return Ok(());
         };
         let key_len = u16::try_from(key.len()).map_err(std::io::Error::other)?;
+        let fingerprint_len = u16::try_from(fingerprint.len()).map_err(std::io::Error::other)?;
         let mut out = Vec::with_capacity(32 + key.len() + 4 * slots.len());
         out.extend_from_slice(CACHE_MAGIC);
         for v in [
@@ -209,6 +279,8 @@ impl XlmrTokenizer {
         }
         out.extend_from_slice(&key_len.to_le_bytes());
         out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(&fingerprint_len.to_le_bytes());
+        out.extend_from_slice(fingerprint.as_bytes());
         while !out.len().is_multiple_of(4) {
             out.push(0);
         }
@@ -454,13 +526,16 @@ mod tests {
         let file = Arc::new(E5File::open(&link).expect("model"));
         let fingerprint = super::super::local::fingerprint(&[], &link).expect("fingerprint");
         let built = XlmrTokenizer::from_file(Arc::clone(&file)).expect("built");
-        let first = XlmrTokenizer::open(Arc::clone(&file), &fingerprint).expect("first open");
-        assert!(matches!(first.slots, Slots::Built(_)), "nothing kept yet");
+        assert!(super::kept(&link).is_none(), "nothing kept yet");
+        let first = XlmrTokenizer::open(Arc::clone(&file), None, &fingerprint).expect("first");
+        assert!(matches!(first.slots, Slots::Built(_)));
         assert!(
             cache_path(&link).is_file(),
             "the first open keeps the table"
         );
-        let kept = XlmrTokenizer::open(Arc::clone(&file), &fingerprint).expect("second open");
+        let table = super::kept(&link).expect("the table kept for this file");
+        assert_eq!(table.fingerprint(), fingerprint);
+        let kept = XlmrTokenizer::open(Arc::clone(&file), Some(table), "unused").expect("second");
         assert!(
             matches!(kept.slots, Slots::Mapped { .. }),
             "the second maps it"
@@ -480,22 +555,26 @@ mod tests {
         }
         assert!(tokens > 20_000, "{tokens} tokens");
 
-        // Another model's key, or a cut file: built again, and kept again.
-        let other = XlmrTokenizer::open(Arc::clone(&file), "another-model").expect("other");
-        assert!(matches!(other.slots, Slots::Built(_)));
-        let again = XlmrTokenizer::open(Arc::clone(&file), "another-model").expect("again");
-        assert!(matches!(again.slots, Slots::Mapped { .. }));
+        // A table written for another file (its identity differs), or cut: not taken.
         let bytes = std::fs::read(cache_path(&link)).expect("kept table");
+        let mut other = bytes.clone();
+        other[26] = if other[26] == b'1' { b'2' } else { b'1' };
+        std::fs::write(cache_path(&link), &other).expect("other file's table");
+        assert!(super::kept(&link).is_none(), "another file's table");
         std::fs::write(cache_path(&link), &bytes[..bytes.len() - 4]).expect("cut");
-        let cut = XlmrTokenizer::open(Arc::clone(&file), "another-model").expect("cut");
-        assert!(matches!(cut.slots, Slots::Built(_)));
-        // A table whose slots are all empty passes the header checks, not the sample.
+        assert!(super::kept(&link).is_none(), "a cut table");
+        let rebuilt = XlmrTokenizer::open(Arc::clone(&file), None, &fingerprint).expect("again");
+        assert!(matches!(rebuilt.slots, Slots::Built(_)));
+        assert_eq!(std::fs::read(cache_path(&link)).expect("rewritten"), bytes);
+        // A table whose slots are all empty passes the header's checks, not the sample's.
         let mut empty = bytes.clone();
         let slots = u32::from_le_bytes(empty[8..12].try_into().expect("u32")) as usize;
         let from = empty.len() - 4 * slots;
         empty[from..].fill(0);
         std::fs::write(cache_path(&link), &empty).expect("empty table");
-        let emptied = XlmrTokenizer::open(Arc::clone(&file), "another-model").expect("empty");
+        let table = super::kept(&link).expect("the header is whole");
+        let emptied =
+            XlmrTokenizer::open(Arc::clone(&file), Some(table), &fingerprint).expect("empty");
         assert!(matches!(emptied.slots, Slots::Built(_)));
     }
 }
