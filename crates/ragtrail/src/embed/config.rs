@@ -11,7 +11,7 @@ use super::http::{
 };
 #[cfg(feature = "local-embed")]
 use super::local::{LocalEmbedder, LocalOptions};
-use super::marking::{Marking, Side};
+use super::marking::Marking;
 use super::{EmbedError, Embedder, HashingEmbedder};
 use crate::http::RetryPolicy;
 
@@ -162,7 +162,7 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
                 }
                 return Ok(Arc::new(e5));
             }
-            if config.marking.as_ref().is_some_and(|m| m.input_type(Side::Query).is_some()) {
+            if config.marking.as_ref().is_some_and(|m| m.input_type(super::marking::Side::Query).is_some()) {
                 return Err(EmbedError::Config(
                     "a model folder runs in-process, where there is no request to carry an input_type: set RAGTRAIL_EMBED_MARKING to a prefix marking (e5, bge, prefix:QUERY|PASSAGE) or none, or unset it to use what the folder says".into(),
                 ));
