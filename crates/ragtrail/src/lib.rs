@@ -220,6 +220,11 @@ pub use store::postgres::{MIGRATOR, PgError, PgSettings, PgStore, redact_databas
 /// The largest topK one `searchDocs` call accepts.
 pub use search::MAX_TOP_K;
 
+/// Writes multilingual-e5-small's packed file out as a sentence-transformers folder (its
+/// weights dequantized), which [`LocalEmbedder`] loads: what the folder-loading test holds the
+/// two paths together with.
+#[cfg(feature = "local-embed")]
+pub use embed::e5_folder::write_folder as write_e5_folder;
 /// Which side of a search a text is embedded as (a query or a passage).
 pub use embed::marking::Side as EmbedSide;
 /// The model cache: the models `ragtrail model install` fetches, where they are kept.

@@ -124,6 +124,35 @@ fn the_package_reference_cosines_come_out() {
 }
 
 #[test]
+fn a_query_asked_again_gets_its_own_vector_back() {
+    // The embedder remembers its last queries (a run embeds its question several times); what
+    // it hands back must be each text's own vector, whatever came with it.
+    let m = model();
+    let path = std::env::var_os("RAGTRAIL_TEST_E5_Q4")
+        .map(PathBuf::from)
+        .expect("set above");
+    let fresh = E5Embedder::load(&path).expect("a second embedder");
+    let texts = [
+        "年假没休完可以折算成工资吗？",
+        "How many days of annual leave do I get?",
+        "婚假",
+    ];
+    let first = m.embed_query(&texts[..2]).expect("first");
+    let again = m
+        .embed_query(&[texts[2], texts[1], texts[0], texts[2]])
+        .expect("again");
+    for (got, text) in again.iter().zip([texts[2], texts[1], texts[0], texts[2]]) {
+        let want = fresh.embed_query(&[text]).expect("alone").remove(0);
+        assert_eq!(got, &want, "{text}");
+    }
+    assert_eq!(first[0], again[2]);
+    assert_ne!(again[0], again[1]);
+    // A passage is not a query: the memory is for queries only.
+    let passage = m.embed(&[texts[0]]).expect("passage").remove(0);
+    assert!(cosine(&passage, &first[0]) < 0.999);
+}
+
+#[test]
 fn token_ids_match_the_package_on_200_texts() {
     let m = model();
     let mut differ = Vec::new();

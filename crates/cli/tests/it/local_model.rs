@@ -174,10 +174,10 @@ fn a_folder_without_its_files_is_an_error_naming_them() {
     // A non-BERT configuration is refused with the way out.
     std::fs::write(
         tmp.path().join("config.json"),
-        r#"{"model_type":"xlm-roberta","hidden_size":1024}"#,
+        r#"{"model_type":"t5","d_model":512}"#,
     )
     .expect("write");
-    let e = LocalEmbedder::load(tmp.path(), LocalOptions::default()).expect_err("xlm-roberta");
+    let e = LocalEmbedder::load(tmp.path(), LocalOptions::default()).expect_err("t5");
     assert!(e.to_string().contains("RAGTRAIL_EMBED_BASE_URL"), "{e}");
     // A truncated weights file.
     let src = model_dir();

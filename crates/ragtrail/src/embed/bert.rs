@@ -49,6 +49,33 @@ pub struct BertConfig {
     pub layer_norm_eps: f64,
     #[serde(default)]
     pub position_embedding_type: Option<String>,
+    /// `bert` (or absent), or a RoBERTa-family encoder (`xlm-roberta`, `roberta`): the same
+    /// layers, positions counted from `pad_token_id + 1` (see [`BertConfig::position_offset`]).
+    #[serde(default)]
+    pub model_type: Option<String>,
+    #[serde(default)]
+    pub pad_token_id: Option<usize>,
+}
+
+/// The `model_type`s whose encoder this forward pass runs.
+pub const MODEL_TYPES: &[&str] = &["bert", "xlm-roberta", "roberta"];
+
+impl BertConfig {
+    /// The first row of the position table a sequence uses: 0 for BERT; for RoBERTa-family
+    /// models `pad_token_id + 1` (their position ids start after the padding id, so the first
+    /// rows of the table are never used).
+    pub fn position_offset(&self) -> usize {
+        match self.model_type.as_deref() {
+            Some("xlm-roberta" | "roberta") => self.pad_token_id.unwrap_or(1) + 1,
+            _ => 0,
+        }
+    }
+
+    /// Tokens per sequence at most (special tokens included).
+    pub fn usable_positions(&self) -> usize {
+        self.max_position_embeddings
+            .saturating_sub(self.position_offset())
+    }
 }
 
 fn default_act() -> String {
@@ -199,9 +226,16 @@ impl Bert {
                 "hidden_size {h} is not a multiple of num_attention_heads {heads}"
             ));
         }
+        let positions = config.usable_positions();
+        if positions < 2 {
+            return Err(format!(
+                "max_position_embeddings {} leaves no room for a sequence",
+                config.max_position_embeddings
+            ));
+        }
         let map = candle_core::safetensors::load_buffer(safetensors, &candle_core::Device::Cpu)
             .map_err(|e| format!("model.safetensors cannot be read: {e}"))?;
-        let prefix = ["", "bert.", "model."]
+        let prefix = ["", "bert.", "roberta.", "model."]
             .into_iter()
             .find(|p| map.contains_key(&format!("{p}embeddings.word_embeddings.weight")))
             .ok_or("model.safetensors has no embeddings.word_embeddings.weight: not a BERT model")?
@@ -242,24 +276,30 @@ impl Bert {
                 out_norm: t.norm(&format!("{p}output.LayerNorm"), h)?,
             });
         }
+        if config.type_vocab_size == 0 {
+            return Err("type_vocab_size is 0: the encoder needs token type 0's embedding".into());
+        }
         let token_types = t.get(
             "embeddings.token_type_embeddings.weight",
             &[config.type_vocab_size, h],
         )?;
+        let mut position = t.get(
+            "embeddings.position_embeddings.weight",
+            &[config.max_position_embeddings, h],
+        )?;
+        // Rows before the offset are never used: position p of a sequence reads row offset + p.
+        position.drain(..config.position_offset() * h);
         Ok(Self {
             hidden: h,
             heads,
             head_dim,
             eps: config.layer_norm_eps as f32,
             vocab: config.vocab_size,
-            max_positions: config.max_position_embeddings,
+            max_positions: positions,
             word: WordTable::F32(
                 t.get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
             ),
-            position: t.get(
-                "embeddings.position_embeddings.weight",
-                &[config.max_position_embeddings, h],
-            )?,
+            position,
             token_type: token_types[..h].to_vec(),
             emb_norm: t.norm("embeddings.LayerNorm", h)?,
             layers,
@@ -833,6 +873,120 @@ mod tests {
             got.iter().zip(&want).any(|(a, b)| a != b),
             "activations were not quantized?"
         );
+    }
+
+    /// Safetensors bytes of `f32` tensors.
+    fn safetensors(tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Vec<u8> {
+        let shapes: Vec<(String, Vec<usize>)> = tensors
+            .iter()
+            .map(|(n, s, _)| (n.clone(), s.clone()))
+            .collect();
+        let mut out = super::super::e5_folder::safetensors_header(&shapes);
+        for (_, _, v) in tensors {
+            out.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        }
+        out
+    }
+
+    #[test]
+    fn an_xlm_roberta_encoder_reads_its_positions_after_the_padding_id() {
+        // One tiny encoder written twice: as BERT (positions from row 0, two token types) and
+        // as XLM-R (two unused rows first, `pad_token_id` 1; one token type). Same outputs.
+        let (h, inter, vocab, positions) = (32usize, 64usize, 10usize, 8usize);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    ((seed % 2001) as f32 - 1000.0) / 4000.0
+                })
+                .collect()
+        };
+        let mut common: Vec<(String, Vec<usize>, Vec<f32>)> = vec![
+            (
+                "embeddings.word_embeddings.weight".into(),
+                vec![vocab, h],
+                values(vocab * h),
+            ),
+            ("embeddings.LayerNorm.weight".into(), vec![h], values(h)),
+            ("embeddings.LayerNorm.bias".into(), vec![h], values(h)),
+        ];
+        let p = "encoder.layer.0.";
+        for (name, rows, cols) in [
+            ("attention.self.query", h, h),
+            ("attention.self.key", h, h),
+            ("attention.self.value", h, h),
+            ("attention.output.dense", h, h),
+            ("intermediate.dense", inter, h),
+            ("output.dense", h, inter),
+        ] {
+            common.push((
+                format!("{p}{name}.weight"),
+                vec![rows, cols],
+                values(rows * cols),
+            ));
+            common.push((format!("{p}{name}.bias"), vec![rows], values(rows)));
+        }
+        for name in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            common.push((format!("{p}{name}.weight"), vec![h], values(h)));
+            common.push((format!("{p}{name}.bias"), vec![h], values(h)));
+        }
+        let pos = values(positions * h);
+        let types = values(2 * h);
+        let mut bert = common.clone();
+        bert.push((
+            "embeddings.position_embeddings.weight".into(),
+            vec![positions, h],
+            pos.clone(),
+        ));
+        bert.push((
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![2, h],
+            types.clone(),
+        ));
+        let mut xlmr: Vec<(String, Vec<usize>, Vec<f32>)> = common
+            .into_iter()
+            .map(|(n, s, v)| (format!("roberta.{n}"), s, v))
+            .collect();
+        let mut shifted = values(2 * h);
+        shifted.extend_from_slice(&pos);
+        xlmr.push((
+            "roberta.embeddings.position_embeddings.weight".into(),
+            vec![positions + 2, h],
+            shifted,
+        ));
+        xlmr.push((
+            "roberta.embeddings.token_type_embeddings.weight".into(),
+            vec![1, h],
+            types[..h].to_vec(),
+        ));
+        let config = |model_type: &str, max_positions: usize, types: usize| -> BertConfig {
+            serde_json::from_value(serde_json::json!({
+                "model_type": model_type, "vocab_size": vocab, "hidden_size": h,
+                "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": inter,
+                "max_position_embeddings": max_positions, "type_vocab_size": types,
+                "pad_token_id": 1,
+            }))
+            .expect("config")
+        };
+        let a = Bert::load(&config("bert", positions, 2), &safetensors(&bert)).expect("bert");
+        let x_config = config("xlm-roberta", positions + 2, 1);
+        assert_eq!(
+            (x_config.position_offset(), x_config.usable_positions()),
+            (2, positions)
+        );
+        let b = Bert::load(&x_config, &safetensors(&xlmr)).expect("xlm-roberta");
+        assert_eq!(b.max_positions, positions);
+        let seqs: [&[u32]; 2] = [&[0, 5, 7, 3, 2], &[0, 9, 4, 6, 8, 1, 3, 2]];
+        let (mut sa, mut sb) = (Scratch::default(), Scratch::default());
+        let (va, oa) = a.forward(&seqs, 1, &mut sa).expect("forward");
+        let (vb, ob) = b.forward(&seqs, 1, &mut sb).expect("forward");
+        assert_eq!(oa, ob);
+        assert_eq!(va, vb);
+        // Nine tokens do not fit either.
+        assert!(b.forward(&[&[0; 9]], 1, &mut sb).is_err());
     }
 
     #[test]

@@ -162,12 +162,15 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
                 }
                 return Ok(Arc::new(e5));
             }
-            if config.marking.as_ref().is_some_and(|m| !m.is_none()) {
+            if config.marking.as_ref().is_some_and(|m| m.input_type(super::marking::Side::Query).is_some()) {
                 return Err(EmbedError::Config(
-                    "the local embedder embeds queries and passages alike (RAGTRAIL_EMBED_MARKING is for the http embedder): unset it, or set it to none".into(),
+                    "a model folder runs in-process, where there is no request to carry an input_type: set RAGTRAIL_EMBED_MARKING to a prefix marking (e5, bge, prefix:QUERY|PASSAGE) or none, or unset it to use what the folder says".into(),
                 ));
             }
-            let mut options = LocalOptions::default();
+            let mut options = LocalOptions {
+                marking: config.marking.clone(),
+                ..LocalOptions::default()
+            };
             if let Some(b) = config.batch_size {
                 options.batch_size = b;
             }

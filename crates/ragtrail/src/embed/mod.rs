@@ -18,6 +18,8 @@ mod config;
 pub mod e5;
 #[cfg(feature = "local-embed")]
 pub mod e5_file;
+#[cfg(feature = "local-embed")]
+pub mod e5_folder;
 pub mod hashing;
 pub mod http;
 #[cfg(feature = "local-embed")]

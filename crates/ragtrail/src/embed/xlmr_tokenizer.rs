@@ -10,10 +10,12 @@
 //! 4. the segmentation into vocabulary pieces with the highest total score (Viterbi over the
 //!    characters), a character no piece covers becoming `<unk>`.
 //!
-//! The pieces stay in the mapped file: a hash table of their ids (2 MB, built at open in a few
-//! milliseconds) finds the piece spelled by a span of the text, so opening costs no trie or map
-//! of 250,000 strings. The whole text is segmented at once, not word by word: the vocabulary
-//! has no piece with a `▁` after its first character, so the result is the same.
+//! The pieces stay in the mapped file: a hash table of their ids (2 MB) finds the piece spelled
+//! by a span of the text, so opening costs no trie or map of 250,000 strings. The table is built
+//! once and kept next to the model file (`e5-small-q4.bin.pieces`, see [`Slots`]); later
+//! processes map it instead of hashing 250,000 pieces again. The whole text is segmented at
+//! once, not word by word: the vocabulary has no piece with a `▁` after its first character, so
+//! the result is the same.
 //!
 //! Three details follow the package's engine rather than SentencePiece, so that token ids (and
 //! vectors) equal its own: scores add up in `f32` in the same order (equal-scoring
@@ -34,11 +36,147 @@ const METASPACE: char = '\u{2581}';
 /// unknown-piece penalty).
 const UNK_PENALTY: f32 = 10.0;
 
+/// The lookup table's slots. Open addressing: slot = piece id + 1, 0 = empty; a power of two
+/// long. Built in memory, or mapped from the file a build wrote next to the model:
+///
+/// | bytes | content |
+/// |---|---|
+/// | 8 | magic `RTXLMRP2` |
+/// | 4 × 4 | u32 slots, u32 longest piece in bytes, f32 unknown-piece score, u32 pieces |
+/// | 2 + n | u16 n, the model file's identity ([`stat_key`]: size, modification time, inode, device) |
+/// | 2 + m | u16 m, the model's fingerprint ([`super::local::fingerprint`]) |
+/// | 0–3 | zeros, to a multiple of 4 |
+/// | 4 × slots | the slots, u32 little-endian |
+///
+/// A table is the model's while the file's identity stays what it was when the table was
+/// written (as git trusts its index for unchanged files), so the fingerprint kept with it
+/// spares a process hashing 2 MB of the model too. Any other table is rebuilt and rewritten. A
+/// lookup compares the piece it finds with the text, so even a wrong table could only miss a
+/// piece, never return a wrong one; at open a sample of pieces is looked up to catch that too.
+enum Slots {
+    Built(Vec<u32>),
+    Mapped {
+        map: memmap2::Mmap,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Slots {
+    fn len(&self) -> usize {
+        match self {
+            Slots::Built(v) => v.len(),
+            Slots::Mapped { len, .. } => *len,
+        }
+    }
+
+    fn get(&self, i: usize) -> u32 {
+        match self {
+            Slots::Built(v) => v[i],
+            Slots::Mapped { map, start, .. } => {
+                let at = start + 4 * i;
+                u32::from_le_bytes([map[at], map[at + 1], map[at + 2], map[at + 3]])
+            }
+        }
+    }
+}
+
+const CACHE_MAGIC: &[u8; 8] = b"RTXLMRP2";
+
+/// Where the lookup table of the model at `model` is kept.
+pub fn cache_path(model: &std::path::Path) -> std::path::PathBuf {
+    let mut name = model.file_name().unwrap_or_default().to_os_string();
+    name.push(".pieces");
+    model.with_file_name(name)
+}
+
+/// The model file's identity as the file system records it: size, modification time, and on
+/// Unix its inode and device (a file replaced by another, even of the same size and time, is a
+/// new inode).
+fn stat_key(model: &std::path::Path) -> Option<String> {
+    let meta = std::fs::metadata(model).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    #[cfg(unix)]
+    let node = {
+        use std::os::unix::fs::MetadataExt;
+        format!("{}:{}", meta.ino(), meta.dev())
+    };
+    #[cfg(not(unix))]
+    let node = String::new();
+    Some(format!("{}:{modified}:{node}", meta.len()))
+}
+
+/// A table kept beside a model, for the file as it is now; not yet checked against the
+/// vocabulary (that is [`XlmrTokenizer::open`]'s).
+pub struct Kept {
+    map: memmap2::Mmap,
+    start: usize,
+    len: usize,
+    longest_piece: usize,
+    unk_score: f32,
+    pieces: usize,
+    fingerprint: String,
+}
+
+impl Kept {
+    /// The model's fingerprint, as computed when the table was written.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+/// The table kept beside `model`, if it was written for the file as it is now.
+pub fn kept(model: &std::path::Path) -> Option<Kept> {
+    let key = stat_key(model)?;
+    let f = std::fs::File::open(cache_path(model)).ok()?;
+    // SAFETY: read-only mapping; the file is only ever replaced by a rename, never rewritten
+    // in place, and every read below is bounds-checked.
+    let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?))
+    };
+    let text_at = |at: usize| -> Option<(&[u8], usize)> {
+        let n = u16::from_le_bytes(map.get(at..at + 2)?.try_into().ok()?) as usize;
+        Some((map.get(at + 2..at + 2 + n)?, at + 2 + n))
+    };
+    if map.get(..8)? != CACHE_MAGIC {
+        return None;
+    }
+    let len = u32_at(8)? as usize;
+    let longest_piece = u32_at(12)? as usize;
+    let unk_score = f32::from_bits(u32_at(16)?);
+    let pieces = u32_at(20)? as usize;
+    let (kept_key, next) = text_at(24)?;
+    let (fingerprint, next) = text_at(next)?;
+    let fingerprint = std::str::from_utf8(fingerprint).ok()?.to_string();
+    let start = next.next_multiple_of(4);
+    if kept_key != key.as_bytes()
+        || !len.is_power_of_two()
+        || len < pieces
+        || map.len() != start + 4 * len
+    {
+        return None;
+    }
+    Some(Kept {
+        map,
+        start,
+        len,
+        longest_piece,
+        unk_score,
+        pieces,
+        fingerprint,
+    })
+}
+
 /// A ready tokenizer.
 pub struct XlmrTokenizer {
     file: Arc<E5File>,
-    /// Open addressing: slot = piece id + 1, 0 = empty; a power of two long.
-    slots: Vec<u32>,
+    slots: Slots,
     longest_piece: usize,
     unk_score: f32,
     pub specials: Specials,
@@ -60,7 +198,106 @@ fn hash(bytes: &[u8]) -> u64 {
 }
 
 impl XlmrTokenizer {
-    /// Builds the tokenizer over the file's vocabulary and normalization table.
+    /// The tokenizer over the file's vocabulary and normalization table, its lookup table
+    /// mapped from `kept` ([`kept`]) when that holds this vocabulary's, else built and written
+    /// beside the model ([`cache_path`]) with the model's `fingerprint` for the next process
+    /// (where the folder is not writable, built every time).
+    pub fn open(file: Arc<E5File>, kept: Option<Kept>, fingerprint: &str) -> Result<Self, String> {
+        if let Some(t) = kept.and_then(|k| Self::mapped(&file, k)) {
+            return Ok(t);
+        }
+        let path = cache_path(file.path());
+        let t = Self::from_file(file)?;
+        let written = match stat_key(t.file.path()) {
+            Some(key) => t.write_cache(&path, &key, fingerprint),
+            None => Err(std::io::Error::other("the model file cannot be examined")),
+        };
+        if let Err(e) = written {
+            tracing::debug!(
+                "cannot keep the tokenizer's table at {}: {e}",
+                path.display()
+            );
+        }
+        Ok(t)
+    }
+
+    /// The tokenizer over a kept table, if the table holds this vocabulary's pieces.
+    fn mapped(file: &Arc<E5File>, kept: Kept) -> Option<Self> {
+        let Kept {
+            map,
+            start,
+            len,
+            longest_piece,
+            unk_score,
+            pieces,
+            ..
+        } = kept;
+        if pieces != file.piece_count() {
+            return None;
+        }
+        let t = Self {
+            specials: file.specials,
+            file: Arc::clone(file),
+            slots: Slots::Mapped { map, start, len },
+            longest_piece,
+            unk_score,
+        };
+        // A sample of pieces must be found where the table says.
+        let step = (pieces / 64).max(1);
+        let whole = (0..pieces).step_by(step).all(|id| {
+            let piece = t.file.piece_bytes(id).unwrap_or_default();
+            piece.is_empty()
+                || id == t.specials.unk as usize
+                || t.lookup(piece)
+                    .is_some_and(|found| t.file.piece_bytes(found) == Some(piece))
+        });
+        whole.then_some(t)
+    }
+
+    /// Writes the built table to `path` (a new file renamed over the old, so a process
+    /// mapping the old one keeps reading it whole).
+    fn write_cache(
+        &self,
+        path: &std::path::Path,
+        key: &str,
+        fingerprint: &str,
+    ) -> std::io::Result<()> {
+        let Slots::Built(slots) = &self.slots else {
+            return Ok(());
+        };
+        let key_len = u16::try_from(key.len()).map_err(std::io::Error::other)?;
+        let fingerprint_len = u16::try_from(fingerprint.len()).map_err(std::io::Error::other)?;
+        let mut out = Vec::with_capacity(32 + key.len() + 4 * slots.len());
+        out.extend_from_slice(CACHE_MAGIC);
+        for v in [
+            slots.len() as u32,
+            self.longest_piece as u32,
+            self.unk_score.to_bits(),
+            self.file.piece_count() as u32,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&key_len.to_le_bytes());
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(&fingerprint_len.to_le_bytes());
+        out.extend_from_slice(fingerprint.as_bytes());
+        while !out.len().is_multiple_of(4) {
+            out.push(0);
+        }
+        for s in slots {
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+        let mut tmp = path.as_os_str().to_os_string();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = std::path::PathBuf::from(tmp);
+        std::fs::write(&tmp, &out)?;
+        std::fs::rename(&tmp, path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+
+    /// Builds the tokenizer over the file's vocabulary and normalization table (its lookup
+    /// table in memory).
     pub fn from_file(file: Arc<E5File>) -> Result<Self, String> {
         let n = file.piece_count();
         let size = (2 * n).next_power_of_two().max(2);
@@ -94,7 +331,7 @@ impl XlmrTokenizer {
         Ok(Self {
             specials: file.specials,
             file,
-            slots,
+            slots: Slots::Built(slots),
             longest_piece,
             unk_score: lowest - UNK_PENALTY,
         })
@@ -105,7 +342,7 @@ impl XlmrTokenizer {
         let mask = self.slots.len() - 1;
         let mut at = hash(bytes) as usize & mask;
         loop {
-            match self.slots[at] {
+            match self.slots.get(at) {
                 0 => return None,
                 slot => {
                     let id = slot as usize - 1;
@@ -224,5 +461,120 @@ mod tests {
         assert_eq!(t.content_ids("a</s>"), vec![2, 1, 1, 1, 1]);
         // "<s>" is a piece and matches.
         assert_eq!(t.content_ids("a<s>"), vec![2, 0]);
+    }
+
+    /// Every line of the bundled knowledge base (Chinese and English), every question of the
+    /// evaluation sets, and the e5 test texts.
+    fn texts() -> Vec<String> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut out = Vec::new();
+        let mut dirs = vec![root.join("knowledge")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("knowledge/").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "md") {
+                    let text = std::fs::read_to_string(&path).expect("read");
+                    out.extend(
+                        text.lines()
+                            .filter(|l| !l.trim().is_empty())
+                            .map(String::from),
+                    );
+                }
+            }
+        }
+        // Every question of the evaluation sets.
+        for entry in std::fs::read_dir(root.join("eval"))
+            .expect("eval/")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                for line in std::fs::read_to_string(&path).expect("read").lines() {
+                    let v: serde_json::Value = serde_json::from_str(line).expect("json");
+                    for turn in v["turns"].as_array().into_iter().flatten() {
+                        if let Some(q) = turn["question"].as_str() {
+                            out.push(q.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        let fixtures = root.join("crates/ragtrail/tests/fixtures/e5/texts.jsonl");
+        for line in std::fs::read_to_string(fixtures)
+            .expect("texts.jsonl")
+            .lines()
+        {
+            let v: serde_json::Value = serde_json::from_str(line).expect("json");
+            out.push(v["text"].as_str().expect("text").to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn the_kept_table_gives_the_built_tables_ids() {
+        let model = std::env::var_os("RAGTRAIL_TEST_E5_Q4").unwrap_or_else(|| {
+            panic!(
+                "RAGTRAIL_TEST_E5_Q4 is not set: run the tests with `bash scripts/test.sh`, which points it at the installed e5-small-q4.bin"
+            )
+        });
+        // The model seen through a link in a folder of our own, so the table is kept there.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let link = dir.path().join("e5-small-q4.bin");
+        std::os::unix::fs::symlink(&model, &link).expect("symlink");
+        let file = Arc::new(E5File::open(&link).expect("model"));
+        let fingerprint = super::super::local::fingerprint(&[], &link).expect("fingerprint");
+        let built = XlmrTokenizer::from_file(Arc::clone(&file)).expect("built");
+        assert!(super::kept(&link).is_none(), "nothing kept yet");
+        let first = XlmrTokenizer::open(Arc::clone(&file), None, &fingerprint).expect("first");
+        assert!(matches!(first.slots, Slots::Built(_)));
+        assert!(
+            cache_path(&link).is_file(),
+            "the first open keeps the table"
+        );
+        let table = super::kept(&link).expect("the table kept for this file");
+        assert_eq!(table.fingerprint(), fingerprint);
+        let kept = XlmrTokenizer::open(Arc::clone(&file), Some(table), "unused").expect("second");
+        assert!(
+            matches!(kept.slots, Slots::Mapped { .. }),
+            "the second maps it"
+        );
+        assert_eq!(
+            (kept.longest_piece, kept.unk_score.to_bits()),
+            (built.longest_piece, built.unk_score.to_bits())
+        );
+
+        let texts = texts();
+        assert!(texts.len() > 1200, "{} texts", texts.len());
+        let mut tokens = 0;
+        for text in &texts {
+            let want = built.content_ids(text);
+            tokens += want.len();
+            assert_eq!(kept.content_ids(text), want, "{text:?}");
+        }
+        assert!(tokens > 20_000, "{tokens} tokens");
+
+        // A table written for another file (its identity differs), or cut: not taken.
+        let bytes = std::fs::read(cache_path(&link)).expect("kept table");
+        let mut other = bytes.clone();
+        other[26] = if other[26] == b'1' { b'2' } else { b'1' };
+        std::fs::write(cache_path(&link), &other).expect("other file's table");
+        assert!(super::kept(&link).is_none(), "another file's table");
+        std::fs::write(cache_path(&link), &bytes[..bytes.len() - 4]).expect("cut");
+        assert!(super::kept(&link).is_none(), "a cut table");
+        let rebuilt = XlmrTokenizer::open(Arc::clone(&file), None, &fingerprint).expect("again");
+        assert!(matches!(rebuilt.slots, Slots::Built(_)));
+        assert_eq!(std::fs::read(cache_path(&link)).expect("rewritten"), bytes);
+        // A table whose slots are all empty passes the header's checks, not the sample's.
+        let mut empty = bytes.clone();
+        let slots = u32::from_le_bytes(empty[8..12].try_into().expect("u32")) as usize;
+        let from = empty.len() - 4 * slots;
+        empty[from..].fill(0);
+        std::fs::write(cache_path(&link), &empty).expect("empty table");
+        let table = super::kept(&link).expect("the header is whole");
+        let emptied =
+            XlmrTokenizer::open(Arc::clone(&file), Some(table), &fingerprint).expect("empty");
+        assert!(matches!(emptied.slots, Slots::Built(_)));
     }
 }
