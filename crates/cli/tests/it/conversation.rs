@@ -59,7 +59,12 @@ fn a_follow_up_without_its_topic_cites_the_topic_section() {
         "topic carried: {:?}",
         second.rounds[0].keywords
     );
-    assert!(second.rounds[0].reason.contains("carried over"));
+    // Said in the question's language, with the topic it carried.
+    let reason = &second.rounds[0].reason;
+    assert!(
+        reason.contains("沿用上一轮的话题") && reason.contains("病假"),
+        "{reason}"
+    );
     let expected: Vec<String> = engine
         .store()
         .chunks()
