@@ -323,9 +323,11 @@ fn the_installed_model_is_the_default_and_hashing_is_an_opt_out() {
 }
 
 /// The issue's check on the bundled `knowledge/`, under the default: paraphrased Chinese
-/// questions, sharing few words with their sections, find them first by meaning.
+/// questions, sharing few words with their sections, find them first by meaning; and (issue 38)
+/// among passages that all share a question's words, the evidence leads with the one whose
+/// meaning is closest to the question.
 #[test]
-fn paraphrased_chinese_questions_find_their_sections_under_the_default() {
+fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meaning() {
     let cache = cache_with_e5();
     let ws = Workspace::new();
     copy_dir(&repo_root().join("knowledge"), &ws.knowledge());
@@ -354,6 +356,24 @@ fn paraphrased_chinese_questions_find_their_sections_under_the_default() {
     assert!(hotel.starts_with("差旅住宿与补贴标准 / "), "{hotel}");
     let status = json(&unconfigured(&ws, cache.path(), &["status", "--json"], &[]));
     assert_eq!(status["indexEmbedder"]["kind"], "local", "{status}");
+
+    // Three remote-work sections share "work" and "month"; ranked by those words alone the
+    // evidence led with "A request that is turned down can be resubmitted after 3 months."
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &["ask", "--json", "Can I work from Bali for a month?"],
+        &[],
+    );
+    let reply = json(&out);
+    assert_eq!(reply["status"], "evidence", "{reply}");
+    let first = &reply["citations"][0];
+    assert_eq!(
+        first["titlePath"], "Remote Work and Equipment Policy / Working from Another Country",
+        "{reply}"
+    );
+    let quote = first["quote"].as_str().unwrap_or_default();
+    assert!(quote.contains("14 calendar days per year"), "{quote}");
 }
 
 fn copy_dir(from: &Path, to: &Path) {

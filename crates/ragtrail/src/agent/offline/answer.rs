@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use super::asked::{self, asked_parts};
 use super::{
     EVIDENCE_SPREAD, MAX_CITED_CHUNKS, MAX_EVIDENCE, MAX_SENTENCE_CHARS, MAX_STANDOUT_CITED,
-    MIN_CITATION_GAIN, OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, SUBJECT_SHARE, all_hits,
-    analysed, sentences,
+    MEANING_WEIGHT, MIN_CITATION_GAIN, OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, SUBJECT_SHARE,
+    all_hits, analysed, sentences,
 };
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
@@ -196,10 +196,9 @@ fn subject_share(
 }
 
 impl OfflinePlanner {
-    /// The passages to give as evidence when no sentence states the answer: the best-covering
-    /// returned chunks (at most [`MAX_EVIDENCE`], those within [`EVIDENCE_SPREAD`] of the best),
-    /// each quoted by its best whole sentence, a table row with its header row; `None` when no
-    /// sentence matches.
+    /// The passages to give as evidence when no sentence states the answer, best first (at most
+    /// [`MAX_EVIDENCE`], [`evidence_order`]), each quoted by its best whole sentence, a table row
+    /// with its header row; `None` when no sentence matches.
     pub(super) fn evidence(
         &self,
         ctx: &PlannerContext<'_>,
@@ -208,12 +207,8 @@ impl OfflinePlanner {
         let weights = self.weights();
         let keys = QuestionKeys::new(self.verdict_keys.clone());
         let candidates = candidates(ctx, &keys);
-        let best = candidates.first().map(|c| c.score).unwrap_or(0.0);
         let mut citations: Vec<ProposedCitation> = Vec::new();
-        for c in candidates
-            .iter()
-            .filter(|c| c.score > 0.0 && c.score >= EVIDENCE_SPREAD * best)
-        {
+        for c in evidence_order(ctx, &candidates) {
             if citations.len() == MAX_EVIDENCE {
                 break;
             }
@@ -222,6 +217,36 @@ impl OfflinePlanner {
             }
         }
         (!citations.is_empty()).then_some(PlannerAction::Evidence { reason, citations })
+    }
+}
+
+/// The candidates worth showing as evidence, best first. With a model embedder, each covering
+/// chunk ranks by its share of the best one's coverage plus how far its meaning stands from the
+/// best-standing one's, in standard deviations of the question's similarity over the knowledge
+/// base ([`MEANING_WEIGHT`] per deviation): among passages that share the question's words,
+/// the one about what was asked is the one closest in meaning. Without one (the hashing
+/// embedder, a store without vectors), by coverage alone, those within [`EVIDENCE_SPREAD`] of
+/// the best.
+fn evidence_order<'c, 'h>(
+    ctx: &PlannerContext<'_>,
+    candidates: &'c [Candidate<'h>],
+) -> Vec<&'c Candidate<'h>> {
+    let best = candidates.first().map_or(0.0, |c| c.score);
+    let covering = candidates.iter().filter(|c| c.score > 0.0);
+    let meaning: Option<Vec<(&Candidate<'_>, f64)>> = covering
+        .clone()
+        .map(|c| Some((c, ctx.lookup.question_standout(&c.hit.chunk_id)?)))
+        .collect();
+    match meaning {
+        Some(mut ranked) if !ranked.is_empty() => {
+            let top = ranked.iter().map(|(_, z)| *z).fold(f64::MIN, f64::max);
+            let rank = |c: &Candidate<'_>, z: f64| c.score / best + MEANING_WEIGHT * (z - top);
+            ranked.sort_by(|a, b| rank(b.0, b.1).total_cmp(&rank(a.0, a.1)));
+            ranked.into_iter().map(|(c, _)| c).collect()
+        }
+        _ => covering
+            .filter(|c| c.score >= EVIDENCE_SPREAD * best)
+            .collect(),
     }
 }
 

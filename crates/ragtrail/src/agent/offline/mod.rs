@@ -58,6 +58,11 @@ const MAX_EVIDENCE: usize = 3;
 const EVIDENCE_COVERAGE: f64 = 0.35;
 /// A further evidence passage's chunk must score this share of the best one's.
 const EVIDENCE_SPREAD: f64 = 0.5;
+/// Weight of a standard deviation of meaning (the question's similarity over the knowledge base)
+/// against the best passage's whole coverage when evidence passages are ranked with a model
+/// embedder. Anything from 0.5 to 10 chose alike on the five evaluation sets; below, coverage
+/// wins again (BENCHMARKS.md, "Evidence ranked by meaning among the passages that cover").
+const MEANING_WEIGHT: f64 = 1.0;
 /// Longest sentence quoted, in characters.
 const MAX_SENTENCE_CHARS: usize = 220;
 /// Chunks cited at most.
