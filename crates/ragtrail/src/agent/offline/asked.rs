@@ -273,14 +273,16 @@ fn is_label(before: &[char]) -> bool {
     let Some(&last) = before.last() else {
         return false;
     };
-    if last == '第' || last.is_ascii_alphabetic() || last == '-' && before.len() > 1 {
-        // "第3", "ISO27001", "FIN-07" (a hyphen after letters; "-5" alone is a number).
-        return last == '第'
-            || last.is_ascii_alphabetic()
-            || before[before.len() - 2].is_ascii_alphanumeric();
-    }
-    if last != ' ' {
-        return false;
+    match last {
+        // "第3", "ISO27001".
+        '第' => return true,
+        c if c.is_ascii_alphabetic() => return true,
+        // "FIN-07": a hyphen after a letter or digit ("-5" alone is a number).
+        '-' => {
+            return before.len() > 1 && before[before.len() - 2].is_ascii_alphanumeric();
+        }
+        ' ' => {}
+        _ => return false,
     }
     // "Level 5": the word before the space is capitalised, not all capitals (a currency,
     // "USD 280"), and not the sentence's first word ("Over 4 hours").
