@@ -323,7 +323,8 @@ fn the_installed_model_is_the_default_and_hashing_is_an_opt_out() {
 }
 
 /// The issue's check on the bundled `knowledge/`, under the default: paraphrased Chinese
-/// questions, sharing few words with their sections, find them first by meaning; and (issue 38)
+/// questions, sharing few words with their sections, find them first by meaning, an English
+/// question finds a Chinese-only section; and (issue 38)
 /// among passages that all share a question's words, the evidence leads with the one whose
 /// meaning is closest to the question.
 #[test]
@@ -356,6 +357,31 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     assert!(hotel.starts_with("差旅住宿与补贴标准 / "), "{hotel}");
     let status = json(&unconfigured(&ws, cache.path(), &["status", "--json"], &[]));
     assert_eq!(status["indexEmbedder"]["kind"], "local", "{status}");
+
+    // Leave after a birth is written only in Chinese: an English question reaches it through
+    // the vector leg's other-script candidate (ranked by raw cosine, all five hits were English).
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[
+            "search",
+            "--json",
+            "-k",
+            "5",
+            "My wife just had a baby. How many days off do I get?",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let hits = json(&out);
+    let titles: Vec<&str> = hits
+        .as_array()
+        .map(|a| a.iter().filter_map(|h| h["titlePath"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        titles.iter().any(|t| t.starts_with("生育与育儿假规定 / ")),
+        "{titles:?}"
+    );
 
     // Three remote-work sections share "work" and "month"; ranked by those words alone the
     // evidence led with "A request that is turned down can be resubmitted after 3 months."

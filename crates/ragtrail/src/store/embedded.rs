@@ -61,6 +61,9 @@ pub struct ChunkStore {
     group_sizes: Vec<usize>,
     /// Each chunk's analysed terms, filled on its first hit (see [`ChunkTerms`]).
     analysed: Vec<OnceLock<ChunkTerms>>,
+    /// Whether each chunk is written in a CJK script, read from the texts on first use (the
+    /// vector leg's other-script candidates, `scripts`).
+    cjk: OnceLock<Vec<bool>>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -191,6 +194,7 @@ impl ChunkStore {
             groups,
             group_sizes,
             analysed,
+            cjk: OnceLock::new(),
         }
     }
 
@@ -209,6 +213,16 @@ impl ChunkStore {
     /// The vectors, one row per chunk in chunk order.
     pub fn vectors(&self) -> &VectorIndex {
         &self.vectors
+    }
+
+    /// Whether each chunk (by position) is written mainly in a CJK script.
+    pub fn cjk_chunks(&self) -> &[bool] {
+        self.cjk.get_or_init(|| {
+            self.chunks
+                .iter()
+                .map(|c| super::scripts::is_cjk_text(&c.text))
+                .collect()
+        })
     }
 
     /// Which chunks (by position) `access` may see: one flag per chunk, decided per group.

@@ -11,6 +11,7 @@ pub mod embed_journal;
 pub(crate) mod embedded;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod scripts;
 mod terms;
 pub mod vector_leg;
 pub mod vectors;

@@ -62,6 +62,20 @@ pub trait VectorLeg: Sync {
     /// `query`'s cosine similarity with the vector of the chunk `chunk_id` (0 for a zero
     /// vector), or `None` when the leg holds no vector for it.
     fn similarity(&self, query: &[f32], chunk_id: &str) -> Result<Option<f64>, VectorLegError>;
+
+    /// The `k` nearest chunks written in the other script (CJK or not) than those `query` is
+    /// nearest to on the whole, with their cosine put on the nearer script's scale (`scripts`):
+    /// a multilingual model's way to a passage in another language. Empty when the visible
+    /// chunks are in one script; PostgreSQL does not group its rows by script and gives none.
+    fn search_other_script(
+        &self,
+        _query: &[f32],
+        _k: usize,
+        _access: &AccessContext,
+        _include_superseded: bool,
+    ) -> Result<Vec<(String, f32)>, VectorLegError> {
+        Ok(Vec::new())
+    }
 }
 
 /// How similar a query is to the chunks a reader may see, on the whole
@@ -94,7 +108,7 @@ impl SimilaritySpread {
 }
 
 /// Cosine similarity in f64 (0 when either vector is zero).
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
+pub(super) fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
     for (x, y) in a.iter().zip(b) {
         let (x, y) = (f64::from(*x), f64::from(*y));
@@ -174,6 +188,29 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
             .map(|&i| cosine(query, vectors.row(i)))
             .collect();
         Ok(SimilaritySpread::of(&sims))
+    }
+
+    fn search_other_script(
+        &self,
+        query: &[f32],
+        k: usize,
+        access: &AccessContext,
+        include_superseded: bool,
+    ) -> Result<Vec<(String, f32)>, VectorLegError> {
+        let visible = self.store.visibility(access, include_superseded);
+        let rows = super::scripts::other_script_rows(
+            self.store.vectors(),
+            self.store.cjk_chunks(),
+            query,
+            k,
+            |i| visible.allows(i),
+        )
+        .map_err(|e| VectorLegError::Scan(e.to_string()))?;
+        let chunks = self.store.chunks();
+        Ok(rows
+            .into_iter()
+            .map(|(row, score)| (chunks[row].id.clone(), score))
+            .collect())
     }
 
     fn similarity(&self, query: &[f32], chunk_id: &str) -> Result<Option<f64>, VectorLegError> {
