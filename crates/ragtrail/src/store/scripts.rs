@@ -1,11 +1,11 @@
 //! The vector leg across writing systems: a multilingual model scores a question against
-//! passages in its own language higher on the whole than against any passage in another (with
+//! passages in its own language higher on the whole than against most in another (with
 //! multilingual-e5-small, a Chinese question's mean cosine is about 0.85 over Chinese chunks and
-//! 0.78 over English ones), so ranked by raw cosine a passage in the other language never
+//! 0.78 over English ones), so ranked by raw cosine a passage in the other language seldom
 //! reaches the hits, however well it answers. Within each script the right passage still
-//! stands out: these functions find each other script's best chunks and put their similarity
-//! on the scale of the script the query is nearest to, by standard deviations above their own
-//! script's mean. A knowledge base in one script gets nothing from here.
+//! stands out: this finds the other script's best chunks and puts their similarity on the scale
+//! of the script the query is nearest to, by standard deviations above their own script's mean.
+//! A knowledge base with too few chunks in a second script gets nothing from here.
 
 use crate::text::is_cjk;
 
