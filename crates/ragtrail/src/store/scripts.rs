@@ -9,7 +9,7 @@
 
 use crate::text::is_cjk;
 
-use super::vector_leg::SimilaritySpread;
+use super::vector_leg::{SimilaritySpread, sampled_spread};
 use super::vectors::VectorIndex;
 
 /// Whether `text` is written mainly in a CJK script: at least one character in five (spaces
@@ -49,13 +49,7 @@ pub(super) fn other_script_rows(
         if rows.len() < MIN_ROWS {
             return None;
         }
-        let step = rows.len().div_ceil(SAMPLE);
-        let sims: Vec<f64> = rows
-            .iter()
-            .step_by(step)
-            .map(|&i| super::vector_leg::cosine(query, vectors.row(i)))
-            .collect();
-        SimilaritySpread::of(&sims).filter(|s| s.spread > 1e-9)
+        sampled_spread(vectors, query, &rows, SAMPLE).filter(|s| s.spread > 1e-9)
     };
     let (Some(han), Some(other)) = (spread(true), spread(false)) else {
         return Ok(Vec::new());

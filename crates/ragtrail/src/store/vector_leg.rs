@@ -108,7 +108,7 @@ impl SimilaritySpread {
 }
 
 /// Cosine similarity in f64 (0 when either vector is zero).
-pub(super) fn cosine(a: &[f32], b: &[f32]) -> f64 {
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
     for (x, y) in a.iter().zip(b) {
         let (x, y) = (f64::from(*x), f64::from(*y));
@@ -134,6 +134,38 @@ impl<'a> EmbeddedVectorLeg<'a> {
     }
 }
 
+impl EmbeddedVectorLeg<'_> {
+    /// A scan's rows as (chunk id, score).
+    fn named(
+        &self,
+        rows: Result<Vec<(usize, f32)>, super::vectors::VectorError>,
+    ) -> Result<Vec<(String, f32)>, VectorLegError> {
+        let rows = rows.map_err(|e| VectorLegError::Scan(e.to_string()))?;
+        let chunks = self.store.chunks();
+        Ok(rows
+            .into_iter()
+            .map(|(row, score)| (chunks[row].id.clone(), score))
+            .collect())
+    }
+}
+
+/// The mean and spread of `query`'s cosine over `rows`, every one of them or an even sample of
+/// at most `sample` (every `ceil(len / sample)`-th); `None` for no rows.
+pub(super) fn sampled_spread(
+    vectors: &super::vectors::VectorIndex,
+    query: &[f32],
+    rows: &[usize],
+    sample: usize,
+) -> Option<SimilaritySpread> {
+    let step = rows.len().div_ceil(sample.max(1)).max(1);
+    let sims: Vec<f64> = rows
+        .iter()
+        .step_by(step)
+        .map(|&i| cosine(query, vectors.row(i)))
+        .collect();
+    SimilaritySpread::of(&sims)
+}
+
 impl VectorLeg for EmbeddedVectorLeg<'_> {
     fn has_vectors(&self) -> bool {
         !self.store.vectors().is_empty()
@@ -151,16 +183,8 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
         include_superseded: bool,
     ) -> Result<Vec<(String, f32)>, VectorLegError> {
         let visible = self.store.visibility(access, include_superseded);
-        let rows = self
-            .store
-            .vectors()
-            .search(query, k, |i| visible.allows(i))
-            .map_err(|e| VectorLegError::Scan(e.to_string()))?;
-        let chunks = self.store.chunks();
-        Ok(rows
-            .into_iter()
-            .map(|(row, score)| (chunks[row].id.clone(), score))
-            .collect())
+        let rows = self.store.vectors().search(query, k, |i| visible.allows(i));
+        self.named(rows)
     }
 
     fn similarity_spread(
@@ -181,13 +205,7 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
         if visible.len() < min_visible || visible.is_empty() {
             return Ok(None);
         }
-        let step = visible.len().div_ceil(sample.max(1));
-        let sims: Vec<f64> = visible
-            .iter()
-            .step_by(step)
-            .map(|&i| cosine(query, vectors.row(i)))
-            .collect();
-        Ok(SimilaritySpread::of(&sims))
+        Ok(sampled_spread(vectors, query, &visible, sample))
     }
 
     fn search_other_script(
@@ -204,13 +222,8 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
             query,
             k,
             |i| visible.allows(i),
-        )
-        .map_err(|e| VectorLegError::Scan(e.to_string()))?;
-        let chunks = self.store.chunks();
-        Ok(rows
-            .into_iter()
-            .map(|(row, score)| (chunks[row].id.clone(), score))
-            .collect())
+        );
+        self.named(rows)
     }
 
     fn similarity(&self, query: &[f32], chunk_id: &str) -> Result<Option<f64>, VectorLegError> {
