@@ -454,9 +454,12 @@ pub fn is_stop_term(term: &str) -> bool {
         "ha", "had", "am", "been", "being", "were", "so", "than", "too", "very", "just", "any",
         "some", "all", "there", "here", "about", "from", "up", "out", "over", "after", "before",
         "also", "onli", "own", "same", "other", "each", "few", "more", "most", "s", "t", "ok",
-        // Pronouns, the remains of contractions, indefinites (stemmed forms).
-        "has", "them", "they", "their", "m", "don", "didn", "doesn", "isn", "aren", "wasn", "won",
-        "ll", "re", "ve", "d", "someth", "anyth", "noth", "everyth", "someon", "anyon", "until",
+        // Pronouns, the remains of contractions, indefinites (stemmed forms: "his" keeps its
+        // s, a vowel stands right before it; "themselves" is "themselv").
+        "his", "mine", "myself", "yourself", "himself", "herself", "itself", "ourselv", "yourselv",
+        "themselv", "has", "them", "they", "their", "m", "don", "didn", "doesn", "isn", "aren",
+        "wasn", "won", "ll", "re", "ve", "d", "someth", "anyth", "noth", "everyth", "someon",
+        "anyon", "until",
         // Adverbs, interjections and light verbs that frame a question in English the way
         // 还/就/弄 do in Chinese: how it is asked, never what it is about.
         "us", "now", "still", "alreadi", "ever", "even", "realli", "actual", "again", "often",
@@ -644,6 +647,28 @@ mod tests {
     fn latin_is_lowercased_stemmed_and_stopped() {
         let t = texts("The Hotels are Reimbursed");
         assert_eq!(t, vec!["hotel", "reimburs"]);
+    }
+
+    /// Possessive and reflexive pronouns frame a question, as "he" and "she" do: "his" in "when
+    /// his wife gives birth" was a key term no passage holds, and refused the question.
+    #[test]
+    fn pronouns_are_stop_terms_in_their_analysed_form() {
+        for word in [
+            "his",
+            "him",
+            "mine",
+            "himself",
+            "themselves",
+            "ourselves",
+            "yours",
+        ] {
+            let analysed = texts(word);
+            assert!(
+                !analysed.is_empty() && analysed.iter().all(|t| is_stop_term(t)),
+                "{word} -> {analysed:?}"
+            );
+        }
+        assert!(!is_stop_term("wife"));
     }
 
     #[test]
