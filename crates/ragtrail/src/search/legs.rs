@@ -174,7 +174,7 @@ pub(crate) fn run(
             .search(&query, candidates, access, include_superseded)
             .map_err(leg_error)?;
         // A model reads every language it was trained on, but ranks passages in the question's
-        // own above any in another: the other script's best competes on the question's scale.
+        // own above most in another: the other script's best competes on the question's scale.
         // Hashing vectors are character n-grams, with nothing to share across scripts.
         if src.embedder.info().kind != HASHING_KIND {
             let other = src

@@ -29,9 +29,9 @@ const SAMPLE: usize = 4096;
 /// A script with fewer visible chunks than this has no spread to speak of and is left out.
 const MIN_ROWS: usize = 16;
 
-/// The `k` best rows (by position, with a cosine on the nearest script's scale) of each script
-/// other than the one `query` is nearest to on the whole, among rows `allow`ed; empty when the
-/// visible rows are all in one script. `cjk` holds each row's script.
+/// The `k` best rows (by position, with a cosine on the nearer script's scale) of the script
+/// `query` is farther from on the whole, CJK or not, among rows `allow`ed; empty when either
+/// script has fewer than [`MIN_ROWS`] of them. `cjk` holds each row's script.
 pub(super) fn other_script_rows(
     vectors: &VectorIndex,
     cjk: &[bool],
@@ -51,21 +51,21 @@ pub(super) fn other_script_rows(
         }
         sampled_spread(vectors, query, &rows, SAMPLE).filter(|s| s.spread > 1e-9)
     };
-    let (Some(han), Some(other)) = (spread(true), spread(false)) else {
+    let (Some(in_cjk), Some(in_other)) = (spread(true), spread(false)) else {
         return Ok(Vec::new());
     };
-    // The script the query is nearest to keeps its cosines; the other's are re-expressed.
-    let (nearest, far, far_script) = if han.mean >= other.mean {
-        (han, other, false)
+    // The script the query is nearer to keeps its cosines; the farther one's are re-expressed.
+    let (nearer, far, far_script) = if in_cjk.mean >= in_other.mean {
+        (in_cjk, in_other, false)
     } else {
-        (other, han, true)
+        (in_other, in_cjk, true)
     };
     let rows = vectors.search(query, k, |i| cjk[i] == far_script && allow(i))?;
     Ok(rows
         .into_iter()
         .map(|(row, cosine)| {
             let z = (f64::from(cosine) - far.mean) / far.spread;
-            (row, (nearest.mean + z * nearest.spread) as f32)
+            (row, (nearer.mean + z * nearer.spread) as f32)
         })
         .collect())
 }
