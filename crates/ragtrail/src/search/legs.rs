@@ -68,10 +68,9 @@ impl Legs {
 /// Chunks of the other script (`VectorLeg::search_other_script`) that join the vector leg's
 /// candidates: one. Every query has a best passage in each script, relevant or not, and each
 /// one let in pushes out a passage in the question's own language. Evidence recall of the
-/// cross-lingual questions, golden / second set / fresh-knowledge: 0.47 / 0 / 0 without, 0.56 /
-/// 0.50 / 1.00 with one, 0.47 / 0.75 / 1.00 with all, whose crowding cost the golden set 0.02
-/// of its overall recall against 0.005 with one (BENCHMARKS.md, "Passages in the other
-/// script").
+/// cross-lingual questions, second set / fresh-knowledge: 0 / 0 without, 0.50 / 1.00 with one;
+/// letting all in cost the golden set 0.02 of its overall recall, one costs nothing
+/// (BENCHMARKS.md, "Passages in the other script").
 const OTHER_SCRIPT_CANDIDATES: usize = 1;
 
 /// The `limit` best of two lists of (chunk id, score), best first, each chunk once with its

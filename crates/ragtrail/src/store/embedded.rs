@@ -61,9 +61,9 @@ pub struct ChunkStore {
     group_sizes: Vec<usize>,
     /// Each chunk's analysed terms, filled on its first hit (see [`ChunkTerms`]).
     analysed: Vec<OnceLock<ChunkTerms>>,
-    /// Whether each chunk is written in a CJK script, read from the texts on first use (the
-    /// vector leg's other-script candidates, `scripts`).
-    cjk: OnceLock<Vec<bool>>,
+    /// The script each chunk is written in, read from the texts on first use (the vector leg's
+    /// other-script candidates, `scripts`).
+    written: OnceLock<Vec<super::scripts::Written>>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -194,7 +194,7 @@ impl ChunkStore {
             groups,
             group_sizes,
             analysed,
-            cjk: OnceLock::new(),
+            written: OnceLock::new(),
         }
     }
 
@@ -215,12 +215,12 @@ impl ChunkStore {
         &self.vectors
     }
 
-    /// Whether each chunk (by position) is written mainly in a CJK script.
-    pub fn cjk_chunks(&self) -> &[bool] {
-        self.cjk.get_or_init(|| {
+    /// The script each chunk (by position) is written in.
+    pub(super) fn written(&self) -> &[super::scripts::Written] {
+        self.written.get_or_init(|| {
             self.chunks
                 .iter()
-                .map(|c| super::scripts::is_cjk_text(&c.text))
+                .map(|c| super::scripts::Written::of(&c.text))
                 .collect()
         })
     }

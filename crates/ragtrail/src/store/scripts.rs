@@ -12,16 +12,32 @@ use crate::text::is_cjk;
 use super::vector_leg::{SimilaritySpread, sampled_spread};
 use super::vectors::VectorIndex;
 
-/// Whether `text` is written mainly in a CJK script: at least one character in five (spaces
-/// aside) is one. Chinese prose with Latin names and codes stays Chinese; an English passage
-/// quoting a Chinese title stays English.
-pub(super) fn is_cjk_text(text: &str) -> bool {
-    let (mut cjk, mut all) = (0usize, 0usize);
-    for c in text.chars().filter(|c| !c.is_whitespace()) {
-        all += 1;
-        cjk += usize::from(is_cjk(c));
+/// The script a chunk is written in, and whether it borrows from the other one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Mainly CJK: at least one character in five (spaces aside) is one. Chinese prose with
+    /// Latin names and codes stays Chinese; an English passage quoting a Chinese title stays
+    /// English.
+    pub cjk: bool,
+    /// It holds letters of the other script too: a CJK passage with a Latin letter, a Latin one
+    /// with a CJK character.
+    pub borrows: bool,
+}
+
+impl Written {
+    pub(super) fn of(text: &str) -> Self {
+        let (mut cjk, mut latin, mut all) = (0usize, 0usize, 0usize);
+        for c in text.chars().filter(|c| !c.is_whitespace()) {
+            all += 1;
+            cjk += usize::from(is_cjk(c));
+            latin += usize::from(c.is_ascii_alphabetic());
+        }
+        let is_cjk = all > 0 && cjk * 5 >= all;
+        Self {
+            cjk: is_cjk,
+            borrows: if is_cjk { latin > 0 } else { cjk > 0 },
+        }
     }
-    all > 0 && cjk * 5 >= all
 }
 
 /// Rows of a script sampled at most for its mean and spread (an even sample of a large store).
@@ -31,20 +47,24 @@ const MIN_ROWS: usize = 16;
 
 /// The `k` best rows (by position, with a cosine on the nearer script's scale) of the script
 /// `query` is farther from on the whole, CJK or not, among rows `allow`ed; empty when either
-/// script has fewer than [`MIN_ROWS`] of them. `cjk` holds each row's script.
+/// script has fewer than [`MIN_ROWS`] of them. `written` holds each row's script.
+///
+/// A row that borrows letters of the nearer script is not a candidate: its borrowed words lift
+/// its similarity above its own script's, whatever it is about (an English gifts policy citing
+/// a Chinese regulation by name stood out for a Chinese question about paternity leave).
 pub(super) fn other_script_rows(
     vectors: &VectorIndex,
-    cjk: &[bool],
+    written: &[Written],
     query: &[f32],
     k: usize,
     allow: impl Fn(usize) -> bool,
 ) -> Result<Vec<(usize, f32)>, super::vectors::VectorError> {
-    if query.len() != vectors.dims() || cjk.len() != vectors.len() {
+    if query.len() != vectors.dims() || written.len() != vectors.len() {
         return Ok(Vec::new());
     }
     let spread = |script: bool| -> Option<SimilaritySpread> {
         let rows: Vec<usize> = (0..vectors.len())
-            .filter(|&i| cjk[i] == script && allow(i))
+            .filter(|&i| written[i].cjk == script && allow(i))
             .collect();
         if rows.len() < MIN_ROWS {
             return None;
@@ -60,7 +80,9 @@ pub(super) fn other_script_rows(
     } else {
         (in_other, in_cjk, true)
     };
-    let rows = vectors.search(query, k, |i| cjk[i] == far_script && allow(i))?;
+    let rows = vectors.search(query, k, |i| {
+        written[i].cjk == far_script && !written[i].borrows && allow(i)
+    })?;
     Ok(rows
         .into_iter()
         .map(|(row, cosine)| {
@@ -76,12 +98,24 @@ mod tests {
 
     #[test]
     fn a_text_is_cjk_when_one_character_in_five_is() {
-        assert!(is_cjk_text("职工本人结婚，可以享受婚假3天。"));
-        assert!(is_cjk_text("在「易报」中填写FIN-07《费用超标说明单》"));
-        assert!(!is_cjk_text(
-            "While a tender is running (see 采购审批权限规定), employees must not accept gifts."
-        ));
-        assert!(!is_cjk_text("   "));
+        let w = |cjk, borrows| Written { cjk, borrows };
+        assert_eq!(
+            Written::of("职工本人结婚，可以享受婚假3天。"),
+            w(true, false)
+        );
+        assert_eq!(
+            Written::of("在「易报」中填写FIN-07《费用超标说明单》"),
+            w(true, true)
+        );
+        assert_eq!(
+            Written::of("While a tender runs (see 采购审批权限规定), accept no gifts."),
+            w(false, true)
+        );
+        assert_eq!(
+            Written::of("Report a lost phone within 4 hours."),
+            w(false, false)
+        );
+        assert_eq!(Written::of("   "), w(false, false));
     }
 
     /// Two scripts whose rows sit around different similarities to the query: the far script's
@@ -90,18 +124,21 @@ mod tests {
     fn the_far_scripts_best_rows_are_put_on_the_near_scripts_scale() {
         let dims = 2;
         let mut index = VectorIndex::new(dims);
-        let mut cjk = Vec::new();
+        let mut written = Vec::new();
         // Near script: 20 rows at angles around 20°..39° from the query (cosine 0.94..0.78).
         // Far script: 20 rows at 50°..69° (cosine 0.64..0.36), the first standing out most.
         for (script, start) in [(true, 20.0f32), (false, 50.0)] {
             for i in 0..20 {
                 let a = (start + i as f32).to_radians();
                 index.push(&[a.cos(), a.sin()]).expect("push");
-                cjk.push(script);
+                written.push(Written {
+                    cjk: script,
+                    borrows: false,
+                });
             }
         }
         let query = [1.0f32, 0.0];
-        let rows = other_script_rows(&index, &cjk, &query, 3, |_| true).expect("search");
+        let rows = other_script_rows(&index, &written, &query, 3, |_| true).expect("search");
         let found: Vec<usize> = rows.iter().map(|(r, _)| *r).collect();
         assert_eq!(
             found,
@@ -115,7 +152,7 @@ mod tests {
         assert!(rows[0].1 > 50.0f32.to_radians().cos() + 0.2, "{rows:?}");
         // Hidden rows are neither searched nor counted.
         assert!(
-            other_script_rows(&index, &cjk, &query, 3, |i| i < 20)
+            other_script_rows(&index, &written, &query, 3, |i| i < 20)
                 .expect("search")
                 .is_empty()
         );
@@ -128,7 +165,11 @@ mod tests {
             let a = (i as f32).to_radians();
             index.push(&[a.cos(), a.sin()]).expect("push");
         }
-        let rows = other_script_rows(&index, &[false; 20], &[1.0, 0.0], 3, |_| true);
+        let latin = Written {
+            cjk: false,
+            borrows: false,
+        };
+        let rows = other_script_rows(&index, &[latin; 20], &[1.0, 0.0], 3, |_| true);
         assert!(rows.expect("search").is_empty());
     }
 }

@@ -218,7 +218,7 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
         let visible = self.store.visibility(access, include_superseded);
         let rows = super::scripts::other_script_rows(
             self.store.vectors(),
-            self.store.cjk_chunks(),
+            self.store.written(),
             query,
             k,
             |i| visible.allows(i),
