@@ -66,6 +66,10 @@ impl Q8 {
                 self.correction[i] = [0; 8];
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        let simd = matches!(Kernel::detect(), Kernel::Avx512Vnni);
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = false;
         for (t, row) in x[..tokens * k].chunks_exact(k).enumerate() {
             for (b, xs) in row.chunks_exact(QK).enumerate() {
                 let i = self.at(t, b);
@@ -73,11 +77,18 @@ impl Q8 {
                     .try_into()
                     .expect("a block is 32 values");
                 let xs: &[f32; QK] = xs.try_into().expect("a block is 32 values");
-                self.d[i] = quantize_block(xs, qs);
-                for (lane, c) in self.correction[i].iter_mut().enumerate() {
-                    let s: i32 = qs[lane * 4..lane * 4 + 4].iter().map(|&v| v as i32).sum();
-                    *c = -8 * s;
-                }
+                let correction = &mut self.correction[i];
+                self.d[i] = if simd {
+                    // SAFETY: the CPU has AVX-512 (detected just above).
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        vnni::quantize_block(xs, qs, correction)
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    unreachable!()
+                } else {
+                    quantize_block(xs, qs, correction)
+                };
             }
         }
     }
@@ -93,10 +104,10 @@ impl Q8 {
     }
 }
 
-/// One block to 8 bits: `round(x / scale)` with `scale = max |x| / 127`; returns the scale
-/// rounded to f16 and widened (what the block stores), as candle does.
+/// One block to 8 bits: `round(x / scale)` with `scale = max |x| / 127`, and its correction
+/// lanes; returns the scale rounded to f16 and widened (what the block stores), as candle does.
 #[inline(always)]
-fn quantize_block(xs: &[f32; QK], qs: &mut [i8; QK]) -> f32 {
+fn quantize_block(xs: &[f32; QK], qs: &mut [i8; QK], correction: &mut [i32; 8]) -> f32 {
     // Eight lanes of maxima, so the loop vectorises; a maximum is exact in any order.
     let mut lanes = [0.0f32; 8];
     for c in xs.chunks_exact(8) {
@@ -109,6 +120,10 @@ fn quantize_block(xs: &[f32; QK], qs: &mut [i8; QK]) -> f32 {
     let inv = if scale != 0.0 { 1.0 / scale } else { 0.0 };
     for (q, &x) in qs.iter_mut().zip(xs) {
         *q = round(x * inv);
+    }
+    for (lane, c) in correction.iter_mut().enumerate() {
+        let s: i32 = qs[lane * 4..lane * 4 + 4].iter().map(|&v| v as i32).sum();
+        *c = -8 * s;
     }
     half::f16::from_f32(scale).to_f32()
 }
@@ -252,13 +267,13 @@ unsafe fn f16c_scale(block: &[u8]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod vnni {
-    use super::{BLOCK_BYTES, Q8, QK, f16c_scale, hsum};
+    use super::{BLOCK_BYTES, Q8, QK, f16c_scale};
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    /// Weight rows per tile: each unpacked block serves [`P`] token pairs.
+    /// Weight rows per tile: each pair's loaded block serves [`R`] rows.
     const R: usize = 4;
-    /// Token pairs per tile: each pair's block serves [`R`] rows.
+    /// Token pairs per tile: each row's unpacked block serves [`P`] pairs.
     const P: usize = 2;
 
     /// # Safety
@@ -278,32 +293,48 @@ mod vnni {
         let mut put = |r0: usize, p0: usize, acc: &[[__m512; P]; R], nr: usize, np: usize| {
             for (i, row) in acc.iter().enumerate().take(nr) {
                 for (j, a) in row.iter().enumerate().take(np) {
-                    let mut lanes = [0.0f32; 16];
-                    // SAFETY: sixteen floats.
-                    unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *a) };
-                    let (lo, hi) = lanes.split_at(8);
-                    for (h, half) in [lo, hi].into_iter().enumerate() {
+                    let sums = unsafe { hsum_pair(*a) };
+                    for (h, sum) in sums.into_iter().enumerate() {
                         let t = 2 * (p0 + j) + h;
                         if t < tokens {
-                            dst[t * ld + r0 + i] = hsum(half.try_into().unwrap_or([0.0; 8]));
+                            dst[t * ld + r0 + i] = sum;
                         }
                     }
                 }
             }
         };
+        // A row group's blocks unpacked once for the whole slice of tokens: nibbles as the
+        // 512-bit operand (weights 0..32 in each half) and the widened scales.
+        let mut nibbles = vec![_mm512_setzero_si512(); R * kb];
+        let mut scales = vec![0.0f32; R * kb];
+        let low = _mm512_set1_epi8(0x0F);
+        // The 16 bytes of nibbles in all four 128-bit lanes, lanes 1 and 3 shifted by 4 bits.
+        let by4 = 4 << 48 | 4 << 32 | 4 << 16 | 4;
+        let shifts = _mm512_set_epi64(by4, by4, 0, 0, by4, by4, 0, 0);
         let mut r0 = 0;
         while r0 < rows {
             let nr = (rows - r0).min(R);
+            for i in 0..nr {
+                let row = &w[(r0 + i) * kb * BLOCK_BYTES..(r0 + i + 1) * kb * BLOCK_BYTES];
+                for (b, wb) in row.chunks_exact(BLOCK_BYTES).enumerate() {
+                    scales[i * kb + b] = unsafe { f16c_scale(wb) };
+                    // SAFETY: `wb` has 16 bytes after its scale.
+                    let raw = _mm512_broadcast_i32x4(unsafe {
+                        _mm_loadu_si128(wb.as_ptr().add(2).cast())
+                    });
+                    nibbles[i * kb + b] = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), low);
+                }
+            }
             let mut p0 = pairs.start;
             while p0 < pairs.end {
                 let np = (pairs.end - p0).min(P);
-                // SAFETY: rows `r0 .. r0 + nr` and pairs `p0 .. p0 + np` exist.
+                // SAFETY: rows `r0 .. r0 + nr` are unpacked, pairs `p0 .. p0 + np` exist.
                 let acc = unsafe {
                     match (nr, np) {
-                        (R, P) => tile::<R, P>(w, kb, q, r0, p0),
-                        (R, _) => widen(tile::<R, 1>(w, kb, q, r0, p0)),
-                        (_, P) => tile_rows::<P>(w, kb, q, r0, nr, p0),
-                        _ => tile_rows::<1>(w, kb, q, r0, nr, p0).map(|[a, ..]| [a; P]),
+                        (R, P) => tile::<R, P>(&nibbles, &scales, kb, q, p0),
+                        (R, _) => widen(tile::<R, 1>(&nibbles, &scales, kb, q, p0)),
+                        (_, P) => tile_rows::<P>(&nibbles, &scales, kb, q, nr, p0),
+                        _ => tile_rows::<1>(&nibbles, &scales, kb, q, nr, p0),
                     }
                 };
                 put(r0, p0, &acc, nr, np);
@@ -311,6 +342,79 @@ mod vnni {
             }
             r0 += nr;
         }
+    }
+
+    /// [`hsum`] of each 256-bit half (a token's eight lanes), in its order: halves of the
+    /// eight, then pairs.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn hsum_pair(a: __m512) -> [f32; 2] {
+        // Lanes k and k + 4 of each half: r = [a4 + a0, a5 + a1, a6 + a2, a7 + a3].
+        let r = _mm512_add_ps(a, _mm512_shuffle_f32x4::<0b10_11_00_01>(a, a));
+        // (r0 + r2), (r1 + r3).
+        let r = _mm512_add_ps(r, _mm512_permute_ps::<0b01_00_11_10>(r));
+        // (r0 + r2) + (r1 + r3).
+        let r = _mm512_add_ps(r, _mm512_permute_ps::<0b10_11_00_01>(r));
+        [
+            _mm512_cvtss_f32(r),
+            _mm_cvtss_f32(_mm512_extractf32x4_ps::<2>(r)),
+        ]
+    }
+
+    /// [`super::quantize_block`] sixteen values at a time, the same operations in the same
+    /// order on each value (a test holds the two to the same bits).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 (F, BW), AVX2 and F16C.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    pub(super) unsafe fn quantize_block(
+        xs: &[f32; QK],
+        qs: &mut [i8; QK],
+        correction: &mut [i32; 8],
+    ) -> f32 {
+        // SAFETY: 32 floats.
+        let (x0, x1) = unsafe {
+            (
+                _mm512_loadu_ps(xs.as_ptr()),
+                _mm512_loadu_ps(xs.as_ptr().add(16)),
+            )
+        };
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        let scale = amax / 127.0;
+        let inv = _mm512_set1_ps(if scale != 0.0 { 1.0 / scale } else { 0.0 });
+        let one = _mm512_set1_epi32(1);
+        // `round`: truncate, then one up or down by the fraction's side of ±0.5.
+        let round = |x: __m512| -> __m128i {
+            let v = _mm512_mul_ps(x, inv);
+            let t = _mm512_cvttps_epi32(v);
+            let frac = _mm512_sub_ps(v, _mm512_cvtepi32_ps(t));
+            let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, _mm512_set1_ps(0.5));
+            let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(frac, _mm512_set1_ps(-0.5));
+            let r = _mm512_mask_add_epi32(t, up, t, one);
+            let r = _mm512_mask_sub_epi32(r, down, r, one);
+            let r = _mm512_max_epi32(
+                _mm512_min_epi32(r, _mm512_set1_epi32(127)),
+                _mm512_set1_epi32(-128),
+            );
+            _mm512_cvtepi32_epi8(r)
+        };
+        let bytes = _mm256_set_m128i(round(x1), round(x0));
+        // SAFETY: 32 bytes.
+        unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), bytes) };
+        // Lane sums of four values (1 · q, pairwise, then pairs of pairs), times −8.
+        let sums = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes),
+            _mm256_set1_epi16(1),
+        );
+        let c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<3>(sums));
+        // SAFETY: eight i32.
+        unsafe { _mm256_storeu_si256(correction.as_mut_ptr().cast(), c) };
+        let half = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(scale));
+        _mm_cvtss_f32(_mm_cvtph_ps(half))
     }
 
     fn widen<const N: usize>(a: [[__m512; N]; R]) -> [[__m512; P]; R] {
@@ -327,74 +431,46 @@ mod vnni {
     /// As [`tile`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
     unsafe fn tile_rows<const N: usize>(
-        w: &[u8],
+        nibbles: &[__m512i],
+        scales: &[f32],
         kb: usize,
         q: &Q8,
-        r0: usize,
         nr: usize,
         p0: usize,
     ) -> [[__m512; P]; R] {
         let mut out = [[_mm512_setzero_ps(); P]; R];
         for (i, o) in out.iter_mut().enumerate().take(nr) {
-            let [a] = unsafe { tile::<1, N>(w, kb, q, r0 + i, p0) };
+            let (n, s) = (&nibbles[i * kb..], &scales[i * kb..]);
+            let [a] = unsafe { tile::<1, N>(n, s, kb, q, p0) };
             o[..N].copy_from_slice(&a);
         }
         out
     }
 
-    /// Rows `r0 .. r0 + NR` against token pairs `p0 .. p0 + NP`, a pair per 512-bit register
-    /// (its two halves are the 256-bit lanes of the AVX2 kernel, one token each). Every
-    /// output's arithmetic is the one-row, one-pair sequence: the tile only shares loads.
+    /// `NR` unpacked rows (`kb` blocks apart in `nibbles` and `scales`) against token pairs
+    /// `p0 .. p0 + NP`, a pair per 512-bit register (its two halves are the 256-bit lanes of
+    /// the AVX2 kernel, one token each). Every output's arithmetic is the one-row, one-pair
+    /// sequence: the tile only shares loads.
     ///
     /// # Safety
-    /// As [`rows`]; the rows and pairs exist (checked by the caller).
+    /// As [`rows`]; the rows are unpacked and the pairs exist (checked by the caller).
     // Indices, not iterators: each step reads three arrays at the same row or pair.
     #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
     #[inline]
     unsafe fn tile<const NR: usize, const NP: usize>(
-        w: &[u8],
+        nibbles: &[__m512i],
+        scales: &[f32],
         kb: usize,
         q: &Q8,
-        r0: usize,
         p0: usize,
     ) -> [[__m512; NP]; NR] {
-        let low = _mm512_set1_epi8(0x0F);
-        // The 16 bytes of nibbles in all four 128-bit lanes; lanes 1 and 3 shifted by 4 bits,
-        // so each 256-bit half holds weights 0..16 (low nibbles) then 16..32 (high ones).
-        let shifts = _mm512_set_epi64(
-            4 << 48 | 4 << 32 | 4 << 16 | 4,
-            4 << 48 | 4 << 32 | 4 << 16 | 4,
-            0,
-            0,
-            4 << 48 | 4 << 32 | 4 << 16 | 4,
-            4 << 48 | 4 << 32 | 4 << 16 | 4,
-            0,
-            0,
-        );
+        assert!(nibbles.len() >= (NR - 1) * kb + kb && scales.len() >= (NR - 1) * kb + kb);
         // Lanes 0..8 take the first token's scale, 8..16 the second's.
         let halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
         let mut acc = [[_mm512_setzero_ps(); NP]; NR];
         let (qp, cp, dp) = (q.q.as_ptr(), q.correction.as_ptr(), q.d.as_ptr());
-        let row_bytes = kb * BLOCK_BYTES;
-        let wp = w.as_ptr();
         for b in 0..kb {
-            let mut wd = [_mm512_setzero_ps(); NR];
-            let mut nibbles = [_mm512_setzero_si512(); NR];
-            for i in 0..NR {
-                // SAFETY: row `r0 + i` has block `b` (checked by the caller).
-                let wb = unsafe {
-                    std::slice::from_raw_parts(
-                        wp.add((r0 + i) * row_bytes + b * BLOCK_BYTES),
-                        BLOCK_BYTES,
-                    )
-                };
-                wd[i] = _mm512_set1_ps(unsafe { f16c_scale(wb) });
-                // SAFETY: `wb` has 16 bytes after its scale.
-                let raw =
-                    _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(wb.as_ptr().add(2).cast()) });
-                nibbles[i] = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), low);
-            }
             for j in 0..NP {
                 // Both tokens' block `b`, side by side.
                 let at = ((p0 + j) * kb + b) * 2;
@@ -408,8 +484,8 @@ mod vnni {
                 };
                 let dq = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(d2));
                 for i in 0..NR {
-                    let sums = _mm512_dpbusd_epi32(c, nibbles[i], ys);
-                    let d = _mm512_mul_ps(wd[i], dq);
+                    let sums = _mm512_dpbusd_epi32(c, nibbles[i * kb + b], ys);
+                    let d = _mm512_mul_ps(_mm512_set1_ps(scales[i * kb + b]), dq);
                     acc[i][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc[i][j]);
                 }
             }
@@ -575,6 +651,41 @@ mod tests {
                 .zip(&fresh.d)
                 .all(|(a, b)| a.to_bits() == b.to_bits())
         );
+    }
+
+    #[test]
+    fn the_simd_quantizer_gives_the_scalar_ones_bits() {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(Kernel::detect(), Kernel::Avx512Vnni) {
+            let mut s = 0x2545_f491_4f6c_dd1du64;
+            let mut next = || {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s
+            };
+            let mut blocks: Vec<[f32; QK]> = vec![[0.0; QK], [-0.0; QK], [1e-9; QK], [3.5; QK]];
+            // Ties (scale 1: x / scale is x), then values of every size.
+            blocks.push(std::array::from_fn(|j| match j {
+                0 => 127.0,
+                _ => (j as f32 - 16.0) * 7.0 + 0.5,
+            }));
+            for magnitude in [1e-6f32, 1e-3, 0.1, 1.0, 30.0, 1e4, 1e20] {
+                for _ in 0..200 {
+                    blocks.push(std::array::from_fn(|_| {
+                        ((next() % 2_000_001) as f32 / 1e6 - 1.0) * magnitude
+                    }));
+                }
+            }
+            for xs in &blocks {
+                let (mut a, mut b) = ([0i8; QK], [0i8; QK]);
+                let (mut ca, mut cb) = ([0i32; 8], [0i32; 8]);
+                let da = quantize_block(xs, &mut a, &mut ca);
+                // SAFETY: the CPU has AVX-512 (checked above).
+                let db = unsafe { vnni::quantize_block(xs, &mut b, &mut cb) };
+                assert_eq!((a, ca, da.to_bits()), (b, cb, db.to_bits()), "{xs:?}");
+            }
+        }
     }
 
     fn simd_equals_portable(rows: usize, k: usize, tokens: usize) {
