@@ -8,9 +8,11 @@
 //! activation row is quantized to 8 bits per block of 32 (an f16 scale, `round(x / scale)`);
 //! per weight row and block, eight lanes of four-weight integer sums are scaled by the product
 //! of the two scales and added to eight f32 accumulators with one fused multiply-add each; the
-//! lanes are summed pairwise at the end. The speed comes from the loop around it: a weight
-//! block is unpacked once for four tokens, and the integer sums take the unsigned 4-bit values
-//! as they are (the `− 8` folded into a per-block correction of the activations).
+//! lanes are summed pairwise at the end. The speed comes from the loops around it: the tokens
+//! are taken 64 at a time, so their 8-bit blocks stay in the core's cache while every weight
+//! row passes over them; a group of four rows is unpacked once for those 64 tokens; a tile of
+//! four rows by two token pairs shares its loads; and the integer sums take the unsigned
+//! 4-bit values as they are (the `− 8` folded into a per-block correction of the activations).
 //!
 //! A crate of its own so that debug builds can optimise it (the workspace's `profile.dev`
 //! sets its `opt-level`): unoptimised SIMD intrinsics made the engine's model tests 10× slower.

@@ -5,8 +5,9 @@
 //!
 //! Why not candle's `QMatMul`: it wants its own copy of the blocks (12 MB copied twice at
 //! load, then faulted in), unpacks a weight block once per token, and starts a parallel
-//! section per product on its own spinning thread pool. Here a product's rows are split
-//! across the caller's threads once.
+//! section per product on its own spinning thread pool. Here a single text's product splits
+//! its rows across the caller's threads; a batch of texts runs one whole pass per thread
+//! instead ([`super::e5`]), its products single-threaded.
 
 use std::ops::Range;
 use std::sync::Arc;
