@@ -12,7 +12,7 @@ mod e5_common;
 use std::sync::OnceLock;
 
 use e5_common::{cosine, fixture, fixture_path, model_file};
-use ragtrail::{E5Embedder, Embedder};
+use ragtrail::{E5Embedder, EmbedSide as Side, Embedder};
 
 fn model() -> &'static E5Embedder {
     static MODEL: OnceLock<E5Embedder> = OnceLock::new();
@@ -131,6 +131,33 @@ fn a_query_asked_again_gets_its_own_vector_back() {
     // A passage is not a query: the memory is for queries only.
     let passage = m.embed(&[texts[0]]).expect("passage").remove(0);
     assert!(cosine(&passage, &first[0]) < 0.999);
+}
+
+#[test]
+fn a_passage_gets_the_same_vector_alone_or_in_a_batch() {
+    // Alone, a text's pass splits its products across threads; in a batch, passes run one per
+    // thread, each single-threaded, with texts of other lengths beside it (and a text longer
+    // than one window): the vectors must be the same bits either way.
+    let m = model();
+    let cases = cases();
+    let mut texts: Vec<String> = cases
+        .iter()
+        .filter(|c| !c.query)
+        .take(9)
+        .map(|c| c.text.clone())
+        .collect();
+    texts.push(
+        (1..=240)
+            .map(|i| format!("第{i}条 职工享受带薪年休假。"))
+            .collect::<String>(),
+    );
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    assert!(m.token_ids(refs[9], Side::Passage).expect("ids").len() > 510);
+    let together = m.embed(&refs).expect("batch");
+    for (text, got) in refs.iter().zip(&together) {
+        let alone = m.embed(&[text]).expect("alone").remove(0);
+        assert_eq!(got, &alone, "{}", text.chars().take(30).collect::<String>());
+    }
 }
 
 #[test]

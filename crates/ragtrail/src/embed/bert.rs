@@ -31,6 +31,7 @@ use gemm::Parallelism;
 use serde::Deserialize;
 
 use super::q4::Q4Matrix;
+use ragtrail_q4::Q8;
 
 /// The parts of `config.json` the forward pass needs.
 #[derive(Debug, Clone, Deserialize)]
@@ -393,6 +394,7 @@ impl Bert {
                 total,
                 &layer.qkv,
                 par,
+                &mut s.q8,
             )?;
             if layer.query_scale != 1.0 {
                 for row in s.qkv[..total * 3 * h].chunks_exact_mut(3 * h) {
@@ -467,6 +469,7 @@ impl Bert {
                 total,
                 &layer.attn_out,
                 par,
+                &mut s.q8,
             )?;
             layer_norm(&mut s.tmp[..total * h], h, &layer.attn_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
@@ -479,6 +482,7 @@ impl Bert {
                 total,
                 &layer.up,
                 par,
+                &mut s.q8,
             )?;
             gelu(&mut s.inter[..total * i]);
             linear_into(
@@ -488,6 +492,7 @@ impl Bert {
                 total,
                 &layer.down,
                 par,
+                &mut s.q8,
             )?;
             layer_norm(&mut s.tmp[..total * h], h, &layer.out_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
@@ -506,6 +511,8 @@ pub struct Scratch {
     ctx: Vec<f32>,
     inter: Vec<f32>,
     scores: Vec<f32>,
+    /// A 4-bit product's 8-bit activations.
+    q8: Q8,
 }
 
 impl Scratch {
@@ -597,6 +604,7 @@ fn linear_into(
     rows: usize,
     l: &Linear,
     par: Parallelism,
+    q8: &mut Q8,
 ) -> Result<(), String> {
     let w = match &l.w {
         Weights::F32(w) => w,
@@ -606,7 +614,7 @@ fn linear_into(
                 Parallelism::Rayon(n) => n,
                 _ => 1,
             };
-            q.product(x, rows, out, threads);
+            q.product(x, rows, out, threads, q8);
             for (r, row) in out.chunks_exact_mut(l.output).take(rows).enumerate() {
                 for (o, b) in row.iter_mut().zip(&l.b) {
                     *o += b;
@@ -848,7 +856,17 @@ mod tests {
         let residual: Vec<f32> = (0..tokens * rows).map(|i| i as f32 / 7.0).collect();
         let mut got = vec![0.0f32; tokens * rows];
         let mut want = vec![0.0f32; tokens * rows];
-        linear_into(&mut got, Some(&residual), &x, tokens, &q, Parallelism::None).expect("q4");
+        let mut q8 = Q8::default();
+        linear_into(
+            &mut got,
+            Some(&residual),
+            &x,
+            tokens,
+            &q,
+            Parallelism::None,
+            &mut q8,
+        )
+        .expect("q4");
         linear_into(
             &mut want,
             Some(&residual),
@@ -856,6 +874,7 @@ mod tests {
             tokens,
             &f,
             Parallelism::None,
+            &mut q8,
         )
         .expect("f32");
         // The 4-bit product quantizes activations to 8 bits per block: close, not equal.

@@ -45,7 +45,8 @@ pub struct E5Embedder {
     parts: Arc<OnceLock<Result<Parts, String>>>,
     info: EmbedderInfo,
     batch_size: usize,
-    scratch: Mutex<Scratch>,
+    /// Working buffers of forward passes, one per pass running at once, kept between calls.
+    scratch: Mutex<Vec<Scratch>>,
     /// The last queries embedded, newest last: a run embeds its question for each round's
     /// vector leg and for its standout profile, the same text each time, and a text's vector
     /// does not depend on what else is in its batch.
@@ -123,7 +124,7 @@ impl E5Embedder {
             parts,
             info,
             batch_size: DEFAULT_BATCH_SIZE,
-            scratch: Mutex::new(Scratch::default()),
+            scratch: Mutex::new(Vec::new()),
             recent: Mutex::new(std::collections::VecDeque::new()),
         })
     }
@@ -172,6 +173,14 @@ impl E5Embedder {
         Ok(&self.parts()?.tokenizer)
     }
 
+    fn take_scratch(&self) -> Scratch {
+        self.scratch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
     fn failed(&self, message: String) -> EmbedError {
         EmbedError::Failed {
             model: self.info.model.clone(),
@@ -206,34 +215,70 @@ impl E5Embedder {
                 windows.push((i, seq));
             }
         }
-        // Similar lengths together; nothing is padded either way.
+        // Longest first, so the batches below get similar totals; nothing is padded.
         windows.sort_by_key(|(_, seq)| std::cmp::Reverse(seq.len()));
         let h = model.hidden_size();
+        let threads = rayon::current_num_threads();
+        let batches = batches(&windows, self.batch_size, threads);
+        // Each window's token vectors summed (its mean before the division), by window.
+        let mut pooled = vec![Vec::new(); windows.len()];
+        let run = |batch: &[usize], threads: usize| -> Result<Vec<Vec<f32>>, EmbedError> {
+            let mut scratch = self.take_scratch();
+            let seqs: Vec<&[u32]> = batch.iter().map(|&w| windows[w].1.as_slice()).collect();
+            let out = model
+                .forward(&seqs, threads, &mut scratch)
+                .map(|(tokens, offsets)| {
+                    seqs.iter()
+                        .zip(offsets)
+                        .map(|(seq, start)| {
+                            let mut sum = vec![0.0f32; h];
+                            for row in tokens[start * h..(start + seq.len()) * h].chunks_exact(h) {
+                                for (m, x) in sum.iter_mut().zip(row) {
+                                    *m += x;
+                                }
+                            }
+                            sum
+                        })
+                        .collect()
+                })
+                .map_err(|e| self.failed(format!("forward pass: {e}")));
+            self.scratch
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(scratch);
+            out
+        };
+        if batches.len() > 1 && threads > 1 {
+            // Several batches: one per thread at a time, each pass single-threaded from end
+            // to end (attention, norms and activations included, no thread woken per
+            // product); a text's vector does not depend on its batch, so they are the same.
+            let done = batches
+                .par_iter()
+                .map(|b| run(b, 1))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (batch, sums) in batches.iter().zip(done) {
+                for (&w, sum) in batch.iter().zip(sums) {
+                    pooled[w] = sum;
+                }
+            }
+        } else {
+            // One batch (a query): its products split across the threads.
+            for batch in &batches {
+                for (&w, sum) in batch.iter().zip(run(batch, threads)?) {
+                    pooled[w] = sum;
+                }
+            }
+        }
         let mut sums = vec![vec![0.0f32; h]; texts.len()];
         let mut weights = vec![0.0f32; texts.len()];
-        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        let threads = rayon::current_num_threads();
-        for batch in windows.chunks(self.batch_size) {
-            let seqs: Vec<&[u32]> = batch.iter().map(|(_, s)| s.as_slice()).collect();
-            let (tokens, offsets) = model
-                .forward(&seqs, threads, &mut scratch)
-                .map_err(|e| self.failed(format!("forward pass: {e}")))?;
-            for ((text, seq), start) in batch.iter().zip(offsets) {
-                let rows = &tokens[start * h..(start + seq.len()) * h];
-                let mut mean = vec![0.0f32; h];
-                for row in rows.chunks_exact(h) {
-                    for (m, x) in mean.iter_mut().zip(row) {
-                        *m += x;
-                    }
-                }
-                // Mean over the window's tokens, weighted by its content tokens.
-                let n = seq.len() as f32;
-                let weight = (seq.len() - 2).max(1) as f32;
-                for (s, m) in sums[*text].iter_mut().zip(&mean) {
-                    *s += weight * m / n;
-                }
-                weights[*text] += weight;
+        for ((text, seq), mean) in windows.iter().zip(&pooled) {
+            // Mean over the window's tokens, weighted by its content tokens.
+            let n = seq.len() as f32;
+            let weight = (seq.len() - 2).max(1) as f32;
+            for (s, m) in sums[*text].iter_mut().zip(mean) {
+                *s += weight * m / n;
             }
+            weights[*text] += weight;
         }
         Ok(sums
             .into_iter()
@@ -293,6 +338,34 @@ impl Embedder for E5Embedder {
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
+}
+
+/// Tokens per forward pass at most (unless one window is longer): the buffers of a pass grow
+/// with its tokens (about 16 kB each), and a pass of this size already reads every weight
+/// once per thousands of tokens.
+const TOKENS_PER_BATCH: usize = 4096;
+
+/// The windows (sorted longest first) dealt into batches of at most `batch_size` windows and
+/// about [`TOKENS_PER_BATCH`] tokens, as many batches as a multiple of `threads` when there
+/// are several windows, so every thread gets the same share; dealt in turn, so each batch
+/// gets long and short windows alike.
+fn batches(windows: &[(usize, Vec<u32>)], batch_size: usize, threads: usize) -> Vec<Vec<usize>> {
+    let total: usize = windows.iter().map(|(_, s)| s.len()).sum();
+    let mut n = windows
+        .len()
+        .div_ceil(batch_size.max(1))
+        .max(total.div_ceil(TOKENS_PER_BATCH))
+        .max(1);
+    if threads > 1 && windows.len() > 1 {
+        n = n.div_ceil(threads) * threads;
+    }
+    let n = n.min(windows.len()).max(1);
+    let mut out = vec![Vec::new(); n];
+    for w in 0..windows.len() {
+        out[w % n].push(w);
+    }
+    out.retain(|b| !b.is_empty());
+    out
 }
 
 fn build(

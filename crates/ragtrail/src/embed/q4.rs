@@ -5,8 +5,9 @@
 //!
 //! Why not candle's `QMatMul`: it wants its own copy of the blocks (12 MB copied twice at
 //! load, then faulted in), unpacks a weight block once per token, and starts a parallel
-//! section per product on its own spinning thread pool. Here a product's rows are split
-//! across the caller's threads once.
+//! section per product on its own spinning thread pool. Here a single text's product splits
+//! its rows across the caller's threads; a batch of texts runs one whole pass per thread
+//! instead ([`super::e5`]), its products single-threaded.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -117,22 +118,40 @@ impl Q4Matrix {
         (&[], 0)
     }
 
-    /// `out[t·rows + r] = x_t · w_r` for the `tokens` rows of `x` (`tokens × cols`), with the
-    /// rows split across `threads` threads.
-    pub(super) fn product(&self, x: &[f32], tokens: usize, out: &mut [f32], threads: usize) {
+    /// `out[t·rows + r] = x_t · w_r` for the `tokens` rows of `x` (`tokens × cols`), the
+    /// activations quantized into `q8` (buffers kept by the caller across products). With
+    /// `threads > 1` the rows are split across that many threads (a single text's pass, where
+    /// nothing else runs beside it).
+    pub(super) fn product(
+        &self,
+        x: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+        threads: usize,
+        q8: &mut Q8,
+    ) {
         let (k, n) = (self.cols, self.rows);
         assert!(x.len() >= tokens * k && out.len() >= tokens * n);
         if tokens == 0 || n == 0 {
             return;
         }
-        let q = Q8::quantize(&x[..tokens * k], tokens, k);
-        // Transposed results (row-major by weight row), so each thread writes one slice.
-        let mut t_out = vec![0.0f32; n * tokens];
+        q8.quantize_into(&x[..tokens * k], tokens, k);
+        let q = &*q8;
         let kernel = Kernel::detect();
-        // Row ranges: never across two parts, about two per thread for balance.
+        if threads <= 1 {
+            // Each part straight into its columns of `out`.
+            let mut start = 0;
+            for (bytes, rows) in &self.parts {
+                kernel.rows(bytes.get(), *rows, k, q, &mut out[start..], n);
+                start += rows;
+            }
+            return;
+        }
+        // Row ranges: never across two parts, about two per thread for balance; each range
+        // computed into a buffer of its own, then copied into its columns.
         let mut ranges = Vec::new();
         let mut start = 0;
-        let per = n.div_ceil(threads.max(1) * 2).max(16);
+        let per = n.div_ceil(threads * 2).max(16);
         for (_, rows) in &self.parts {
             let end = start + rows;
             let mut s = start;
@@ -143,27 +162,18 @@ impl Q4Matrix {
             }
             start = end;
         }
-        let run = |range: &Range<usize>, dst: &mut [f32]| {
-            let (w, rows) = self.part_rows(range.clone());
-            kernel.rows(w, rows, k, &q, dst);
-        };
-        if threads > 1 && ranges.len() > 1 {
-            let mut slices = Vec::with_capacity(ranges.len());
-            let mut rest = t_out.as_mut_slice();
-            for r in &ranges {
-                let (head, tail) = rest.split_at_mut(r.len() * tokens);
-                slices.push((r, head));
-                rest = tail;
-            }
-            slices.into_par_iter().for_each(|(r, dst)| run(r, dst));
-        } else {
-            for r in &ranges {
-                run(r, &mut t_out[r.start * tokens..r.end * tokens]);
-            }
-        }
-        for (r, col) in t_out.chunks_exact(tokens).enumerate() {
-            for (t, v) in col.iter().enumerate() {
-                out[t * n + r] = *v;
+        let parts: Vec<Vec<f32>> = ranges
+            .par_iter()
+            .map(|r| {
+                let (w, rows) = self.part_rows(r.clone());
+                let mut dst = vec![0.0f32; tokens * rows];
+                kernel.rows(w, rows, k, q, &mut dst, rows);
+                dst
+            })
+            .collect();
+        for (r, dst) in ranges.iter().zip(&parts) {
+            for (t, row) in dst.chunks_exact(r.len()).enumerate() {
+                out[t * n + r.start..t * n + r.end].copy_from_slice(row);
             }
         }
     }
@@ -213,11 +223,8 @@ mod tests {
 
     #[test]
     fn products_are_bit_for_bit_candles() {
-        let (cols, tokens) = (384, 11);
-        let parts = [(40usize, 1u64), (24, 2), (36, 3)];
-        let x: Vec<f32> = (0..tokens * cols)
-            .map(|i| (((i * 7919) % 2003) as f32 - 1001.0) / 97.0)
-            .collect();
+        let cols = 384;
+        let parts = [(40usize, 1u64), (23, 2), (37, 3)];
         let mut all = Vec::new();
         let mut m = Q4Matrix::empty(cols).expect("matrix");
         for (rows, seed) in parts {
@@ -226,28 +233,43 @@ mod tests {
             m.push(Bytes::Owned(b), rows).expect("part");
         }
         let rows = m.rows();
-        let want = candle(&all, rows, cols, &x, tokens);
-        for threads in [1, 2, 3] {
-            let mut got = vec![0.0f32; tokens * rows];
-            m.product(&x, tokens, &mut got, threads);
-            let differ = got
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            assert_eq!(differ, 0, "{threads} threads: {differ} values differ");
+        // One set of 8-bit buffers for every product, as a forward pass keeps them: a long
+        // batch (across the kernel's 64-token slices), then a short odd one.
+        let mut q8 = Q8::default();
+        for tokens in [75, 11] {
+            let x: Vec<f32> = (0..tokens * cols)
+                .map(|i| (((i * 7919) % 2003) as f32 - 1001.0) / 97.0)
+                .collect();
+            let want = candle(&all, rows, cols, &x, tokens);
+            for threads in [1, 2, 3] {
+                let mut got = vec![0.0f32; tokens * rows];
+                m.product(&x, tokens, &mut got, threads, &mut q8);
+                let differ = got
+                    .iter()
+                    .zip(&want)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+                assert_eq!(
+                    differ, 0,
+                    "{tokens} tokens, {threads} threads: {differ} differ"
+                );
+            }
         }
+        let tokens = 11;
+        let x: Vec<f32> = (0..tokens * cols)
+            .map(|i| (((i * 7919) % 2003) as f32 - 1001.0) / 97.0)
+            .collect();
         // One part straight through the kernel, against candle again.
         let q = Q8::quantize(&x, tokens, cols);
         let w = blocks(8, cols, 9);
         let mut got = vec![0.0f32; 8 * tokens];
-        Kernel::detect().rows(&w, 8, cols, &q, &mut got);
+        Kernel::detect().rows(&w, 8, cols, &q, &mut got, 8);
         let expect = candle(&w, 8, cols, &x, tokens);
-        for r in 0..8 {
-            for t in 0..tokens {
-                assert_eq!(got[r * tokens + t].to_bits(), expect[t * 8 + r].to_bits());
-            }
-        }
+        assert!(
+            got.iter()
+                .zip(&expect)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
     }
 
     #[test]
@@ -257,7 +279,7 @@ mod tests {
         b.extend((0..16u8).map(|j| (15 - j) << 4 | j));
         let m = Q4Matrix::owned(b, 1, 32).expect("matrix");
         let mut out = [0.0f32; 1];
-        m.product(&[1.0; 32], 1, &mut out, 1);
+        m.product(&[1.0; 32], 1, &mut out, 1, &mut Q8::default());
         // Σ (q − 8)·0.5 over q = 0..15 twice = 2 · (−8)·0.5 = −8, give or take 8-bit x.
         assert!((out[0] + 8.0).abs() < 1e-3, "{}", out[0]);
         assert!(Q4Matrix::owned(vec![0; 18], 1, 16).is_err());
