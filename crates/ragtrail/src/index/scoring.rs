@@ -1,0 +1,153 @@
+//! The BM25 leg's own scorer for a query whose every chunk is in scope (one tenant, nothing
+//! role-restricted or superseded: the common case). It gives exactly the scores and the top
+//! list tantivy's boolean union of term queries gives under the scope's statistics, without
+//! what that machinery costs per query and per clause (a weight with its own 256-entry length
+//! table and explanation strings per term and field, a union window per segment, a dynamic
+//! call per document): the length tables are made once per searcher generation, and each
+//! clause's postings are added, clause after clause, into one score per document.
+//!
+//! Exactness rests on three things tantivy does and this does alike: a term's score is
+//! `weight · tf / (tf + table[length id])` with `weight = idf · (1 + k1) · boost`, in `f32`; a
+//! document's score is the sum of its clauses' scores in clause order, starting from 0 (the
+//! union adds them in that order); and the top list keeps the best scores, ties to the lower
+//! (segment, document) address.
+
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::postings::TermInfo;
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocAddress, Score, Term};
+
+/// tantivy's BM25 constants.
+const K1: Score = 1.2;
+const B: Score = 0.75;
+
+/// `k1 · (1 - b + b · length / average)` per length id of a field, as tantivy tabulates it.
+pub(super) type LengthTable = [Score; 256];
+
+/// The length table of a field whose average length (in its scope) is `average`.
+pub(super) fn length_table(average: Score) -> LengthTable {
+    let mut table = [0.0; 256];
+    for (id, slot) in table.iter_mut().enumerate() {
+        let length = FieldNormReader::id_to_fieldnorm(id as u8) as Score;
+        // Written as tantivy writes it, so the same rounding.
+        *slot = K1 * (1.0 - B + B * length / average);
+    }
+    table
+}
+
+/// tantivy's BM25 idf of a term in `doc_freq` of `docs` documents.
+fn idf(doc_freq: u64, docs: u64) -> Score {
+    let x = (docs.saturating_sub(doc_freq) as Score + 0.5) / (doc_freq as Score + 0.5);
+    (1.0 + x).ln()
+}
+
+/// One scored clause: a term in one field, its boost, and the field's length table.
+pub(super) struct Clause<'t> {
+    pub term: Term,
+    pub boost: Score,
+    pub lengths: &'t LengthTable,
+}
+
+/// The best `limit` documents of `clauses` (their scores summed per document), best first,
+/// ties to the lower address, deleted documents left out. `docs` is the scope's document
+/// count; `doc_freq` counts a term's documents in scope when some segment has deletions (else
+/// the terms' postings count them, deleted ones being none).
+pub(super) fn top(
+    searcher: &tantivy::Searcher,
+    clauses: &[Clause<'_>],
+    docs: u64,
+    doc_freq: &dyn Fn(&Term) -> tantivy::Result<u64>,
+    limit: usize,
+) -> tantivy::Result<Vec<(Score, DocAddress)>> {
+    let segments = searcher.segment_readers();
+    // Each clause's term in each segment, looked up once: for its postings and its count.
+    let mut infos: Vec<Vec<Option<TermInfo>>> = Vec::with_capacity(segments.len());
+    for segment in segments {
+        let mut row = Vec::with_capacity(clauses.len());
+        for clause in clauses {
+            let inverted = segment.inverted_index(clause.term.field())?;
+            row.push(inverted.get_term_info(&clause.term)?);
+        }
+        infos.push(row);
+    }
+    let deletions = segments.iter().any(|s| s.has_deletes());
+    let mut weights = Vec::with_capacity(clauses.len());
+    for (c, clause) in clauses.iter().enumerate() {
+        let n = if deletions {
+            doc_freq(&clause.term)?
+        } else {
+            infos
+                .iter()
+                .map(|row| row[c].as_ref().map_or(0, |i| u64::from(i.doc_freq)))
+                .sum()
+        };
+        let weight = idf(n, docs) * (1.0 + K1);
+        // tantivy multiplies by a boost only when it is not 1.
+        weights.push(if clause.boost == 1.0 {
+            weight
+        } else {
+            weight * clause.boost
+        });
+    }
+    let mut found: Vec<(Score, DocAddress)> = Vec::new();
+    let mut scores: Vec<Score> = Vec::new();
+    let mut seen: Vec<u64> = Vec::new();
+    let mut touched: Vec<u32> = Vec::new();
+    for (ord, segment) in segments.iter().enumerate() {
+        let max_doc = segment.max_doc() as usize;
+        scores.clear();
+        scores.resize(max_doc, 0.0);
+        seen.clear();
+        seen.resize(max_doc.div_ceil(64), 0);
+        touched.clear();
+        for (c, clause) in clauses.iter().enumerate() {
+            let Some(info) = &infos[ord][c] else {
+                continue;
+            };
+            let field: Field = clause.term.field();
+            let inverted = segment.inverted_index(field)?;
+            let mut block =
+                inverted.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+            let norms = match segment.fieldnorms_readers().get_field(field)? {
+                Some(norms) => norms,
+                None => FieldNormReader::constant(segment.max_doc(), 1),
+            };
+            let weight = weights[c];
+            loop {
+                let block_docs = block.docs();
+                if block_docs.is_empty() {
+                    break;
+                }
+                for (i, &doc) in block_docs.iter().enumerate() {
+                    let tf = block.freq(i) as Score;
+                    let norm = clause.lengths[usize::from(norms.fieldnorm_id(doc))];
+                    let d = doc as usize;
+                    let (word, bit) = (d / 64, 1u64 << (d % 64));
+                    if seen[word] & bit == 0 {
+                        seen[word] |= bit;
+                        touched.push(doc);
+                    }
+                    scores[d] += weight * (tf / (tf + norm));
+                }
+                block.advance();
+            }
+        }
+        let alive = segment.alive_bitset();
+        for &doc in &touched {
+            if alive.is_none_or(|a| a.is_alive(doc)) {
+                found.push((scores[doc as usize], DocAddress::new(ord as u32, doc)));
+            }
+        }
+    }
+    let order =
+        |a: &(Score, DocAddress), b: &(Score, DocAddress)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    if found.len() > limit {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        found.select_nth_unstable_by(limit - 1, order);
+        found.truncate(limit);
+    }
+    found.sort_unstable_by(order);
+    Ok(found)
+}
