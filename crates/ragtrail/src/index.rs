@@ -142,6 +142,10 @@ pub struct Bm25Index {
     scope_cache: Mutex<ScopeCache>,
 }
 
+/// Matches taken beyond a query's limit: ties are ordered by chunk id (`Bm25Index::search`),
+/// not by where a segment merge happened to put the documents, so replays see the same order.
+const TIE_SLACK: usize = 16;
+
 /// Scopes remembered at most; past it the cache starts afresh (each token or role set is a
 /// scope, so a server sees few, but a caller could name many).
 const MAX_CACHED_SCOPES: usize = 256;
@@ -166,6 +170,8 @@ struct ScopeMemo {
     counts: RwLock<HashMap<(Field, String), u64>>,
     /// The scored fields' BM25 length tables, from `totals`.
     lengths: OnceLock<LengthTables>,
+    /// Whether every chunk of the index is in the scope ([`Bm25Index::filters_pass_all`]).
+    pass_all: OnceLock<bool>,
 }
 
 /// The BM25 length table of each scored field over one scope ([`scoring::length_table`]).
@@ -456,9 +462,6 @@ impl Bm25Index {
         if terms.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
         }
-        // A little slack: ties are ordered by chunk id below, not by where a segment merge
-        // happened to put the documents, so replays see the same order.
-        let wanted = q.limit + 16;
         let index_wide = self
             .index_wide_statistics
             .load(std::sync::atomic::Ordering::Relaxed);
@@ -466,13 +469,21 @@ impl Bm25Index {
         // see, never the whole index: otherwise a score (and the ranking) would tell whether a
         // word occurs in another tenant's documents, and one tenant's corpus would move
         // another's ranking.
-        let pass_all = self.filters_pass_all(&searcher, q)?;
+        let memo = self.scope_memo(&searcher, q);
+        let pass_all = match memo.pass_all.get() {
+            Some(&pass_all) => pass_all,
+            None => {
+                let pass_all = self.filters_pass_all(&searcher, q)?;
+                let _ = memo.pass_all.set(pass_all);
+                pass_all
+            }
+        };
         let top = if pass_all && !index_wide {
             // Every chunk is in scope (the common case): our own scorer, the same scores
             // without the boolean query's per-clause costs (`scoring`).
-            self.top_in_whole_scope(&searcher, &terms, q, wanted)
+            self.top_in_whole_scope(&searcher, &terms, q, &memo)
         } else {
-            self.top_by_query(&searcher, &terms, q, wanted, pass_all, index_wide)
+            self.top_by_query(&searcher, &terms, q, memo, pass_all, index_wide)
         }
         .map_err(|e| self.err(e))?;
         let mut columns = HashMap::new();
@@ -498,7 +509,7 @@ impl Bm25Index {
         Ok(out)
     }
 
-    /// The best `wanted` chunks when every chunk is in the query's scope: the clauses
+    /// The best `q.limit` chunks and [`TIE_SLACK`] more when every chunk is in the query's scope: the clauses
     /// [`Bm25Index::top_by_query`] would build, scored by [`scoring::top`] with the scope's
     /// statistics. A field no chunk in scope has text in (the heading path in a knowledge base
     /// of one-chunk documents, the name in one without) gets no clause: it could add nothing.
@@ -507,10 +518,9 @@ impl Bm25Index {
         searcher: &tantivy::Searcher,
         terms: &[String],
         q: &Bm25Query<'_>,
-        wanted: usize,
+        memo: &ScopeMemo,
     ) -> tantivy::Result<Vec<(f32, tantivy::DocAddress)>> {
         let f = self.fields;
-        let memo = self.scope_memo(searcher, q);
         let scope = self.scope_query(q);
         let totals = match memo.totals.get() {
             Some(&totals) => totals,
@@ -548,11 +558,11 @@ impl Bm25Index {
             &clauses,
             totals.num_docs.max(1),
             &|term: &Term| memo.in_scope(searcher, &scope, term),
-            wanted,
+            q.limit + TIE_SLACK,
         )
     }
 
-    /// The best `wanted` chunks by tantivy's boolean query: the keyword clauses (heading path,
+    /// The same best chunks by tantivy's boolean query: the keyword clauses (heading path,
     /// text, name per term) under the access filters, scored with the scope's statistics (or,
     /// for the bench's baseline only, the whole index's).
     fn top_by_query(
@@ -560,7 +570,7 @@ impl Bm25Index {
         searcher: &tantivy::Searcher,
         terms: &[String],
         q: &Bm25Query<'_>,
-        wanted: usize,
+        memo: Arc<ScopeMemo>,
         pass_all: bool,
         index_wide: bool,
     ) -> tantivy::Result<Vec<(f32, tantivy::DocAddress)>> {
@@ -614,11 +624,10 @@ impl Bm25Index {
         } else {
             self.filtered(should, q)
         };
-        let collector = TopDocs::with_limit(wanted).order_by_score();
+        let collector = TopDocs::with_limit(q.limit + TIE_SLACK).order_by_score();
         if index_wide {
             searcher.search(&query, &collector)
         } else {
-            let memo = self.scope_memo(searcher, q);
             let stats = ScopeStats::new(searcher, f, self.scope_query(q), memo)?;
             searcher.search_with_statistics_provider(&query, &collector, &stats)
         }
@@ -1085,10 +1094,11 @@ mod tests {
         #[test]
         fn own_scorer_equals_the_boolean_query(
             docs in prop::collection::vec(
-                (prop::collection::vec(0usize..6, 1..12), any::<bool>()), 1..24),
+                (prop::collection::vec(0usize..6, 1..12), any::<bool>()), 1..48),
             query in prop::collection::vec(0usize..6, 1..5),
-            deleted in prop::collection::vec(0usize..24, 0..4),
+            deleted in prop::collection::vec(0usize..48, 0..4),
             boost in prop::sample::select(vec![0.0f32, 1.0, 1.5]),
+            // The cut falls at `limit` + `TIE_SLACK`: within the matches, among tied scores.
             limit in 1usize..30,
         ) {
             let chunks: Vec<Chunk> = docs
@@ -1125,11 +1135,12 @@ mod tests {
             let searcher = index.reader.searcher();
             prop_assert!(index.filters_pass_all(&searcher, &q).expect("filters"));
             let terms = query_terms(&keywords);
+            let memo = index.scope_memo(&searcher, &q);
             let ours = index
-                .top_in_whole_scope(&searcher, &terms, &q, limit)
+                .top_in_whole_scope(&searcher, &terms, &q, &memo)
                 .expect("own scorer");
             let theirs = index
-                .top_by_query(&searcher, &terms, &q, limit, true, false)
+                .top_by_query(&searcher, &terms, &q, memo, true, false)
                 .expect("boolean query");
             let bits = |top: &[(f32, tantivy::DocAddress)]| -> Vec<(u32, tantivy::DocAddress)> {
                 top.iter().map(|(s, a)| (s.to_bits(), *a)).collect()

@@ -12,6 +12,9 @@
 //! union adds them in that order); and the top list keeps the best scores, ties to the lower
 //! (segment, document) address.
 
+use std::sync::Arc;
+
+use tantivy::InvertedIndexReader;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
@@ -60,15 +63,39 @@ pub(super) fn top(
     limit: usize,
 ) -> tantivy::Result<Vec<(Score, DocAddress)>> {
     let segments = searcher.segment_readers();
+    // The clauses' fields (a few), and per segment each field's terms and lengths, opened once.
+    let mut fields: Vec<Field> = Vec::new();
+    let slots: Vec<usize> = clauses
+        .iter()
+        .map(|c| {
+            let field = c.term.field();
+            fields.iter().position(|&f| f == field).unwrap_or_else(|| {
+                fields.push(field);
+                fields.len() - 1
+            })
+        })
+        .collect();
+    let mut readers: Vec<Vec<(Arc<InvertedIndexReader>, FieldNormReader)>> =
+        Vec::with_capacity(segments.len());
+    for segment in segments {
+        let mut row = Vec::with_capacity(fields.len());
+        for &field in &fields {
+            let norms = match segment.fieldnorms_readers().get_field(field)? {
+                Some(norms) => norms,
+                None => FieldNormReader::constant(segment.max_doc(), 1),
+            };
+            row.push((segment.inverted_index(field)?, norms));
+        }
+        readers.push(row);
+    }
     // Each clause's term in each segment, looked up once: for its postings and its count.
     let mut infos: Vec<Vec<Option<TermInfo>>> = Vec::with_capacity(segments.len());
-    for segment in segments {
-        let mut row = Vec::with_capacity(clauses.len());
-        for clause in clauses {
-            let inverted = segment.inverted_index(clause.term.field())?;
-            row.push(inverted.get_term_info(&clause.term)?);
+    for row in &readers {
+        let mut found = Vec::with_capacity(clauses.len());
+        for (clause, &slot) in clauses.iter().zip(&slots) {
+            found.push(row[slot].0.get_term_info(&clause.term)?);
         }
-        infos.push(row);
+        infos.push(found);
     }
     let deletions = segments.iter().any(|s| s.has_deletes());
     let mut weights = Vec::with_capacity(clauses.len());
@@ -104,14 +131,9 @@ pub(super) fn top(
             let Some(info) = &infos[ord][c] else {
                 continue;
             };
-            let field: Field = clause.term.field();
-            let inverted = segment.inverted_index(field)?;
+            let (inverted, norms) = &readers[ord][slots[c]];
             let mut block =
                 inverted.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
-            let norms = match segment.fieldnorms_readers().get_field(field)? {
-                Some(norms) => norms,
-                None => FieldNormReader::constant(segment.max_doc(), 1),
-            };
             let weight = weights[c];
             loop {
                 let block_docs = block.docs();
