@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, QueryClone, TermQuery,
 };
@@ -181,6 +182,9 @@ struct ScopeMemo {
     lengths: OnceLock<LengthTables>,
     /// Whether every chunk of the index is in the scope ([`Bm25Index::filters_pass_all`]).
     pass_all: OnceLock<bool>,
+    /// Each segment's `id64` column, by segment ordinal (not scope-bound, but held with what
+    /// is remembered per searcher generation).
+    id_columns: OnceLock<Vec<Column<u64>>>,
 }
 
 /// The BM25 length table of each scored field over one scope ([`scoring::length_table`]).
@@ -492,24 +496,30 @@ impl Bm25Index {
             // without the boolean query's per-clause costs (`scoring`).
             self.top_in_whole_scope(&searcher, &terms, q, &memo)
         } else {
-            self.top_by_query(&searcher, &terms, q, memo, pass_all, index_wide)
+            self.top_by_query(&searcher, &terms, q, memo.clone(), pass_all, index_wide)
         }
         .map_err(|e| self.err(e))?;
-        let mut columns = HashMap::new();
+        // Each segment's id column, opened once per searcher generation.
+        let fresh;
+        let columns: &[Column<u64>] = match memo.id_columns.get() {
+            Some(columns) => columns,
+            None => {
+                fresh = searcher
+                    .segment_readers()
+                    .iter()
+                    .map(|segment| segment.fast_fields().u64("id64"))
+                    .collect::<tantivy::Result<Vec<_>>>()
+                    .map_err(|e| self.err(e))?;
+                let _ = memo.id_columns.set(fresh.clone());
+                &fresh
+            }
+        };
         let mut out = Vec::with_capacity(top.len());
         for (score, addr) in top {
-            let column = match columns.entry(addr.segment_ord) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let col = searcher
-                        .segment_reader(addr.segment_ord)
-                        .fast_fields()
-                        .u64("id64")
-                        .map_err(|e| self.err(e))?;
-                    v.insert(col)
-                }
-            };
-            if let Some(id64) = column.first(addr.doc_id) {
+            if let Some(id64) = columns
+                .get(addr.segment_ord as usize)
+                .and_then(|column| column.first(addr.doc_id))
+            {
                 out.push(Bm25Match { id64, score });
             }
         }
