@@ -12,6 +12,7 @@
 //! union adds them in that order); and the top list keeps the best scores, ties to the lower
 //! (segment, document) address.
 
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use tantivy::InvertedIndexReader;
@@ -116,7 +117,12 @@ pub(super) fn top(
             weight * clause.boost
         });
     }
-    let mut found: Vec<(Score, DocAddress)> = Vec::new();
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    // The best `limit` so far, the worst of them on top: most documents are turned away by one
+    // comparison with it.
+    let mut best: BinaryHeap<Ranked> = BinaryHeap::with_capacity(limit + 1);
     let mut scores: Vec<Score> = Vec::new();
     let mut seen: Vec<u64> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
@@ -156,20 +162,46 @@ pub(super) fn top(
         }
         let alive = segment.alive_bitset();
         for &doc in &touched {
-            if alive.is_none_or(|a| a.is_alive(doc)) {
-                found.push((scores[doc as usize], DocAddress::new(ord as u32, doc)));
+            if alive.is_some_and(|a| a.is_deleted(doc)) {
+                continue;
+            }
+            let hit = Ranked(scores[doc as usize], DocAddress::new(ord as u32, doc));
+            if best.len() < limit {
+                best.push(hit);
+            } else if let Some(mut worst) = best.peek_mut()
+                && hit < *worst
+            {
+                *worst = hit;
             }
         }
     }
-    let order =
-        |a: &(Score, DocAddress), b: &(Score, DocAddress)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-    if found.len() > limit {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        found.select_nth_unstable_by(limit - 1, order);
-        found.truncate(limit);
-    }
-    found.sort_unstable_by(order);
-    Ok(found)
+    Ok(best
+        .into_sorted_vec()
+        .into_iter()
+        .map(|Ranked(score, addr)| (score, addr))
+        .collect())
 }
+
+/// A scored document, ordered best first: higher score, then lower address (tantivy's order).
+#[derive(Clone, Copy)]
+struct Ranked(Score, DocAddress);
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Ranked {}
