@@ -122,7 +122,8 @@ pub(super) fn top(
     }
     // The best `limit` so far, the worst of them on top: most documents are turned away by one
     // comparison with it.
-    let mut best: BinaryHeap<Ranked> = BinaryHeap::with_capacity(limit + 1);
+    // (Room made as it fills: a caller's depth may be far more than the matches.)
+    let mut best: BinaryHeap<Ranked> = BinaryHeap::with_capacity(limit.min(1024));
     let mut scores: Vec<Score> = Vec::new();
     let mut seen: Vec<u64> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
