@@ -5,11 +5,13 @@
 //! Access filters (tenant, roles) and the superseded filter are non-scoring `Must` clauses, so
 //! they apply before ranking and before top-k.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, QueryClone, TermQuery,
 };
@@ -21,6 +23,8 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 use crate::access::AccessContext;
 use crate::knowledge::{Chunk, DocStatus};
 use crate::text;
+
+mod scoring;
 
 /// Term indexed in `roles` for chunks that everyone in the tenant may read.
 const PUBLIC_ROLE: &str = "*";
@@ -109,7 +113,15 @@ pub fn chunk_id_to_u64(id: &str) -> Option<u64> {
 /// The chunk id of a numeric id: the inverse of [`chunk_id_to_u64`]. Lets a search leg name
 /// its hits without reading each chunk record (a cache miss per hit on a large store).
 pub fn u64_to_chunk_id(id64: u64) -> String {
-    format!("c_{id64:016x}")
+    // Written digit by digit, without the formatting machinery: a ranking names a hundred
+    // hits per query.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(18);
+    id.push_str("c_");
+    for shift in (0..16).rev() {
+        id.push(char::from(HEX[((id64 >> (shift * 4)) & 0xf) as usize]));
+    }
+    id
 }
 
 /// One BM25 match: the chunk's numeric id and its raw BM25 score.
@@ -140,6 +152,10 @@ pub struct Bm25Index {
     scope_cache: Mutex<ScopeCache>,
 }
 
+/// Matches taken beyond a query's limit: ties are ordered by chunk id (`Bm25Index::search`),
+/// not by where a segment merge happened to put the documents, so replays see the same order.
+const TIE_SLACK: usize = 16;
+
 /// Scopes remembered at most; past it the cache starts afresh (each token or role set is a
 /// scope, so a server sees few, but a caller could name many).
 const MAX_CACHED_SCOPES: usize = 256;
@@ -162,6 +178,49 @@ struct ScopeMemo {
     totals: OnceLock<ScopeTotals>,
     /// Live chunks in scope whose `field` holds the term.
     counts: RwLock<HashMap<(Field, String), u64>>,
+    /// The scored fields' BM25 length tables, from `totals`.
+    lengths: OnceLock<LengthTables>,
+    /// Whether every chunk of the index is in the scope ([`Bm25Index::filters_pass_all`]).
+    pass_all: OnceLock<bool>,
+    /// Each segment's `id64` column, by segment ordinal (not scope-bound, but held with what
+    /// is remembered per searcher generation).
+    id_columns: OnceLock<Vec<Column<u64>>>,
+}
+
+/// The BM25 length table of each scored field over one scope ([`scoring::length_table`]).
+struct LengthTables {
+    title: scoring::LengthTable,
+    body: scoring::LengthTable,
+    name: scoring::LengthTable,
+}
+
+impl LengthTables {
+    /// The tables of a scope's fields, their average lengths as tantivy takes them (tokens
+    /// over chunks, in `f32`).
+    fn of(totals: &ScopeTotals) -> Self {
+        let docs = totals.num_docs.max(1) as f32;
+        let table = |tokens: u64| scoring::length_table(tokens as f32 / docs);
+        Self {
+            title: table(totals.title_tokens),
+            body: table(totals.body_tokens),
+            name: table(totals.name_tokens),
+        }
+    }
+}
+
+/// The analysed terms of `keywords`, each once, in the order they first occur: a query's
+/// clauses, in the order scored.
+fn query_terms(keywords: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for keyword in keywords {
+        for term in text::terms(keyword) {
+            if seen.insert(term.text.clone()) {
+                out.push(term.text);
+            }
+        }
+    }
+    out
 }
 
 impl ScopeMemo {
@@ -411,8 +470,132 @@ impl Bm25Index {
 
     /// Top BM25 matches for a keyword list under an access context.
     pub fn search(&self, q: &Bm25Query<'_>) -> Result<Vec<Bm25Match>, IndexError> {
-        let f = self.fields;
         let searcher = self.reader.searcher();
+        let terms = query_terms(q.keywords);
+        if terms.is_empty() || q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let index_wide = self
+            .index_wide_statistics
+            .load(std::sync::atomic::Ordering::Relaxed);
+        // BM25's document frequencies and average lengths come from the chunks this query may
+        // see, never the whole index: otherwise a score (and the ranking) would tell whether a
+        // word occurs in another tenant's documents, and one tenant's corpus would move
+        // another's ranking.
+        let memo = self.scope_memo(&searcher, q);
+        let pass_all = match memo.pass_all.get() {
+            Some(&pass_all) => pass_all,
+            None => {
+                let pass_all = self.filters_pass_all(&searcher, q)?;
+                let _ = memo.pass_all.set(pass_all);
+                pass_all
+            }
+        };
+        let top = if pass_all && !index_wide {
+            // Every chunk is in scope (the common case): our own scorer, the same scores
+            // without the boolean query's per-clause costs (`scoring`).
+            self.top_in_whole_scope(&searcher, &terms, q, &memo)
+        } else {
+            self.top_by_query(&searcher, &terms, q, memo.clone(), pass_all, index_wide)
+        }
+        .map_err(|e| self.err(e))?;
+        // Each segment's id column, opened once per searcher generation.
+        let fresh;
+        let columns: &[Column<u64>] = match memo.id_columns.get() {
+            Some(columns) => columns,
+            None => {
+                fresh = searcher
+                    .segment_readers()
+                    .iter()
+                    .map(|segment| segment.fast_fields().u64("id64"))
+                    .collect::<tantivy::Result<Vec<_>>>()
+                    .map_err(|e| self.err(e))?;
+                let _ = memo.id_columns.set(fresh.clone());
+                &fresh
+            }
+        };
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            if let Some(id64) = columns
+                .get(addr.segment_ord as usize)
+                .and_then(|column| column.first(addr.doc_id))
+            {
+                out.push(Bm25Match { id64, score });
+            }
+        }
+        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id64.cmp(&b.id64)));
+        out.truncate(q.limit);
+        Ok(out)
+    }
+
+    /// The best `q.limit` chunks and [`TIE_SLACK`] more when every chunk is in the query's scope: the clauses
+    /// [`Bm25Index::top_by_query`] would build, scored by [`scoring::top`] with the scope's
+    /// statistics. A field no chunk in scope has text in (the heading path in a knowledge base
+    /// of one-chunk documents, the name in one without) gets no clause: it could add nothing.
+    fn top_in_whole_scope(
+        &self,
+        searcher: &tantivy::Searcher,
+        terms: &[String],
+        q: &Bm25Query<'_>,
+        memo: &ScopeMemo,
+    ) -> tantivy::Result<Vec<(f32, tantivy::DocAddress)>> {
+        let f = self.fields;
+        // The scope's query is needed only to count what is not yet counted.
+        let scope = OnceCell::new();
+        let scope = || scope.get_or_init(|| self.scope_query(q));
+        let totals = match memo.totals.get() {
+            Some(&totals) => totals,
+            None => {
+                let totals = ScopeStats::totals(searcher, f, scope())?;
+                let _ = memo.totals.set(totals);
+                totals
+            }
+        };
+        let tables = memo.lengths.get_or_init(|| LengthTables::of(&totals));
+        let mut clauses = Vec::with_capacity(terms.len() * 3);
+        for term in terms {
+            if q.title_boost > 0.0 && totals.title_tokens > 0 {
+                clauses.push(scoring::Clause {
+                    term: Term::from_field_text(f.title, term),
+                    boost: q.title_boost,
+                    lengths: &tables.title,
+                });
+            }
+            clauses.push(scoring::Clause {
+                term: Term::from_field_text(f.body, term),
+                boost: 1.0,
+                lengths: &tables.body,
+            });
+            if totals.name_tokens > 0 {
+                clauses.push(scoring::Clause {
+                    term: Term::from_field_text(f.name, term),
+                    boost: WHOLE_DOCUMENT_TITLE_BOOST,
+                    lengths: &tables.name,
+                });
+            }
+        }
+        scoring::top(
+            searcher,
+            &clauses,
+            totals.num_docs.max(1),
+            &|term: &Term| memo.in_scope(searcher, scope(), term),
+            q.limit + TIE_SLACK,
+        )
+    }
+
+    /// The same best chunks by tantivy's boolean query: the keyword clauses (heading path,
+    /// text, name per term) under the access filters, scored with the scope's statistics (or,
+    /// for the bench's baseline only, the whole index's).
+    fn top_by_query(
+        &self,
+        searcher: &tantivy::Searcher,
+        terms: &[String],
+        q: &Bm25Query<'_>,
+        memo: Arc<ScopeMemo>,
+        pass_all: bool,
+        index_wide: bool,
+    ) -> tantivy::Result<Vec<(f32, tantivy::DocAddress)>> {
+        let f = self.fields;
         // Most knowledge bases have no chunk that is a whole document: no clause to look up.
         let has_names = searcher.segment_readers().iter().any(|segment| {
             segment
@@ -420,51 +603,41 @@ impl Bm25Index {
                 .is_ok_and(|names| names.total_num_tokens() > 0)
         });
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for keyword in q.keywords {
-            for term in text::terms(keyword) {
-                if !seen.insert(term.text.clone()) {
-                    continue;
-                }
-                // A title boost of 0 (or less) means the heading path is not searched at all:
-                // no clause that could only ever add 0 (each clause costs a term lookup).
-                if q.title_boost > 0.0 {
-                    let title = TermQuery::new(
-                        Term::from_field_text(f.title, &term.text),
-                        IndexRecordOption::WithFreqs,
-                    );
-                    should.push((
-                        Occur::Should,
-                        Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
-                    ));
-                }
-                let body = TermQuery::new(
-                    Term::from_field_text(f.body, &term.text),
+        for term in terms {
+            // A title boost of 0 (or less) means the heading path is not searched at all:
+            // no clause that could only ever add 0 (each clause costs a term lookup).
+            if q.title_boost > 0.0 {
+                let title = TermQuery::new(
+                    Term::from_field_text(f.title, term),
                     IndexRecordOption::WithFreqs,
                 );
-                should.push((Occur::Should, Box::new(body)));
-                if has_names {
-                    let name = TermQuery::new(
-                        Term::from_field_text(f.name, &term.text),
-                        IndexRecordOption::WithFreqs,
-                    );
-                    should.push((
-                        Occur::Should,
-                        Box::new(BoostQuery::new(Box::new(name), WHOLE_DOCUMENT_TITLE_BOOST)),
-                    ));
-                }
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(title), q.title_boost)),
+                ));
+            }
+            let body = TermQuery::new(
+                Term::from_field_text(f.body, term),
+                IndexRecordOption::WithFreqs,
+            );
+            should.push((Occur::Should, Box::new(body)));
+            if has_names {
+                let name = TermQuery::new(
+                    Term::from_field_text(f.name, term),
+                    IndexRecordOption::WithFreqs,
+                );
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(name), WHOLE_DOCUMENT_TITLE_BOOST)),
+                ));
             }
         }
-        if should.is_empty() || q.limit == 0 {
-            return Ok(Vec::new());
-        }
         // The filters make every query an intersection of the keyword union with three filter
-        // postings; when every chunk passes them anyway (one tenant, nothing role-restricted
-        // or superseded: the common case) they are left out, which takes about a third off a
-        // SciFact query (BENCHMARKS.md). The scores are the same: the filters score 0. The
-        // union stays wrapped in a `Must` clause: as a bare should-only query tantivy would
-        // score it with block-max WAND, measured slower here on long keyword lists.
-        let query: Box<dyn Query> = if self.filters_pass_all(&searcher, q)? {
+        // postings; they are left out when every chunk passes them anyway (the scores are the
+        // same: the filters score 0). The union stays wrapped in a `Must` clause: as a bare
+        // should-only query tantivy would score it with block-max WAND, measured slower here on
+        // long keyword lists.
+        let query: Box<dyn Query> = if pass_all {
             Box::new(BooleanQuery::new(vec![(
                 Occur::Must,
                 Box::new(BooleanQuery::new(should)) as Box<dyn Query>,
@@ -472,46 +645,13 @@ impl Bm25Index {
         } else {
             self.filtered(should, q)
         };
-        // BM25's document frequencies and average lengths come from the chunks this query may
-        // see, never the whole index: otherwise a score (and the ranking) would tell whether a
-        // word occurs in another tenant's documents, and one tenant's corpus would move
-        // another's ranking.
-        // A little slack: ties are ordered by chunk id below, not by where a segment merge
-        // happened to put the documents, so replays see the same order.
-        let collector = TopDocs::with_limit(q.limit + 16).order_by_score();
-        let top = if self
-            .index_wide_statistics
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        let collector = TopDocs::with_limit(q.limit + TIE_SLACK).order_by_score();
+        if index_wide {
             searcher.search(&query, &collector)
         } else {
-            let memo = self.scope_memo(&searcher, q);
-            let stats = ScopeStats::new(&searcher, f, self.scope_query(q), memo)
-                .map_err(|e| self.err(e))?;
+            let stats = ScopeStats::new(searcher, f, self.scope_query(q), memo)?;
             searcher.search_with_statistics_provider(&query, &collector, &stats)
         }
-        .map_err(|e| self.err(e))?;
-        let mut columns = HashMap::new();
-        let mut out = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let column = match columns.entry(addr.segment_ord) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let col = searcher
-                        .segment_reader(addr.segment_ord)
-                        .fast_fields()
-                        .u64("id64")
-                        .map_err(|e| self.err(e))?;
-                    v.insert(col)
-                }
-            };
-            if let Some(id64) = column.first(addr.doc_id) {
-                out.push(Bm25Match { id64, score });
-            }
-        }
-        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id64.cmp(&b.id64)));
-        out.truncate(q.limit);
-        Ok(out)
     }
 
     /// Whether every chunk in the index (deleted ones included, so the answer is never wrong)
@@ -962,6 +1102,81 @@ mod tests {
             // A tenant with no chunks at all: nothing, and no panic on an empty scope.
             let nobody = AccessContext::new("nobody", Vec::<String>::new());
             prop_assert!(search(&mixed_index, &keywords, &nobody).is_empty());
+        }
+    }
+
+    proptest! {
+        /// A numeric id is named as `c_` and its 16 lowercase hex digits, and parses back.
+        #[test]
+        fn every_numeric_id_is_named_in_sixteen_hex_digits(id64 in any::<u64>()) {
+            let id = u64_to_chunk_id(id64);
+            prop_assert_eq!(&id, &format!("c_{id64:016x}"));
+            prop_assert_eq!(chunk_id_to_u64(&id), Some(id64));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// The BM25 leg's own scorer (every chunk in scope) gives exactly what tantivy's
+        /// boolean query gives under the same statistics: the same chunks, in the same order,
+        /// with bit-identical scores, ties cut at the same place; with headings and whole-
+        /// document titles, several segments, deleted chunks, any title boost and any cut.
+        #[test]
+        fn own_scorer_equals_the_boolean_query(
+            docs in prop::collection::vec(
+                (prop::collection::vec(0usize..6, 1..12), any::<bool>()), 1..48),
+            query in prop::collection::vec(0usize..6, 1..5),
+            deleted in prop::collection::vec(0usize..48, 0..4),
+            boost in prop::sample::select(vec![0.0f32, 1.0, 1.5]),
+            // The cut falls at `limit` + `TIE_SLACK`: within the matches, among tied scores.
+            limit in 1usize..30,
+        ) {
+            let chunks: Vec<Chunk> = docs
+                .iter()
+                .enumerate()
+                .map(|(i, (words, _))| chunk("acme", i, words, &[]))
+                .collect();
+            let whole: std::collections::HashSet<String> = docs
+                .iter()
+                .zip(&chunks)
+                .filter(|((_, whole), _)| *whole)
+                .map(|(_, c)| c.id.clone())
+                .collect();
+            let dir = tempfile::tempdir().expect("dir");
+            let index = index_with_whole_documents(dir.path(), &chunks, |c| whole.contains(&c.id));
+            if !deleted.is_empty() {
+                let mut update = index.update().expect("update");
+                for &d in &deleted {
+                    if let Some(c) = chunks.get(d) {
+                        update.delete_source(&c.source);
+                    }
+                }
+                update.commit(3).expect("commit");
+            }
+            let acme = AccessContext::new("acme", Vec::<String>::new());
+            let keywords: Vec<String> = query.iter().map(|&w| WORDS[w].to_string()).collect();
+            let q = Bm25Query {
+                keywords: &keywords,
+                access: &acme,
+                include_superseded: false,
+                limit,
+                title_boost: boost,
+            };
+            let searcher = index.reader.searcher();
+            prop_assert!(index.filters_pass_all(&searcher, &q).expect("filters"));
+            let terms = query_terms(&keywords);
+            let memo = index.scope_memo(&searcher, &q);
+            let ours = index
+                .top_in_whole_scope(&searcher, &terms, &q, &memo)
+                .expect("own scorer");
+            let theirs = index
+                .top_by_query(&searcher, &terms, &q, memo, true, false)
+                .expect("boolean query");
+            let bits = |top: &[(f32, tantivy::DocAddress)]| -> Vec<(u32, tantivy::DocAddress)> {
+                top.iter().map(|(s, a)| (s.to_bits(), *a)).collect()
+            };
+            prop_assert_eq!(bits(&ours), bits(&theirs));
         }
     }
 

@@ -240,12 +240,16 @@ impl<'e> Searcher<'e> {
     pub fn ranked(&self, req: &RankedRequest<'_>) -> Result<Vec<FusedHit>, SearchError> {
         self.check_current(req.fusion)?;
         let req = ValidRequest::ranked(req, self.settings)?;
-        let legs = legs::run(self.sources(), &req, true)?;
         // One leg alone needs no fusion: its hits in its order, as `fuse` would give them
-        // (first occurrence of an id only), without re-hashing and copying every id.
-        let (hits, is_bm25) = match req.fusion {
-            Fusion::Bm25Only if legs.vector.is_empty() => (legs.bm25, true),
-            Fusion::VectorOnly if legs.bm25.is_empty() => (legs.vector, false),
+        // (first occurrence of an id only), without re-hashing and copying every id. The BM25
+        // leg alone (it runs no vector leg) names only the hits it returns, not every candidate.
+        let bm25_alone = matches!(req.fusion, Fusion::Bm25Only);
+        let legs = legs::run(self.sources(), &req, !bm25_alone)?;
+        if bm25_alone {
+            return Ok(bm25_ranking(&legs.bm25_found, req.top_k));
+        }
+        let hits = match req.fusion {
+            Fusion::VectorOnly if legs.bm25.is_empty() => legs.vector,
             _ => {
                 let signals = if req.fusion.lexical_signal().is_some() {
                     let words: Vec<Vec<ContentWord>> =
@@ -274,17 +278,14 @@ impl<'e> Searcher<'e> {
             .filter_map(|(h, first)| first.then_some(h))
             .take(req.top_k)
             .enumerate()
-            .map(|(i, h)| {
-                let rank = Some(LegRank {
+            .map(|(i, h)| FusedHit {
+                score: f64::from(h.score),
+                bm25: None,
+                vector: Some(LegRank {
                     rank: u32::try_from(i + 1).unwrap_or(u32::MAX),
                     score: h.score,
-                });
-                FusedHit {
-                    score: f64::from(h.score),
-                    bm25: if is_bm25 { rank } else { None },
-                    vector: if is_bm25 { None } else { rank },
-                    id: h.id,
-                }
+                }),
+                id: h.id,
             })
             .collect())
     }
@@ -357,6 +358,28 @@ impl<'e> Searcher<'e> {
     }
 }
 
+/// The BM25 leg's hits as the BM25-only fusion ranks them, at most `top_k`: each chunk's
+/// first occurrence, in the leg's order, ranked by its place among those and scored by its raw
+/// BM25 score; named only once kept.
+fn bm25_ranking(found: &[legs::Bm25Found], top_k: usize) -> Vec<FusedHit> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    found
+        .iter()
+        .filter(|h| seen.insert(h.id64))
+        .take(top_k)
+        .enumerate()
+        .map(|(i, h)| FusedHit {
+            score: f64::from(h.score),
+            bm25: Some(LegRank {
+                rank: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                score: h.score,
+            }),
+            vector: None,
+            id: crate::index::u64_to_chunk_id(h.id64),
+        })
+        .collect()
+}
+
 /// The legs' weights in this query's min-max sum (`None` for RRF and one leg alone).
 fn weights(
     fusion: Fusion,
@@ -370,4 +393,47 @@ fn weights(
             .lexical_signal()
             .map(|signal| fusion::lexical_confidence(signal, &legs.bm25, signals)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The BM25-only ranking named after the cut is the ranking named first: the first
+        /// occurrence of each chunk id, in the leg's order, ranked among those, at any cut.
+        #[test]
+        fn bm25_ranking_names_the_same_hits_as_naming_every_candidate(
+            hits in prop::collection::vec((0u64..12, 0.0f32..20.0), 0..40),
+            top_k in 0usize..50,
+        ) {
+            let found: Vec<legs::Bm25Found> = hits
+                .iter()
+                .map(|&(id64, score)| legs::Bm25Found { id64, position: 0, score })
+                .collect();
+            let named: Vec<(String, f32)> = hits
+                .iter()
+                .map(|&(id64, score)| (crate::index::u64_to_chunk_id(id64), score))
+                .collect();
+            let mut seen = HashSet::new();
+            let expected: Vec<(String, u32, f32)> = named
+                .into_iter()
+                .filter(|(id, _)| seen.insert(id.clone()))
+                .take(top_k)
+                .enumerate()
+                .map(|(i, (id, score))| (id, i as u32 + 1, score))
+                .collect();
+            let got: Vec<(String, u32, f32)> = bm25_ranking(&found, top_k)
+                .into_iter()
+                .map(|h| {
+                    let rank = h.bm25.expect("a BM25 rank");
+                    assert!(h.vector.is_none());
+                    assert_eq!(h.score, f64::from(rank.score));
+                    (h.id, rank.rank, rank.score)
+                })
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
 }
