@@ -10,32 +10,19 @@ fn cpu() -> f64 {
         .map_or(0.0, |ns| ns / 1e9)
 }
 
-use ragtrail_q4::{BLOCK_BYTES, Kernel, Q8, QK};
+use ragtrail_q4::{Kernel, Q8, Sample};
 
 fn main() {
     let tokens: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2048);
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut sample = Sample::new();
     let kernel = Kernel::detect();
     println!("{kernel:?}, {tokens} tokens");
     for (rows, k) in [(1152usize, 384usize), (384, 384), (1536, 384), (384, 1536)] {
-        let mut w = Vec::with_capacity(rows * k / QK * BLOCK_BYTES);
-        for _ in 0..rows * k / QK {
-            let d = half::f16::from_f32((next() % 1000) as f32 / 10_000.0);
-            w.extend_from_slice(&d.to_bits().to_le_bytes());
-            w.extend((0..16).map(|_| next() as u8));
-        }
-        let x: Vec<f32> = (0..tokens * k)
-            .map(|_| (next() % 20_001) as f32 / 1000.0 - 10.0)
-            .collect();
+        let w = sample.weights(rows, k);
+        let x = sample.activations(tokens, k);
         let q = Q8::quantize(&x, tokens, k);
         let mut out = vec![0.0f32; rows * tokens];
         let mut best = f64::MAX;

@@ -588,6 +588,51 @@ mod avx2 {
     }
 }
 
+/// Deterministic pseudo-random weights and activations (a xorshift generator) for the kernel's
+/// tests and its benchmark: scales up to 0.1, every nibble, activations in [-10, 10].
+pub struct Sample {
+    state: u64,
+}
+
+impl Default for Sample {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sample {
+    pub fn new() -> Self {
+        Self {
+            state: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state
+    }
+
+    /// `rows` weight rows of `k` values (a multiple of [`QK`]) as Q4_0 blocks.
+    pub fn weights(&mut self, rows: usize, k: usize) -> Vec<u8> {
+        let mut w = Vec::with_capacity(rows * k / QK * BLOCK_BYTES);
+        for _ in 0..rows * k / QK {
+            let d = half::f16::from_f32((self.next() % 1000) as f32 / 10_000.0);
+            w.extend_from_slice(&d.to_bits().to_le_bytes());
+            w.extend((0..16).map(|_| self.next() as u8));
+        }
+        w
+    }
+
+    /// `tokens` rows of `k` activations.
+    pub fn activations(&mut self, tokens: usize, k: usize) -> Vec<f32> {
+        (0..tokens * k)
+            .map(|_| (self.next() % 20_001) as f32 / 1000.0 - 10.0)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,22 +736,9 @@ mod tests {
     }
 
     fn simd_equals_portable(rows: usize, k: usize, tokens: usize) {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        let mut w = Vec::new();
-        for _ in 0..rows * k / QK {
-            let d = half::f16::from_f32((next() % 1000) as f32 / 10_000.0);
-            w.extend_from_slice(&d.to_bits().to_le_bytes());
-            w.extend((0..16).map(|_| next() as u8));
-        }
-        let x: Vec<f32> = (0..tokens * k)
-            .map(|_| (next() % 20_001) as f32 / 1000.0 - 10.0)
-            .collect();
+        let mut sample = Sample::new();
+        let w = sample.weights(rows, k);
+        let x = sample.activations(tokens, k);
         let q = Q8::quantize(&x, tokens, k);
         // Rows `ld` apart, with a gap after each token's rows that nothing may write.
         let ld = rows + 3;
