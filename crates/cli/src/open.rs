@@ -249,6 +249,12 @@ pub(crate) fn open_current_engine(global: &GlobalArgs, lang: Lang) -> anyhow::Re
     Ok(engine)
 }
 
+/// A rate as a person reads it: one decimal (indicatif's own `{per_sec}` prints four,
+/// "20.3777/s").
+fn per_second(rate: f64) -> String {
+    format!("{rate:.1}/s")
+}
+
 /// Ingests `dir` with a progress bar on a terminal; what it says is said in `lang`.
 pub(crate) fn run_ingest(
     engine: &mut Engine,
@@ -259,8 +265,16 @@ pub(crate) fn run_ingest(
     let eta = lang.pick("eta", "剩余");
     let style = |unit: &str| {
         indicatif::ProgressStyle::with_template(&format!(
-            "{{spinner}} {{msg}} {{pos}}/{{len}} {unit} [{{elapsed}}, {{per_sec}}, {eta} {{eta}}]"
+            "{{spinner}} {{msg}} {{pos}}/{{len}} {unit} [{{elapsed}}, {{rate}}, {eta} {{eta}}]"
         ))
+        .map(|style| {
+            style.with_key(
+                "rate",
+                |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&per_second(state.per_sec()));
+                },
+            )
+        })
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
     };
     let (chunks, pages_unit) = (lang.pick("chunks", "个片段"), lang.pick("pages", "页"));
@@ -337,4 +351,15 @@ pub(crate) fn run_ingest(
         }
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_second;
+
+    #[test]
+    fn an_ingest_rate_reads_with_one_decimal() {
+        assert_eq!(per_second(20.3777), "20.4/s");
+        assert_eq!(per_second(7.0), "7.0/s");
+    }
 }
