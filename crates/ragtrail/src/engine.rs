@@ -25,6 +25,7 @@ use crate::search::{
 use crate::store::embed_journal::{EmbedJournal, text_key};
 use crate::store::vectors::VectorIndex;
 use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreError, VectorLeg};
+use crate::text::Glossary;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -195,6 +196,9 @@ pub struct Engine {
     backend: Backend,
     /// Which knowledge base this is (see [`Engine::knowledge_base_id`]).
     kb_id: String,
+    /// The Chinese–English glossary the offline planner carries a question's missing words
+    /// across with, when one is installed ([`Engine::use_glossary`]).
+    glossary: Option<Arc<Glossary>>,
 }
 
 /// What an embedded ingest holds while it writes ([`Engine::start_writing`]).
@@ -262,6 +266,7 @@ impl Engine {
             settings,
             backend: Backend::Embedded,
             kb_id: read_kb_id(data_dir).unwrap_or_default(),
+            glossary: None,
         })
     }
 
@@ -423,6 +428,18 @@ impl Engine {
     pub fn use_embedder(&mut self, embedder: Arc<dyn Embedder>) {
         self.settings = SearchSettings::for_embedder(&embedder.info());
         self.embedder = embedder;
+    }
+
+    /// Lets the offline planner look up a question's words that no passage uses in the other
+    /// language's words (`ragtrail model install cc-cedict`): an English question about a
+    /// section written only in Chinese, and the reverse. Read on first use.
+    pub fn use_glossary(&mut self, glossary: Arc<Glossary>) {
+        self.glossary = Some(glossary);
+    }
+
+    /// The glossary given by [`Engine::use_glossary`], if any.
+    pub fn glossary(&self) -> Option<&Glossary> {
+        self.glossary.as_deref()
     }
 
     /// Whether anything was ever ingested.

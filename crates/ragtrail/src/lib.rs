@@ -265,6 +265,9 @@ pub use text::truncate_chars;
 /// The words of a text as written whose index terms are among some (stems, as the sufficiency
 /// judgement's `missingTerms`): what a person reads in their place.
 pub use text::written_words;
+/// A Chinese–English glossary (CC-CEDICT's line format) for questions about passages in the
+/// other language ([`Engine::use_glossary`]).
+pub use text::{Glossary, GlossaryError};
 
 /// Internals the workspace's own tests, examples and benchmarks reach into: hidden from the
 /// documentation, with no promise that they stay.

@@ -5,8 +5,10 @@
 //! `报销` and `凭证`); Latin words are lowercased, English stop words dropped and words stemmed.
 
 mod dictionary;
+mod glossary;
 
 pub use dictionary::Segmenter;
+pub use glossary::{Glossary, GlossaryError};
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
     TokenStream, Tokenizer,

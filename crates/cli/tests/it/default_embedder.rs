@@ -28,12 +28,36 @@ fn e5_file() -> PathBuf {
     path
 }
 
-/// A model cache holding multilingual-e5-small (a link to the test's model file).
+/// The CC-CEDICT glossary `RAGTRAIL_TEST_CEDICT` names (set by `scripts/test.sh`).
+fn cedict_file() -> PathBuf {
+    let path = std::env::var_os("RAGTRAIL_TEST_CEDICT").map(PathBuf::from).unwrap_or_else(|| {
+        panic!(
+            "RAGTRAIL_TEST_CEDICT is not set: run the tests with `bash scripts/test.sh`, which fetches the CC-CEDICT glossary"
+        )
+    });
+    assert!(
+        path.is_file(),
+        "RAGTRAIL_TEST_CEDICT={} is no file",
+        path.display()
+    );
+    path
+}
+
+/// A model cache holding multilingual-e5-small and the glossary installed with it (links to
+/// the test's files).
 fn cache_with_e5() -> tempfile::TempDir {
     let cache = tempfile::tempdir().expect("cache");
-    let dir = cache.path().join("multilingual-e5-small");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::os::unix::fs::symlink(e5_file(), dir.join("e5-small-q4.bin")).expect("link");
+    let link = |name: &str, file_name: &str, target: PathBuf| {
+        let dir = cache.path().join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::os::unix::fs::symlink(target, dir.join(file_name)).expect("link");
+    };
+    link("multilingual-e5-small", "e5-small-q4.bin", e5_file());
+    link(
+        "cc-cedict",
+        "cedict_1_0_ts_utf-8_mdbg.txt.gz",
+        cedict_file(),
+    );
     cache
 }
 
@@ -400,6 +424,46 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     );
     let quote = first["quote"].as_str().unwrap_or_default();
     assert!(quote.contains("14 calendar days per year"), "{quote}");
+
+    // Paternity leave is written only in Chinese (陪产假) and no English passage says
+    // "paternity": the glossary carries the phrase across, and the reply, in English, quotes
+    // the Chinese section.
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[
+            "ask",
+            "--json",
+            "How many days of paternity leave do I get?",
+        ],
+        &[],
+    );
+    let reply = json(&out);
+    let status = reply["status"].as_str().unwrap_or_default();
+    assert!(matches!(status, "answered" | "evidence"), "{reply}");
+    let first = &reply["citations"][0];
+    assert_eq!(first["titlePath"], "生育与育儿假规定 / 陪产假", "{reply}");
+    let quote = first["quote"].as_str().unwrap_or_default();
+    assert!(quote.contains("陪产假"), "{quote}");
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &["ask", "How many days of paternity leave do I get?"],
+        &[],
+    );
+    let (shown, _) = text(&out);
+    assert!(shown.contains("生育与育儿假规定 / 陪产假"), "{shown}");
+    assert!(shown.contains("Sources:"), "{shown}");
+    // The asker reads English: only what is quoted or cited (a quote, a titlePath, a source,
+    // the keywords searched, an answer's cited sentence) is in Chinese, never a label or a
+    // reason.
+    let cited = |l: &str| ['“', '[', '#'].iter().any(|c| l.contains(*c)) || l.contains(" / ");
+    for line in shown.lines().filter(|l| !cited(l)) {
+        assert!(
+            !line.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+            "{line:?} in {shown}"
+        );
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

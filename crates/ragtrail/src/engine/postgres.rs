@@ -112,6 +112,7 @@ impl Engine {
                 last_run: None,
             })),
             kb_id,
+            glossary: None,
         };
         engine.catch_up(&mut |_| {})?;
         Ok(engine)

@@ -297,19 +297,34 @@ impl<'e> Searcher<'e> {
     /// in any chunk that says 假 or 来 nearby, and the verdict, which looks for the word as
     /// written, would then count a word no passage can ever hold against every passage.
     pub fn mentions(&self, word: &str) -> Result<bool, SearchError> {
-        let cjk = word.chars().any(crate::text::is_cjk);
+        if word.chars().any(crate::text::is_cjk) {
+            return self.writes(word);
+        }
         let keywords = [word.to_string()];
         let matches = self.index.search(&Bm25Query {
             keywords: &keywords,
             access: &self.access,
             include_superseded: false,
-            limit: if cjk { MENTION_CANDIDATES } else { 1 },
+            limit: 1,
             title_boost: 1.0,
         })?;
-        if !cjk {
-            return Ok(!matches.is_empty());
-        }
-        let written = word.to_lowercase();
+        Ok(!matches.is_empty())
+    }
+
+    /// Whether a chunk the caller may see writes `text` as it is (case aside) in its text or
+    /// titlePath: one of `text`'s best BM25 matches does. For a CJK word (see
+    /// [`Searcher::mentions`]) and for a phrase ("marriage leave" is not written where
+    /// "marriage" and "leave" are, apart).
+    pub fn writes(&self, text: &str) -> Result<bool, SearchError> {
+        let keywords = [text.to_string()];
+        let matches = self.index.search(&Bm25Query {
+            keywords: &keywords,
+            access: &self.access,
+            include_superseded: false,
+            limit: MENTION_CANDIDATES,
+            title_boost: 1.0,
+        })?;
+        let written = text.to_lowercase();
         Ok(matches.iter().any(|m| {
             self.chunk(&crate::index::u64_to_chunk_id(m.id64))
                 .is_some_and(|(c, _)| {

@@ -206,7 +206,14 @@ impl OfflinePlanner {
     ) -> Option<PlannerAction> {
         let weights = self.weights();
         let keys = QuestionKeys::new(self.verdict_keys.clone());
-        let candidates = candidates(ctx, &keys);
+        // A subject found only in the other language's words: a passage without them shares
+        // the question's other words, not its subject.
+        let candidates: Vec<Candidate<'_>> = candidates(ctx, &keys)
+            .into_iter()
+            .filter(|c| {
+                self.crossed.is_empty() || self.crossed.iter().any(|k| c.present.contains(k))
+            })
+            .collect();
         let mut citations: Vec<ProposedCitation> = Vec::new();
         for c in evidence_order(ctx, &candidates) {
             if citations.len() == MAX_EVIDENCE {

@@ -25,6 +25,7 @@ mod answer;
 mod asked;
 mod everyday;
 mod follow;
+mod other_language;
 mod question;
 mod references;
 mod remembered;
@@ -101,6 +102,9 @@ pub struct OfflinePlanner {
     /// Everyday words no chunk contains, with the written words searched for them
     /// (`everyday::formal_equivalents`) and the key term that stands for them in the verdict.
     written: Vec<(String, Vec<String>, String)>,
+    /// The key terms of the question's subject found only in the other language's words
+    /// (`other_language`): evidence must hold one of them.
+    crossed: Vec<String>,
     /// The asker's remembered facts: stated by the question, searched, to be weighed.
     remembered: remembered::Remembered,
 }

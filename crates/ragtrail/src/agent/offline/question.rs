@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{OfflinePlanner, analysed, everyday};
+use super::{OfflinePlanner, analysed, everyday, other_language};
 use crate::agent::PlannerContext;
 use crate::search::sufficiency::{KeyTerm, idf, key_terms};
 use crate::text::{self, char_len};
@@ -53,6 +53,11 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
 /// The content word right after `word` in `question` (jieba's words; spaces and 的 between
 /// them skipped), if any.
 fn word_after(question: &str, word: &str) -> Option<String> {
+    word_beside(question, word, true)
+}
+
+/// The content word right after (or before) `word` in the question, if any.
+fn word_beside(question: &str, word: &str, after: bool) -> Option<String> {
     let tokens: Vec<String> = text::jieba()
         .cut(question, true)
         .into_iter()
@@ -60,9 +65,14 @@ fn word_after(question: &str, word: &str) -> Option<String> {
         .filter(|t| !t.is_empty() && t != "的")
         .collect();
     let at = tokens.iter().position(|t| t.eq_ignore_ascii_case(word))?;
+    let beside = if after {
+        at.checked_add(1)?
+    } else {
+        at.checked_sub(1)?
+    };
     tokens
-        .get(at + 1)
-        .filter(|next| !analysed(next).is_empty())
+        .get(beside)
+        .filter(|w| !analysed(w).is_empty())
         .cloned()
 }
 
@@ -225,8 +235,26 @@ impl OfflinePlanner {
             self.carried = carried;
         }
         self.verdict_keys = verdict_keys(&self.effective_question(ctx), ctx);
-        self.use_formal_equivalents(ctx);
+        self.use_formal_equivalents(ctx, &HashSet::new());
+        let read = (
+            self.question_words.clone(),
+            self.verdict_keys.clone(),
+            self.written.clone(),
+        );
         self.weigh_absent_words(ctx);
+        // A subject no passage names in the question's language may be named in the other
+        // one's (paternity leave: 陪产假): read again with the subject's words looked up in the
+        // glossary. Only the subject's: a circumstance word carried across ("late" → 误点,
+        // 家里 → "home") searches passages about something else.
+        if !self.unknown_nouns.is_empty() && ctx.lookup.glossary().is_some() {
+            let subject: HashSet<String> = std::mem::take(&mut self.unknown_nouns)
+                .into_iter()
+                .collect();
+            (self.question_words, self.verdict_keys, self.written) = read;
+            self.everyday_unknown.clear();
+            self.use_formal_equivalents(ctx, &subject);
+            self.weigh_absent_words(ctx);
+        }
     }
 
     /// The question's words no chunk this run may see mentions (after written words stood in
@@ -310,8 +338,9 @@ impl OfflinePlanner {
     }
 
     /// Everyday words no chunk contains, searched and weighed as the written words the
-    /// knowledge base uses for them (老婆 → 配偶): they no longer count against the evidence.
-    fn use_formal_equivalents(&mut self, ctx: &PlannerContext<'_>) {
+    /// knowledge base uses for them (老婆 → 配偶), and the words of `across` as the other
+    /// language's words for them: they no longer count against the evidence.
+    fn use_formal_equivalents(&mut self, ctx: &PlannerContext<'_>, across: &HashSet<String>) {
         let mentions = |word: &str| ctx.lookup.mentions(word);
         let n = ctx.lookup.num_chunks();
         let doc_freq = |t: &str| ctx.lookup.doc_freq(t);
@@ -320,7 +349,30 @@ impl OfflinePlanner {
             if mentions(&word) {
                 continue;
             }
-            let written = everyday::formal_equivalents(&word, &mentions);
+            let mut written = everyday::formal_equivalents(&word, &mentions);
+            // The neighbour the other language's word stands for too ("leave" of "paternity
+            // leave" → 陪产假).
+            let mut with: Option<String> = None;
+            let mut crossed = false;
+            if written.is_empty()
+                && across.contains(&word)
+                && let Some(glossary) = ctx.lookup.glossary()
+            {
+                let question = self.effective_question(ctx);
+                let after = word_beside(&question, &word, true);
+                let before = word_beside(&question, &word, false);
+                if let Some(c) = other_language::crossing(
+                    &word,
+                    after.as_deref(),
+                    before.as_deref(),
+                    glossary,
+                    &|w: &str| ctx.lookup.writes(w),
+                ) {
+                    written = c.words;
+                    with = c.with;
+                    crossed = true;
+                }
+            }
             let Some(first) = written.first() else {
                 continue;
             };
@@ -343,6 +395,12 @@ impl OfflinePlanner {
                 }
                 None => self.verdict_keys.extend(replacement),
             }
+            if let Some(neighbour) = &with {
+                let theirs = analysed(neighbour);
+                let lower = neighbour.to_lowercase();
+                self.verdict_keys
+                    .retain(|k| k.term == key || (k.term != lower && !theirs.contains(&k.term)));
+            }
             for w in &written {
                 let weight = analysed(w)
                     .iter()
@@ -356,6 +414,9 @@ impl OfflinePlanner {
                 }
             }
             self.question_words.retain(|(q, _)| *q != word);
+            if crossed {
+                self.crossed.push(key.clone());
+            }
             self.written.push((word, written, key));
         }
         self.question_words
