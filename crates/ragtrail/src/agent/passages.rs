@@ -89,17 +89,20 @@ pub fn select(ctx: &PlannerContext<'_>, first: &[String], max_chars: usize) -> V
         .filter(|(id, _)| ctx.lookup.returned_chunk_text(id).is_some())
         .take(MAX_PASSAGES)
         .collect();
-    pick(&hits, &weights, ctx.lookup, max_chars)
+    pick(&hits, &weights, ctx.lookup, max_chars, false)
 }
 
 /// `hits` (chunk id, titlePath) as passages of about `max_chars` characters in all (titles
 /// included, the numbers not): each hit's best sentences for `weights`, in the hits' order. A
-/// hit whose text was not returned in this run is left out.
+/// hit whose text was not returned in this run is left out. With `fill`, sentences that share
+/// no weighted word are shown too while the passage has room (up to three in all): a short
+/// chunk is then shown whole, its deadline beside its advice.
 pub fn pick(
     hits: &[(String, String)],
     weights: &[(String, f64)],
     lookup: &dyn EvidenceLookup,
     max_chars: usize,
+    fill: bool,
 ) -> Vec<Passage> {
     if hits.is_empty() {
         return Vec::new();
@@ -112,6 +115,7 @@ pub fn pick(
                 text,
                 weights,
                 per_passage.saturating_sub(char_len(title_path)).max(80),
+                fill,
             );
             (!shown.is_empty()).then(|| Passage {
                 chunk_id: chunk_id.clone(),
@@ -123,7 +127,7 @@ pub fn pick(
 }
 
 /// A chunk's best sentences for the question, within `budget` characters, in the chunk's order.
-fn best_sentences(text: &str, weights: &[(String, f64)], budget: usize) -> Vec<String> {
+fn best_sentences(text: &str, weights: &[(String, f64)], budget: usize, fill: bool) -> Vec<String> {
     let all = sentences(text);
     let mut ranked: Vec<(usize, f64)> = all
         .iter()
@@ -135,7 +139,7 @@ fn best_sentences(text: &str, weights: &[(String, f64)], budget: usize) -> Vec<S
     let mut picked: Vec<usize> = Vec::new();
     let mut used = 0;
     for (i, score) in ranked {
-        if picked.len() == SENTENCES_PER_PASSAGE || (score <= 0.0 && !picked.is_empty()) {
+        if picked.len() == SENTENCES_PER_PASSAGE || (score <= 0.0 && !picked.is_empty() && !fill) {
             break;
         }
         let len = char_len(all[i]);
@@ -275,6 +279,26 @@ pub fn headings(lang: Lang) -> (&'static str, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filling_shows_a_short_chunks_other_sentences() {
+        let text =
+            "电子发票须在乘车日期后180天内申请开具。建议返程当天即完成开票，以免错过报销时限。";
+        let weights = [("报销".to_string(), 1.0)];
+        assert_eq!(
+            best_sentences(text, &weights, 300, false),
+            ["建议返程当天即完成开票，以免错过报销时限。"]
+        );
+        assert_eq!(
+            best_sentences(text, &weights, 300, true),
+            [
+                "电子发票须在乘车日期后180天内申请开具。",
+                "建议返程当天即完成开票，以免错过报销时限。"
+            ]
+        );
+        // Within the budget only.
+        assert_eq!(best_sentences(text, &weights, 30, true).len(), 1);
+    }
 
     #[test]
     fn markers_are_renumbered_to_the_citation_order() {

@@ -182,7 +182,8 @@ impl LlmPlanner {
             .map(|h| (h.chunk_id.clone(), h.title_path.clone()))
             .collect();
         let budget = (self.passage_chars).saturating_sub(list.len() * NUMBER_CHARS);
-        let picked = passages::pick(&list, &weights, ctx.lookup, budget);
+        // Room left in a passage goes to its other sentences: a short chunk is shown whole.
+        let picked = passages::pick(&list, &weights, ctx.lookup, budget, true);
         let blocks: Vec<(usize, String, String)> = picked
             .iter()
             .map(|p| {
