@@ -223,12 +223,14 @@ pub fn bracket_at(s: &str, start: usize) -> Option<(usize, Vec<usize>)> {
     Some((end + close.len_utf8(), numbers))
 }
 
-/// The text without its `[n]` markers.
-pub fn strip_markers(text: &str) -> String {
-    let mut out = String::new();
+/// `text` with each citation bracket replaced by what `with` makes of its numbers and of the
+/// bracket as written.
+pub fn map_markers(text: &str, mut with: impl FnMut(&[usize], &str) -> String) -> String {
+    let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < text.len() {
-        if let Some((end, _)) = bracket_at(text, i) {
+        if let Some((end, numbers)) = bracket_at(text, i) {
+            out.push_str(&with(&numbers, &text[i..end]));
             i = end;
             continue;
         }
@@ -239,33 +241,26 @@ pub fn strip_markers(text: &str) -> String {
     out
 }
 
+/// The text without its `[n]` markers.
+pub fn strip_markers(text: &str) -> String {
+    map_markers(text, |_, _| String::new())
+}
+
 /// `text` with the passage numbers in its brackets (`[3]`, `【3】`, `[3, 1]`) replaced by their
 /// places in `order` (1-based): `[3]` becomes `[1]` when passage 3 is cited first. A bracket
 /// with a number not in `order` is left as written.
 pub fn renumber_markers(text: &str, order: &[usize]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < text.len() {
-        if let Some((end, numbers)) = bracket_at(text, i) {
-            let places: Option<Vec<usize>> = (numbers.iter())
-                .map(|n| order.iter().position(|o| o == n).map(|k| k + 1))
-                .collect();
-            match places {
-                Some(places) => {
-                    for k in places {
-                        out.push_str(&format!("[{k}]"));
-                    }
-                }
-                None => out.push_str(&text[i..end]),
-            }
-            i = end;
-            continue;
-        }
-        let c = text[i..].chars().next().unwrap_or(' ');
-        out.push(c);
-        i += c.len_utf8();
-    }
-    out
+    map_markers(text, |numbers, raw| {
+        let places: Option<Vec<String>> = (numbers.iter())
+            .map(|n| {
+                order
+                    .iter()
+                    .position(|o| o == n)
+                    .map(|k| format!("[{}]", k + 1))
+            })
+            .collect();
+        places.map_or_else(|| raw.to_string(), |p| p.concat())
+    })
 }
 
 /// The words around the passages, in the question's language.

@@ -682,19 +682,14 @@ pub fn text_answer(text: &str, shown: &[Passage]) -> PlannerAction {
 /// The passage numbers a text cites in brackets, each once, in order.
 fn markers_in(text: &str) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
-    let mut i = 0;
-    while i < text.len() {
-        if let Some((end, numbers)) = passages::bracket_at(text, i) {
-            for n in numbers {
-                if !out.contains(&n) {
-                    out.push(n);
-                }
+    passages::map_markers(text, |numbers, _| {
+        for n in numbers {
+            if !out.contains(n) {
+                out.push(*n);
             }
-            i = end;
-            continue;
         }
-        i += text[i..].chars().next().map_or(1, char::len_utf8);
-    }
+        String::new()
+    });
     out
 }
 
