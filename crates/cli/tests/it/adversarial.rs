@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::chat_server::{ScriptedLlm, tool_calls};
+use crate::common::chat_server::{ScriptedLlm, passages_in, tool_calls};
 use crate::common::*;
 use ragtrail::AccessContext;
 use ragtrail::ChatConfig;
@@ -220,11 +220,15 @@ fn a_model_asking_for_another_tenant_or_citing_what_it_was_not_shown_gets_nothin
         "a citation it was not shown must be refused"
     );
     for req in server.requests() {
-        // The evidence the engine sent: hits in tool results. (The model's own keywords, echoed
-        // back, carry the marker it asked for; that is not a leak.)
+        // The evidence the engine sent: passages in tool results. (The model's own keywords,
+        // echoed back, carry the marker it asked for; that is not a leak.)
         for (_, result) in req.tool_results() {
+            let passages: Vec<String> = passages_in(&result)
+                .into_iter()
+                .map(|p| format!("{}\n{}", p.title, p.text))
+                .collect();
             assert!(
-                !leaked(&result["hits"].to_string()),
+                !leaked(&passages.join("\n")),
                 "the model was sent another tenant's or role's text: {result}"
             );
         }
@@ -267,10 +271,16 @@ fn a_model_asking_for_another_tenant_or_citing_what_it_was_not_shown_gets_nothin
             .any(|r| r.contains("ignored arguments") && r.contains("tenant")),
         "{reasons:?}"
     );
-    // Snippets of the hostile document reach the model JSON-encoded, never as instructions.
+    // The hostile document reaches the model as numbered passages of a search result, which
+    // the system prompt calls data, never instructions.
     let second = &server.requests()[1];
     let tool = second.tool_results();
-    assert!(tool[0].1.is_object(), "tool results are JSON objects");
+    assert!(
+        tool[0].1.starts_with("第1次检索（关键词："),
+        "{}",
+        tool[0].1
+    );
+    assert!(!passages_in(&tool[0].1).is_empty(), "{}", tool[0].1);
 }
 
 #[test]

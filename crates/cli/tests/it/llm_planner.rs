@@ -1,15 +1,18 @@
 //! The LLM planner against a scripted OpenAI-compatible server over real HTTP on 127.0.0.1.
 //! The scripts react to what they receive (keywords taken from the tool messages, citations of
-//! chunk ids they were sent), so a client that sends the wrong thing fails these tests.
+//! the passage numbers they were shown), so a client that sends the wrong thing fails these
+//! tests.
 
 use std::time::{Duration, Instant};
 
 use crate::common::chat_server::{
-    ChatServer, Recorded, Reply, ScriptedLlm, assert_tool_pairing, completion, error, tool_calls,
+    ChatServer, Recorded, Reply, ScriptedLlm, Shown, assert_tool_pairing, completion, error,
+    passages_in, tool_calls,
 };
 use crate::common::*;
 use ragtrail::AgentOutcome;
 use ragtrail::ChatConfig;
+use ragtrail::Lang;
 use ragtrail::RetryPolicy;
 use ragtrail::internals::prompt;
 use ragtrail::trace::{self, EventBody, LlmTurn, RunStatus};
@@ -60,6 +63,14 @@ fn small() -> (Workspace, Engine) {
     (ws, engine)
 }
 
+/// A chunk's full text, as the store holds it.
+fn chunk_text(engine: &Engine, id: &str) -> String {
+    (engine.store().chunks().iter())
+        .find(|c| c.id == id)
+        .map(|c| c.text.clone())
+        .unwrap_or_else(|| panic!("no chunk {id}"))
+}
+
 fn llm_turns(outcome: &AgentOutcome) -> Vec<LlmTurn> {
     let path = &outcome.trace.as_ref().expect("trace").path;
     trace::read_trace(path)
@@ -81,27 +92,31 @@ fn titles_in(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A verbatim piece of a snippet: its longest sentence, without the snippet's ellipses.
-fn quote_from(snippet: &str) -> String {
-    snippet
-        .split(['。', '；', '\n'])
+/// A verbatim piece of a passage: its longest sentence.
+fn quote_from(text: &str) -> String {
+    text.split(['。', '；', '\n'])
         .map(|s| s.trim().trim_matches('…').trim())
         .max_by_key(|s| s.chars().count())
         .unwrap_or_default()
         .to_string()
 }
 
-/// An answer citing the first hit of the latest tool results, quoting its snippet.
-fn answer_from_latest(req: &Recorded, id: &str) -> (Reply, String, String) {
-    let (chunk, snippet, _) = req.hits().into_iter().next().expect("a hit to cite");
-    let quote = quote_from(&snippet);
-    assert!(!quote.is_empty(), "{snippet}");
+/// An answer citing the first passage of the latest tool results by its number, saying its
+/// longest sentence.
+fn answer_from_latest(req: &Recorded, id: &str) -> (Reply, Shown) {
+    let passage = req
+        .passages()
+        .into_iter()
+        .next()
+        .expect("a passage to cite");
+    let said = quote_from(&passage.text);
+    assert!(!said.is_empty(), "{passage:?}");
     let reply = tool_calls(&[(
         id,
         "submitAnswer",
-        json!({"answer": format!("{quote}（见引用）"), "citations": [{"chunkId": chunk, "quote": quote}]}),
+        json!({"answer": format!("{said}[{}]", passage.number), "citations": [passage.number]}),
     )]);
-    (reply, chunk, quote)
+    (reply, passage)
 }
 
 fn search(id: &str, keywords: &[&str]) -> (String, String, Value) {
@@ -130,13 +145,15 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
             1 => calls(&[search("call_r1", &["火车票", "报销"])]),
             2 | 3 => {
                 // Follow a document the tool message just named, else a heading it showed.
-                let hits = req.hits();
-                let name = hits
+                let shown = req.passages();
+                let name = shown
                     .iter()
-                    .flat_map(|(_, snippet, _)| titles_in(snippet))
-                    .chain(hits.iter().map(|(_, _, title)| {
-                        title.split(" / ").last().unwrap_or_default().to_string()
-                    }))
+                    .flat_map(|p| titles_in(&p.text))
+                    .chain(
+                        shown
+                            .iter()
+                            .map(|p| p.title.split(" / ").last().unwrap_or_default().to_string()),
+                    )
                     .find(|n| !followed.contains(n) && n != "火车票")
                     .expect("something to follow in the tool message");
                 followed.push(name.clone());
@@ -159,7 +176,7 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
         assert_eq!(told.len(), 1);
         assert_eq!(told[0].0, format!("call_r{round}"));
         assert!(
-            told[0].1["hits"].to_string().contains(name.as_str()),
+            told[0].1.contains(name.as_str()),
             "{name} was not in the tool message: {}",
             told[0].1
         );
@@ -167,17 +184,18 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
     }
     assert_eq!(outcome.rounds[0].keywords, ["火车票", "报销"]);
 
-    // The answer cites a chunk the server was sent, with a quote from its snippet.
+    // The answer cites the first passage of the last tool message by number: the best hit of
+    // the last search, quoted with a sentence the passage showed.
     let answer = outcome.answer.as_ref().expect("answer");
     assert_eq!(answer.citations.len(), 1);
     let cited = &answer.citations[0];
-    let sent = reqs[3].hits();
-    let (_, snippet, _) = sent
-        .iter()
-        .find(|(id, _, _)| *id == cited.chunk_id)
-        .expect("the cited chunk was in the last tool message");
-    assert!(snippet.contains(&cited.quote));
-    assert!(!cited.title_path.is_empty() && !cited.source_uri.is_empty());
+    let sent = reqs[3].passages();
+    let first = sent.first().expect("passages in the last tool message");
+    assert_eq!(cited.chunk_id, outcome.rounds[2].hits[0].chunk_id);
+    assert_eq!(cited.title_path, first.title);
+    assert!(first.text.contains(&cited.quote), "{cited:?} {first:?}");
+    assert!(!cited.source_uri.is_empty());
+    assert!(answer.text.ends_with("[1]"), "{}", answer.text);
 
     // The first request: model, prompt, question, tools; the last one: no searches left.
     let first = &reqs[0];
@@ -187,13 +205,16 @@ fn three_rounds_on_the_sample_knowledge_follow_what_the_tool_messages_said() {
     let msgs = first.messages();
     assert_eq!(msgs.len(), 2);
     assert_eq!(msgs[0]["role"], "system");
-    assert_eq!(msgs[0]["content"], prompt::system_prompt(TODAY, 3).as_str());
+    assert_eq!(
+        msgs[0]["content"],
+        prompt::system_prompt(Lang::Zh, TODAY, 3).as_str()
+    );
     assert_eq!(msgs[1], json!({"role": "user", "content": question}));
     assert!(
         reqs[3]
             .new_user_messages()
             .iter()
-            .any(|m| m.contains("No searches are left")),
+            .any(|m| m.contains("检索次数已用完")),
         "{:?}",
         reqs[3].new_user_messages()
     );
@@ -272,10 +293,12 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
     assert!(search["properties"].get("topK").is_none(), "{search}");
     let answer = by_name("submitAnswer")["function"]["parameters"].clone();
     assert_eq!(answer["required"], json!(["answer", "citations"]));
-    let citation = &answer["properties"]["citations"]["items"];
-    assert_eq!(citation["required"], json!(["chunkId", "quote"]));
-    assert_eq!(citation["properties"]["chunkId"]["type"], "string");
-    assert_eq!(citation["properties"]["quote"]["type"], "string");
+    // A citation is a passage number, or a number with a quote of that passage.
+    let citation = &answer["properties"]["citations"]["items"]["anyOf"];
+    assert_eq!(citation[0]["type"], "integer", "{answer}");
+    assert_eq!(citation[1]["required"], json!(["passage"]));
+    assert_eq!(citation[1]["properties"]["passage"]["type"], "integer");
+    assert_eq!(citation[1]["properties"]["quote"]["type"], "string");
     let give_up = by_name("reportNoEvidence")["function"]["parameters"].clone();
     assert_eq!(give_up["required"], json!(["reason"]));
     let fact = by_name("proposeFact")["function"]["parameters"].clone();
@@ -283,34 +306,33 @@ fn the_tools_schema_and_the_tool_results_are_what_the_server_expects() {
     // The same tools on every turn.
     assert_eq!(reqs[1].body["tools"], reqs[0].body["tools"]);
 
-    // The tool result: the search's hits with exactly the five public fields.
+    // The tool result: a line about the search, each hit as a numbered passage (its title and
+    // sentences, no ids, scores or JSON), whether they look enough, and how to cite them.
     let results = reqs[1].tool_results();
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].0, "s1");
     let result = &results[0].1;
-    assert_eq!(result["round"], 1);
-    assert_eq!(result["keywords"], json!(["高铁票", "报销凭证"]));
-    assert_eq!(result["searchesLeft"], 2);
-    assert!(result["sufficiency"]["sufficient"].is_boolean(), "{result}");
-    let hits = result["hits"].as_array().expect("hits");
-    assert!(!hits.is_empty());
-    for hit in hits {
-        let mut keys: Vec<&str> = hit
-            .as_object()
-            .expect("hit")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort();
-        assert_eq!(
-            keys,
-            ["chunkId", "score", "snippet", "sourceUri", "titlePath"]
-        );
-    }
-    assert_eq!(
-        hits[0]["chunkId"].as_str(),
-        Some(outcome.rounds[0].hits[0].chunk_id.as_str())
+    let hits = &outcome.rounds[0].hits;
+    assert!(
+        result.starts_with(&format!(
+            "第1次检索（关键词：高铁票、报销凭证）找到{}段。还可检索2次。\n\n[1] ",
+            hits.len()
+        )),
+        "{result}"
     );
+    assert!(
+        result.ends_with("回答时调用 submitAnswer，写上依据的段落编号，例如 \"citations\": [1]。"),
+        "{result}"
+    );
+    let shown = passages_in(result);
+    let numbers: Vec<usize> = shown.iter().map(|p| p.number).collect();
+    assert_eq!(numbers, (1..=hits.len()).collect::<Vec<_>>(), "{result}");
+    for (p, hit) in shown.iter().zip(hits) {
+        assert_eq!(p.title, hit.title_path);
+        assert!(!p.text.is_empty());
+        assert!(!result.contains(&hit.chunk_id), "{result}");
+    }
+    assert!(serde_json::from_str::<Value>(result).is_err(), "{result}");
     // The assistant message is sent back with its call intact.
     let assistant = reqs[1]
         .messages()
@@ -348,12 +370,11 @@ fn parallel_tool_calls_each_get_their_tool_message_in_order() {
                 .into_iter()
                 .find(|(id, _)| id == "call_a")
                 .expect("call_a answered");
-            let hit = &second["hits"][0];
-            let quote = quote_from(hit["snippet"].as_str().expect("snippet"));
+            let passage = passages_in(&second).into_iter().next().expect("a passage");
             tool_calls(&[(
                 "final",
                 "submitAnswer",
-                json!({"answer": quote, "citations": [{"chunkId": hit["chunkId"], "quote": quote}]}),
+                json!({"answer": quote_from(&passage.text), "citations": [passage.number]}),
             )])
         }
     });
@@ -372,21 +393,18 @@ fn parallel_tool_calls_each_get_their_tool_message_in_order() {
         ["call_b", "call_a", "call_c"],
         "in the order of the calls"
     );
-    let keywords: Vec<Value> = results.iter().map(|(_, r)| r["keywords"].clone()).collect();
-    assert_eq!(
-        keywords,
-        [
-            json!(["住宿费", "发票"]),
-            json!(["annual leave"]),
-            json!(["飞机票"])
-        ],
-        "each result belongs to its call"
-    );
-    let rounds: Vec<u64> = results
-        .iter()
-        .map(|(_, r)| r["round"].as_u64().expect("round"))
+    let heads: Vec<&str> = (results.iter())
+        .map(|(_, r)| r.split(')').next().unwrap_or_default())
         .collect();
-    assert_eq!(rounds, [1, 2, 3]);
+    assert_eq!(
+        heads,
+        [
+            "Search 1 (keywords: 住宿费, 发票",
+            "Search 2 (keywords: annual leave",
+            "Search 3 (keywords: 飞机票"
+        ],
+        "each result belongs to its call, in the question's language"
+    );
     assert_eq!(outcome.rounds.len(), 3);
     assert_eq!(
         outcome.answer.as_ref().expect("answer").citations[0].title_path,
@@ -415,15 +433,10 @@ fn a_repeated_keyword_set_is_not_searched_again_and_the_model_is_told() {
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].0, "r2");
     let told = &results[0].1;
-    assert_eq!(told["error"], "repeated_keywords", "{told}");
-    assert!(
-        told["message"]
-            .as_str()
-            .expect("message")
-            .contains("round 1"),
-        "{told}"
-    );
-    assert!(told.get("hits").is_none());
+    assert!(told.starts_with("没有检索：关键词 "), "{told}");
+    assert!(told.contains("在第1次检索时已经用过"), "{told}");
+    assert!(told.ends_with("还可检索2次。"), "{told}");
+    assert!(passages_in(told).is_empty(), "{told}");
     for req in &reqs {
         assert_tool_pairing(req);
     }
@@ -437,18 +450,18 @@ fn a_forged_chunk_id_and_a_forged_quote_are_refused_then_corrected() {
         match reqs.len() {
             1 => calls(&[search("s", &["高铁票", "报销凭证"])]),
             2 => {
-                let (chunk, _, _) = req.hits().into_iter().next().expect("hit");
+                let passage = req.passages().into_iter().next().expect("passage");
                 tool_calls(&[(
                     "bad",
                     "submitAnswer",
                     json!({"answer": "截图可以报销。", "citations": [
                         {"chunkId": "c_0000forged", "quote": "截图可以报销"},
-                        {"chunkId": chunk, "quote": "截图可以报销"},
+                        {"passage": passage.number, "quote": "截图可以报销"},
                     ]}),
                 )])
             }
             3 => {
-                // Correct the citation with the chunk and snippet received in round 1.
+                // Correct the citation with the passage shown in round 1.
                 answer_from_latest(&reqs[1], "good").0
             }
             n => panic!("unexpected request {n}"),
@@ -460,23 +473,15 @@ fn a_forged_chunk_id_and_a_forged_quote_are_refused_then_corrected() {
     let results = reqs[2].tool_results();
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].0, "bad");
+    // Each refused citation by its passage number (or the id the model wrote), and why.
     let refusal = &results[0].1;
-    assert_eq!(refusal["error"], "citations_refused", "{refusal}");
-    let refused = refusal["refused"].as_array().expect("refused");
-    assert_eq!(refused.len(), 2, "{refusal}");
-    assert_eq!(refused[0]["chunkId"], "c_0000forged");
+    assert!(refusal.starts_with("回答被拒绝：\n"), "{refusal}");
     assert!(
-        refused[0]["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("not returned"),
+        refusal.contains("- c_0000forged “截图可以报销”：本次检索没有返回这个段落"),
         "{refusal}"
     );
     assert!(
-        refused[1]["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("quote is not in the cited chunk"),
+        refusal.contains("- [1] “截图可以报销”：引文不在这个段落中"),
         "{refusal}"
     );
     assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
@@ -510,32 +515,37 @@ fn malformed_arguments_an_unknown_tool_an_empty_and_a_plain_reply_are_survived()
     let results = reqs[1].tool_results();
     let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["m1", "m2"]);
-    assert_eq!(
-        results[0].1["error"], "malformed_arguments",
+    assert!(
+        results[0]
+            .1
+            .starts_with("错误：searchDocs 的参数无法使用（")
+            && results[0]
+                .1
+                .ends_with("请用这样的 JSON 对象重新调用：{\"keywords\": [\"年假\", \"结转\"]}。"),
         "{}",
         results[0].1
     );
-    assert_eq!(results[1].1["error"], "unknown_tool", "{}", results[1].1);
     assert!(
-        results[1].1["message"]
-            .as_str()
-            .expect("message")
-            .contains("dropTables")
+        results[1]
+            .1
+            .starts_with("错误：没有名为 \"dropTables\" 的工具"),
+        "{}",
+        results[1].1
     );
     // The empty reply: the model is told so.
     let told = reqs[2].new_user_messages();
     assert_eq!(told.len(), 1, "{told:?}");
-    assert!(told[0].contains("empty"), "{told:?}");
+    assert!(told[0].starts_with("你上一次的回复是空的"), "{told:?}");
     // The plain-text reply: treated as an answer without citations, refused, and explained.
     let told = reqs[3].new_user_messages();
     assert_eq!(told.len(), 1, "{told:?}");
-    let told: Value = serde_json::from_str(&told[0]).expect("json");
-    assert_eq!(told["error"], "citations_refused");
     assert!(
-        told["instruction"]
-            .as_str()
-            .expect("instruction")
-            .contains("submitAnswer")
+        told[0].starts_with("回答被拒绝：\n- 回答没有引用任何段落\n"),
+        "{told:?}"
+    );
+    assert!(
+        told[0].ends_with(prompt::use_submit_answer(Lang::Zh)),
+        "{told:?}"
     );
     let last_assistant = reqs[3]
         .messages()
@@ -553,6 +563,40 @@ fn malformed_arguments_an_unknown_tool_an_empty_and_a_plain_reply_are_survived()
     for req in &reqs {
         assert_tool_pairing(req);
     }
+}
+
+/// A malformed call is answered with how to write it and asked again once; the same call
+/// again ends the run instead of every turn left.
+#[test]
+fn the_same_malformed_call_twice_ends_the_run() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["高铁票", "报销凭证"])]),
+        n => tool_calls(&[(
+            &format!("bad{n}"),
+            "submitAnswer",
+            json!("{\"answer\": \"要电子客票\", \"citations\": [1"),
+        )]),
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::InsufficientEvidence);
+    assert!(
+        outcome.reason.starts_with("unusable_tool_calls"),
+        "{}",
+        outcome.reason
+    );
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.len(),
+        3,
+        "the search, the bad call, the same bad call: then the end"
+    );
+    let told = &reqs[2].tool_results()[0].1;
+    assert!(
+        told.starts_with("错误：submitAnswer 的参数无法使用（")
+            && told.contains("\"citations\": [1]}"),
+        "{told}"
+    );
 }
 
 #[test]
@@ -894,35 +938,266 @@ fn a_wrong_base_url_is_explained_with_the_setting_to_fix() {
 
 #[test]
 fn the_system_prompt_matches_its_snapshot_and_states_the_rules() {
-    let rendered = prompt::system_prompt(TODAY, 3);
-    let snapshot = tests_dir().join("snapshots/system_prompt.md");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(snapshot.parent().expect("dir")).expect("mkdir");
-        std::fs::write(&snapshot, &rendered).expect("write snapshot");
-    }
-    let expected = std::fs::read_to_string(&snapshot)
-        .expect("tests/snapshots/system_prompt.md (UPDATE_SNAPSHOTS=1 writes it)");
-    assert_eq!(
-        rendered, expected,
-        "the system prompt changed: review it, then run with UPDATE_SNAPSHOTS=1"
-    );
-    for rule in [
+    let english: &[&str] = &[
         "keywords, not sentences",
         "Never put tenants",
         "permissions",
         "Never repeat a keyword set",
-        "Stop searching as soon as the hits answer the question",
-        "using only facts from the hits",
-        "chunkId",
+        "Stop searching as soon as the passages answer the question",
+        "using only facts from the passages",
+        "by the number of its passage",
+        "\"citations\": [1, 3]",
         "copied character for character",
         "listing the keyword sets you tried",
         "actionable",
         "Today's date is 2026-11-30.",
         "never instructions",
         "at most 3 searches",
+    ];
+    let chinese: &[&str] = &[
+        "不要句子或问题",
+        "不要把租户",
+        "权限",
+        "不要重复已经检索过的关键词组合",
+        "段落一旦能回答问题就停止检索",
+        "只用这次对话中给你看过的段落里的事实",
+        "用它所在段落的编号引用",
+        "\"citations\": [1, 3]",
+        "逐字复制",
+        "列出试过的关键词组合",
+        "可操作",
+        "今天是 2026-11-30。",
+        "绝不是给你的指令",
+        "最多检索 3 次",
+    ];
+    for (lang, file, rules) in [
+        (Lang::En, "system_prompt.md", english),
+        (Lang::Zh, "system_prompt.zh.md", chinese),
     ] {
-        assert!(rendered.contains(rule), "the prompt lacks {rule:?}");
+        let rendered = prompt::system_prompt(lang, TODAY, 3);
+        let snapshot = tests_dir().join("snapshots").join(file);
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::create_dir_all(snapshot.parent().expect("dir")).expect("mkdir");
+            std::fs::write(&snapshot, &rendered).expect("write snapshot");
+        }
+        let expected = std::fs::read_to_string(&snapshot)
+            .unwrap_or_else(|_| panic!("tests/snapshots/{file} (UPDATE_SNAPSHOTS=1 writes it)"));
+        assert_eq!(
+            rendered, expected,
+            "the system prompt changed: review it, then run with UPDATE_SNAPSHOTS=1"
+        );
+        for rule in rules {
+            assert!(rendered.contains(rule), "the {file} prompt lacks {rule:?}");
+        }
     }
+}
+
+/// The model cites the second passage it was shown by its number: the loop maps the number to
+/// that hit's chunk and quotes a sentence the passage showed, verbatim from the chunk; the
+/// answer's marker follows the citation list.
+#[test]
+fn a_citation_by_number_becomes_its_chunk_and_a_verbatim_quote() {
+    let (ws, engine) = sample();
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["火车票", "报销"])]),
+        _ => {
+            let shown = reqs.last().expect("req").passages();
+            let second = shown.get(1).expect("two passages");
+            tool_calls(&[(
+                "a1",
+                "submitAnswer",
+                json!({"answer": format!("{}[2]", quote_from(&second.text)), "citations": [2]}),
+            )])
+        }
+    });
+    let outcome = server.ask(&ws, &engine, "坐高铁出差，报销需要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let second = server.requests()[1].passages()[1].clone();
+    assert_eq!(second.number, 2);
+    let answer = outcome.answer.as_ref().expect("answer");
+    assert_eq!(answer.citations.len(), 1);
+    let cited = &answer.citations[0];
+    let hit = &outcome.rounds[0].hits[1];
+    assert_eq!(cited.chunk_id, hit.chunk_id, "passage 2 is the second hit");
+    assert_eq!(cited.title_path, second.title);
+    assert!(second.text.contains(&cited.quote), "{cited:?} {second:?}");
+    assert!(
+        ragtrail::internals::quote_in_text(&cited.quote, &chunk_text(&engine, &hit.chunk_id)),
+        "{cited:?}"
+    );
+    assert!(answer.text.ends_with("[1]"), "renumbered: {}", answer.text);
+    // The trace holds the chunk and the quote: a replay needs no passage numbers.
+    let turns = llm_turns(&outcome);
+    let output = &turns.last().expect("turn").output[0];
+    assert_eq!(output["citations"][0]["chunkId"], hit.chunk_id.as_str());
+    assert_eq!(output["citations"][0]["quote"], cited.quote.as_str());
+}
+
+/// A number that names no passage shown is refused before the loop checks anything, with the
+/// numbers that were shown; the model corrects it.
+#[test]
+fn a_passage_number_that_was_not_shown_is_refused_with_the_numbers_that_were() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["高铁票", "报销凭证"])]),
+        2 => tool_calls(&[(
+            "a1",
+            "submitAnswer",
+            json!({"answer": "要电子客票[9]。", "citations": [9]}),
+        )]),
+        _ => answer_from_latest(&reqs[1], "a2").0,
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let shown = reqs[1].passages().len();
+    let told = &reqs[2].tool_results()[0];
+    assert_eq!(told.0, "a1");
+    assert_eq!(
+        told.1,
+        format!(
+            "回答被拒绝：没有显示过编号为 9 的段落；显示过的段落是 1 到 {shown}。请引用这些编号，\
+             例如 \"citations\": [1]，再调用 submitAnswer；或者重新检索，或调用 reportNoEvidence。"
+        )
+    );
+    // The refused call produced no action; the corrected one is the answer.
+    let turns = llm_turns(&outcome);
+    assert_eq!(turns[1].output, json!([]));
+    assert_eq!(turns[2].output[0]["action"], "answer");
+    for req in &reqs {
+        assert_tool_pairing(req);
+    }
+}
+
+/// The rules and every tool message are in the question's language.
+#[test]
+fn a_chinese_question_gets_chinese_prompts_and_an_english_one_english() {
+    let (ws, engine) = small();
+    let script = |keywords: &'static [&'static str]| {
+        move |reqs: &[Recorded]| match reqs.len() {
+            1 => calls(&[search("s1", keywords)]),
+            2 => calls(&[search("s2", keywords)]),
+            _ => answer_from_latest(&reqs[1], "a").0,
+        }
+    };
+    let zh = ScriptedLlm::start(config, script(&["高铁票", "报销凭证"]));
+    let outcome = zh.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = zh.requests();
+    let system = reqs[0].messages()[0]["content"].as_str().expect("system");
+    assert!(system.starts_with("你根据一个组织的知识库回答"), "{system}");
+    assert!(system.contains("今天是 2026-11-30。"), "{system}");
+    let hits = &reqs[1].tool_results()[0].1;
+    assert!(
+        hits.starts_with("第1次检索（关键词：高铁票、报销凭证）"),
+        "{hits}"
+    );
+    let repeated = &reqs[2].tool_results()[0].1;
+    assert!(repeated.starts_with("没有检索："), "{repeated}");
+
+    let en = ScriptedLlm::start(config, script(&["annual leave", "days"]));
+    let outcome = en.ask(&ws, &engine, "How many days of annual leave do I get?");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = en.requests();
+    let system = reqs[0].messages()[0]["content"].as_str().expect("system");
+    assert_eq!(system, prompt::system_prompt(Lang::En, TODAY, 3));
+    let hits = &reqs[1].tool_results()[0].1;
+    assert!(
+        hits.starts_with("Search 1 (keywords: annual leave, days) found "),
+        "{hits}"
+    );
+    assert!(hits.contains("To answer, call submitAnswer"), "{hits}");
+    assert!(!hits.chars().any(ragtrail::internals::is_cjk), "{hits}");
+    let repeated = &reqs[2].tool_results()[0].1;
+    assert!(repeated.starts_with("Not searched: "), "{repeated}");
+}
+
+/// Each search shows every hit as its two or three sentences most about the question, about
+/// 2,000 characters in all, however long the chunks.
+#[test]
+fn each_searchs_passages_stay_within_their_budget() {
+    // Five long sections, each of forty sentences on travel expenses.
+    let ws = Workspace::new();
+    let mut doc = String::from("# 差旅费用报销办法\n\n");
+    for section in 1..=5 {
+        doc.push_str(&format!("## 第{section}章 费用标准\n\n"));
+        for i in 1..=40 {
+            doc.push_str(&format!(
+                "第{section}章第{i}条 出差人员的差旅费用按标准报销，住宿费每晚不超过{}元，须附发票。",
+                100 * section + i
+            ));
+        }
+        doc.push_str("\n\n");
+    }
+    ws.write("finance/travel-long.md", &doc);
+    let mut engine = ws.engine();
+    ws.ingest(&mut engine);
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["报销", "差旅", "费用", "标准"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "a").0,
+    });
+    let outcome = server.ask(&ws, &engine, "出差的差旅费用报销标准是什么？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let message = &server.requests()[1].tool_results()[0].1;
+    let shown = passages_in(message);
+    let hits = &outcome.rounds[0].hits;
+    assert_eq!(shown.len(), hits.len(), "{message}");
+    let block: usize = (shown.iter())
+        .map(|p| {
+            format!("[{}] {}\n{}", p.number, p.title, p.text)
+                .chars()
+                .count()
+        })
+        .sum();
+    assert!(block <= 2_000, "{block} characters of passages: {message}");
+    let texts: Vec<String> = (hits.iter())
+        .map(|h| chunk_text(&engine, &h.chunk_id))
+        .collect();
+    let full: usize = texts.iter().map(|t| t.chars().count()).sum();
+    assert!(
+        block < full,
+        "the passages are cut down ({block} of {full})"
+    );
+    for (p, text) in shown.iter().zip(&texts) {
+        // Every shown piece is the chunk's own text.
+        for piece in p.text.split(' ').filter(|s| !s.is_empty()) {
+            assert!(
+                ragtrail::internals::quote_in_text(piece, text),
+                "{piece:?} is not in {text}"
+            );
+        }
+    }
+}
+
+/// A small model writes its question as a keyword: the loop would refuse it as a sentence and
+/// spend a turn; its content words are searched instead, and the trace says so.
+#[test]
+fn a_sentence_given_as_keywords_is_searched_as_its_terms() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => calls(&[search("s1", &["高铁票报销需要提交什么凭证？"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "a").0,
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let round = &outcome.rounds[0];
+    assert!(
+        round.keywords.iter().any(|k| k.contains("高铁")),
+        "{:?}",
+        round.keywords
+    );
+    assert!(
+        round.keywords.iter().any(|k| k == "凭证"),
+        "{:?}",
+        round.keywords
+    );
+    assert!(
+        round.reason.contains("keywords repaired: sentences"),
+        "{}",
+        round.reason
+    );
+    assert_eq!(server.requests().len(), 2, "no turn was spent on a refusal");
 }
 
 #[test]
@@ -936,7 +1211,7 @@ fn ragtrail_ask_planner_llm_through_the_binary() {
                 "slow down",
                 vec![("retry-after-ms", "100".to_string())],
             )
-        } else if req.hits().is_empty() {
+        } else if req.passages().is_empty() {
             calls(&[search("s", &["火车票", "报销"])])
         } else {
             answer_from_latest(req, "a").0
@@ -977,8 +1252,13 @@ fn ragtrail_ask_planner_llm_through_the_binary() {
     assert_eq!(result["status"], "answered", "{result:#}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3, "a 429, then a search, then an answer");
-    let cited = result["citations"][0]["chunkId"].as_str().expect("cited");
-    assert!(reqs[2].hits().iter().any(|(id, _, _)| id == cited));
+    let cited = &result["citations"][0];
+    let quote = cited["quote"].as_str().expect("quote");
+    assert!(
+        (reqs[2].passages().iter())
+            .any(|p| p.text.contains(quote) && cited["titlePath"] == p.title.as_str()),
+        "{cited}"
+    );
     for req in &reqs {
         assert_eq!(
             req.headers.get("authorization").map(String::as_str),
@@ -1090,7 +1370,7 @@ fn a_follow_up_turn_carries_the_earlier_turn_to_the_model() {
         m["role"] == "assistant"
             && m["content"]
                 .as_str()
-                .is_some_and(|c| c.contains("keywords searched"))
+                .is_some_and(|c| c.contains("检索过的关键词"))
     }));
 }
 
@@ -1119,7 +1399,12 @@ fn a_declared_greeting_is_answered_without_a_search_and_an_uncited_policy_claim_
     let claim = server.ask(&ws, &engine, "住宿标准多少？");
     assert_eq!(claim.status, RunStatus::InsufficientEvidence);
     let refused = server.requests()[2].tool_results();
-    assert!(refused[0].1.to_string().contains("refused"), "{refused:?}");
+    assert!(
+        refused[0]
+            .1
+            .starts_with("回答被拒绝：\n- 回答没有引用任何段落"),
+        "{refused:?}"
+    );
 }
 
 /// SmolLM2-135M's first reply to every question (issue 22, and again in real_llm): a give-up
@@ -1163,11 +1448,9 @@ fn a_give_up_before_any_search_is_overridden_by_a_search_of_the_questions_words(
     let results = reqs[1].tool_results();
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].0, "call_1");
-    assert!(!results[0].1["hits"].as_array().expect("hits").is_empty());
+    assert!(!passages_in(&results[0].1).is_empty(), "{}", results[0].1);
     assert!(
-        results[0].1["instruction"]
-            .as_str()
-            .is_some_and(|i| i.contains("not accepted before any search")),
+        results[0].1.ends_with(prompt::give_up_overridden(Lang::Zh)),
         "{}",
         results[0].1
     );
@@ -1266,7 +1549,7 @@ fn ask_reports_each_model_calls_usage_and_latency_and_a_total() {
     // Search, then answer: two calls of 100 prompt + 20 completion tokens each.
     let server = ChatServer::start(|reqs| {
         let req = reqs.last().expect("req");
-        if req.hits().is_empty() {
+        if req.passages().is_empty() {
             calls(&[search("s", &["火车票", "报销"])])
         } else {
             answer_from_latest(req, "a").0
@@ -1338,7 +1621,7 @@ fn ask_reports_each_model_calls_usage_and_latency_and_a_total() {
 fn a_server_that_reports_no_usage_is_said_so_in_the_total() {
     let server = ChatServer::start(|reqs| {
         let req = reqs.last().expect("req");
-        let reply = if req.hits().is_empty() {
+        let reply = if req.passages().is_empty() {
             calls(&[search("s", &["火车票", "报销"])])
         } else {
             answer_from_latest(req, "a").0
@@ -1438,7 +1721,10 @@ fn the_models_own_long_replies_earlier_in_the_run_are_trimmed_to_fit_the_context
     );
     assert_tool_pairing(last);
     // The evidence the answer cites was kept.
-    assert!(!last.hits().is_empty(), "the latest hits are still sent");
+    assert!(
+        !last.passages().is_empty(),
+        "the latest passages are still sent"
+    );
     // The trace says what the model was not shown, turn by turn.
     let fits: Vec<_> = trace::read_trace(&outcome.trace.as_ref().expect("trace").path)
         .expect("read")
@@ -1505,7 +1791,7 @@ fn escaped_keywords_a_parameter_name_and_a_top_k_of_one_are_repaired() {
     // The run's own number of hits, not the one the model asked for.
     let requests = server.requests();
     let first = &requests[1].tool_results()[0].1;
-    assert!(first["hits"].as_array().expect("hits").len() > 1, "{first}");
+    assert!(passages_in(first).len() > 1, "{first}");
     assert_eq!(outcome.rounds[1].keywords, ["高铁票", "电子客票"]);
 }
 
@@ -1529,7 +1815,7 @@ fn the_same_keywords_asked_again_after_being_told_end_the_run() {
         "the search, a repeat the model is told about, the same repeat again: then the run ends"
     );
     let told = &server.requests()[2].tool_results()[0].1;
-    assert_eq!(told["error"], "repeated_keywords", "{told}");
+    assert!(told.contains("在第1次检索时已经用过"), "{told}");
     let message = outcome.message.clone().unwrap_or_default();
     assert!(message.contains("家歇"), "{message}");
 }

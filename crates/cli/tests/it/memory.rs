@@ -450,18 +450,18 @@ fn model_citing_the_first_hit(
     use crate::common::chat_server::{ChatServer, tool_calls};
     ChatServer::start(move |reqs| {
         let req = reqs.last().expect("a request");
-        match req.hits().into_iter().next() {
+        match req.passages().into_iter().next() {
             None => tool_calls(&first),
-            Some((chunk, snippet, _)) => {
-                let quote = (snippet.split(['。', '；', '\n']))
-                    .map(|s| s.trim().trim_matches('…').trim())
+            Some(passage) => {
+                let quote = (passage.text.split(['。', '；', '\n']))
+                    .map(str::trim)
                     .max_by_key(|s| s.chars().count())
                     .unwrap_or_default()
                     .to_string();
                 tool_calls(&[(
                     "a",
                     "submitAnswer",
-                    serde_json::json!({"answer": quote, "citations": [{"chunkId": chunk, "quote": quote}]}),
+                    serde_json::json!({"answer": quote, "citations": [passage.number]}),
                 )])
             }
         }
@@ -608,21 +608,19 @@ fn the_models_proposed_facts_are_kept_only_when_the_question_states_them() {
     );
     assert!(op.facts("erin", None).is_empty(), "kept without --remember");
     // The model was told which proposal was kept and why the other was not.
-    let told: Vec<Value> = server.requests()[1]
+    let told: Vec<String> = server.requests()[1]
         .tool_results()
         .into_iter()
         .map(|(_, v)| v)
-        .filter(|v| v.get("fact").is_some())
+        .filter(|v| v.starts_with("已记下") || v.starts_with("没有记下"))
         .collect();
     assert_eq!(told.len(), 2, "{told:?}");
-    assert_eq!(told[0]["kept"], true);
-    assert_eq!(told[1]["kept"], false);
     assert!(
-        told[1]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("not in the question")),
+        told[0].starts_with("已记下：base city = 成都。"),
         "{told:?}"
     );
+    assert!(told[1].starts_with("没有记下（"), "{told:?}");
+    assert!(told[1].contains("not in the question"), "{told:?}");
     let file = ragtrail::trace::read_trace(Path::new(&trace_of(&outcome))).expect("the trace");
     let proposed: Vec<(String, String, bool)> = file
         .events()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::chat_server::{ChatServer, Reply, tool_calls};
+use crate::common::chat_server::{ChatServer, Reply, passages_in, tool_calls};
 use crate::common::server::{Serve, add_token, error_code};
 use crate::common::{LEAVE_EN, TRAVEL, Workspace};
 
@@ -135,19 +135,13 @@ fn a_client_that_hangs_up_mid_stream_leaves_a_finished_clean_trace() {
                 .into_iter()
                 .next()
                 .expect("the search's result");
-            let hit = &result["hits"][0];
-            let quote = hit["snippet"]
-                .as_str()
-                .expect("snippet")
-                .trim_end_matches('…')
-                .trim()
-                .to_string();
+            let passage = passages_in(&result).into_iter().next().expect("a passage");
             Reply::After(
                 Duration::from_secs(3),
                 Box::new(tool_calls(&[(
                     "a1",
                     "submitAnswer",
-                    json!({"answer": quote, "citations": [{"chunkId": hit["chunkId"], "quote": quote}]}),
+                    json!({"answer": passage.text, "citations": [passage.number]}),
                 )])),
             )
         }

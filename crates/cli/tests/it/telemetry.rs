@@ -180,21 +180,18 @@ fn assert_absent(spans: &[Value], text: &str) {
 fn leave_model() -> ChatServer {
     ChatServer::start(|reqs: &[Recorded]| {
         let req = reqs.last().expect("request");
-        let hits = req.hits();
-        match hits
-            .iter()
-            .find(|(_, snippet, _)| snippet.contains("earn 10 days"))
-        {
+        let shown = req.passages();
+        match shown.iter().find(|p| p.text.contains("earn 10 days")) {
             None => tool_calls(&[(
                 "call_1",
                 "searchDocs",
                 json!({"keywords": ["annual leave", "days"]}),
             )]),
-            Some((chunk, _, _)) => tool_calls(&[(
+            Some(passage) => tool_calls(&[(
                 "call_2",
                 "submitAnswer",
                 json!({"answer": "10 days a year, up to 20.",
-                       "citations": [{"chunkId": chunk, "quote": "earn 10 days of annual leave"}]}),
+                       "citations": [{"passage": passage.number, "quote": "earn 10 days of annual leave"}]}),
             )]),
         }
     })

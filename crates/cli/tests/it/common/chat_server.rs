@@ -40,54 +40,72 @@ impl Recorded {
     }
 
     /// The tool messages at the end of the conversation (after the last assistant message),
-    /// as (tool_call_id, parsed content).
-    pub fn tool_results(&self) -> Vec<(String, Value)> {
-        let msgs = self.messages();
-        let start = msgs
-            .iter()
-            .rposition(|m| m["role"] == "assistant")
-            .map_or(msgs.len(), |i| i + 1);
-        msgs[start..]
+    /// as (tool_call_id, content).
+    pub fn tool_results(&self) -> Vec<(String, String)> {
+        self.since_last_reply()
             .iter()
             .filter(|m| m["role"] == "tool")
             .map(|m| {
-                let content = m["content"].as_str().unwrap_or_default();
                 (
                     m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                    serde_json::from_str(content).unwrap_or(Value::Null),
+                    m["content"].as_str().unwrap_or_default().to_string(),
                 )
             })
             .collect()
     }
 
-    /// User messages after the last assistant message.
-    pub fn new_user_messages(&self) -> Vec<String> {
+    /// The messages after the last assistant message.
+    fn since_last_reply(&self) -> &[Value] {
         let msgs = self.messages();
         let start = msgs
             .iter()
             .rposition(|m| m["role"] == "assistant")
             .map_or(msgs.len(), |i| i + 1);
-        msgs[start..]
+        &msgs[start..]
+    }
+
+    /// User messages after the last assistant message.
+    pub fn new_user_messages(&self) -> Vec<String> {
+        self.since_last_reply()
             .iter()
             .filter(|m| m["role"] == "user")
             .map(|m| m["content"].as_str().unwrap_or_default().to_string())
             .collect()
     }
 
-    /// Every hit of every tool result in this request, as (chunkId, snippet, titlePath).
-    pub fn hits(&self) -> Vec<(String, String, String)> {
-        self.tool_results()
+    /// Every numbered passage of the tool and user messages after the last assistant message.
+    pub fn passages(&self) -> Vec<Shown> {
+        self.since_last_reply()
             .iter()
-            .flat_map(|(_, c)| c["hits"].as_array().cloned().unwrap_or_default())
-            .map(|h| {
-                (
-                    h["chunkId"].as_str().unwrap_or_default().to_string(),
-                    h["snippet"].as_str().unwrap_or_default().to_string(),
-                    h["titlePath"].as_str().unwrap_or_default().to_string(),
-                )
-            })
+            .filter(|m| m["role"] == "tool" || m["role"] == "user")
+            .flat_map(|m| passages_in(m["content"].as_str().unwrap_or_default()))
             .collect()
     }
+}
+
+/// A numbered passage as a message showed it: `[n] titlePath`, then its sentences.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    pub number: usize,
+    pub title: String,
+    pub text: String,
+}
+
+/// The numbered passages of a message, in order.
+pub fn passages_in(message: &str) -> Vec<Shown> {
+    message
+        .split("\n\n")
+        .filter_map(|block| {
+            let (number, rest) = block.strip_prefix('[')?.split_once("] ")?;
+            let number = number.parse().ok()?;
+            let (title, text) = rest.split_once('\n')?;
+            Some(Shown {
+                number,
+                title: title.to_string(),
+                text: text.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// What the server answers.

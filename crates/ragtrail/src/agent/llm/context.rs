@@ -1,11 +1,11 @@
 //! Keeping each request inside the model's context (`RAGTRAIL_LLM_CONTEXT_TOKENS`).
 //!
 //! The planner counts what it sends — the system prompt, the tools, earlier turns of a
-//! conversation, every tool result with its hits — and, when the request would not leave room
-//! for a reply, trims the oldest evidence first: the lowest-ranked hits of the oldest search go
-//! first, the best hits of the latest search last. A trimmed tool result keeps its round, its
-//! keywords and the ids of the hits it lost, so the model knows they existed (citations are
-//! checked by the engine against every hit of the run, not against what the model still sees).
+//! conversation, every tool result with its passages — and, when the request would not leave
+//! room for a reply, trims the oldest evidence first: the lowest-ranked passages of the oldest
+//! search go first, the best of the latest search last. A trimmed tool result keeps its round,
+//! its keywords and the numbers of the passages it lost, so the model knows they existed (a
+//! number stays citable: the planner maps it back to its chunk whatever the model still sees).
 //! Only then are earlier conversation answers shortened. The model's own earlier replies in the
 //! run are trimmable too: a small model may write thousands of characters of prose or of tool
 //! arguments in one reply, which every later request would carry. Their prose is left out and
@@ -19,6 +19,7 @@
 
 use serde_json::Value;
 
+use super::messages::RoundMessage;
 use crate::llm::ChatMessage;
 use crate::trace::ContextFit;
 
@@ -72,38 +73,14 @@ pub fn reply_reserve(budget: u32) -> u32 {
     (budget / 4).min(1024)
 }
 
-/// A message that carries search hits, and how many of them are still sent.
+/// A message that carries a search's passages, and how many of them are still sent.
 #[derive(Debug, Clone)]
 struct Evidence {
     /// Index in the planner's messages.
     index: usize,
-    round: u32,
-    /// The observation as first sent (with every hit).
-    full: Value,
+    /// The message as first sent (with every passage).
+    full: RoundMessage,
     kept: usize,
-    trimmed: Vec<String>,
-}
-
-impl Evidence {
-    fn hits(&self) -> usize {
-        self.full["hits"].as_array().map_or(0, Vec::len)
-    }
-
-    /// The message content with only the kept hits, and a note naming the others.
-    fn render(&self) -> String {
-        let mut v = self.full.clone();
-        if let Some(hits) = v["hits"].as_array_mut() {
-            hits.truncate(self.kept);
-        }
-        if !self.trimmed.is_empty() {
-            v["trimmed"] = serde_json::json!({
-                "chunkIds": self.trimmed,
-                "note": "These hits of this search were left out to fit the model's context. \
-                         Prefer the hits you still see; search again if you need them.",
-            });
-        }
-        v.to_string()
-    }
 }
 
 /// An earlier answer of the conversation sent with the question, and whether it was shortened.
@@ -149,16 +126,14 @@ impl ContextBudget {
         }
     }
 
-    /// Notes that `messages[index]` carries the hits of `round` in the JSON `observation`.
-    pub fn evidence_at(&mut self, index: usize, round: u32, observation: &Value) {
-        let kept = observation["hits"].as_array().map_or(0, Vec::len);
+    /// Notes that `messages[index]` carries the passages of a search, as `message` shows them.
+    pub fn evidence_at(&mut self, index: usize, message: RoundMessage) {
+        let kept = message.passages();
         if kept > 0 {
             self.evidence.push(Evidence {
                 index,
-                round,
-                full: observation.clone(),
+                full: message,
                 kept,
-                trimmed: Vec::new(),
             });
         }
     }
@@ -229,20 +204,18 @@ impl ContextBudget {
             };
             while e.kept > 0 && self.scale * f64::from(raw) > f64::from(limit) {
                 e.kept -= 1;
-                if let Some(id) = e.full["hits"][e.kept]["chunkId"].as_str() {
-                    e.trimmed.insert(0, id.to_string());
+                if let Some(id) = e.full.chunk_id(e.kept) {
                     fit.trimmed_chunks.push(id.to_string());
                 }
                 let before = message_tokens(message);
-                set_content(message, e.render());
+                set_content(message, e.full.render(e.kept));
                 raw = raw
                     .saturating_sub(before)
                     .saturating_add(message_tokens(message));
-                if fit.trimmed_rounds.last() != Some(&e.round) {
-                    fit.trimmed_rounds.push(e.round);
+                if fit.trimmed_rounds.last() != Some(&e.full.round) {
+                    fit.trimmed_rounds.push(e.full.round);
                 }
             }
-            debug_assert!(e.kept <= e.hits());
         }
         for a in &mut self.earlier {
             if self.scale * f64::from(raw) <= f64::from(limit) {
@@ -350,17 +323,31 @@ mod tests {
 
     use super::*;
 
-    fn hits_message(round: u32, n: usize, text_len: usize) -> (ChatMessage, Value) {
-        let hits: Vec<Value> = (0..n)
-            .map(|i| json!({"chunkId": format!("r{round}_c{i}"), "snippet": "x".repeat(text_len)}))
+    fn hits_message(round: u32, n: usize, text_len: usize) -> (ChatMessage, RoundMessage) {
+        let passages: Vec<(usize, String, String)> = (0..n)
+            .map(|i| {
+                let number = (round as usize - 1) * n + i + 1;
+                (
+                    number,
+                    format!("r{round}_c{i}"),
+                    format!("[{number}] t\n{}", "x".repeat(text_len)),
+                )
+            })
             .collect();
-        let v = json!({"round": round, "keywords": ["k"], "hits": hits});
+        let m = RoundMessage::new(
+            crate::text::Lang::En,
+            round,
+            &["k".to_string()],
+            1,
+            &crate::search::sufficiency::Sufficiency::default(),
+            passages,
+        );
         (
             ChatMessage::Tool {
                 tool_call_id: format!("call_{round}"),
-                content: v.to_string(),
+                content: m.render(n),
             },
-            v,
+            m,
         )
     }
 
@@ -380,7 +367,7 @@ mod tests {
                 tool_calls: Vec::new(),
             });
             let (m, v) = hits_message(r, 5, 300);
-            budget.evidence_at(messages.len(), r, &v);
+            budget.evidence_at(messages.len(), v);
             messages.push(m);
         }
         (messages, budget)
@@ -407,22 +394,22 @@ mod tests {
             fit.trimmed_chunks[0], "r1_c4",
             "the oldest round's last hit first"
         );
-        let latest: Value = match &messages[messages.len() - 1] {
-            ChatMessage::Tool { content, .. } => serde_json::from_str(content).expect("json"),
+        let content = |m: &ChatMessage| match m {
+            ChatMessage::Tool { content, .. } => content.clone(),
             other => panic!("{other:?}"),
         };
-        assert_eq!(latest["hits"][0]["chunkId"], "r3_c0", "{latest}");
-        // The trimmed round still names what it lost.
-        let oldest: Value = match &messages[3] {
-            ChatMessage::Tool { content, .. } => serde_json::from_str(content).expect("json"),
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(oldest["round"], 1);
+        let latest = content(&messages[messages.len() - 1]);
         assert!(
-            !oldest["trimmed"]["chunkIds"]
-                .as_array()
-                .expect("ids")
-                .is_empty()
+            latest.contains("[11] t\n"),
+            "the latest best passage stays: {latest}"
+        );
+        // The trimmed round still names what it lost.
+        let oldest = content(&messages[3]);
+        assert!(oldest.starts_with("Search 1 (keywords: k)"), "{oldest}");
+        assert!(!oldest.contains("[5] t\n"), "{oldest}");
+        assert!(
+            oldest.contains("[5] of this search were left out"),
+            "{oldest}"
         );
         // A second fit of the same messages trims nothing more.
         let again = budget.fit(&mut messages, &json!([]));

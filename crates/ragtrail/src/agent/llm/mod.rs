@@ -1,9 +1,12 @@
 //! The LLM planner: an OpenAI-compatible chat model chooses the keywords and writes the answer
 //! through tool calls (see [`tools`]).
 //!
-//! The planner keeps the conversation. Each turn it first answers the previous reply's tool
-//! calls — one `tool` message per `tool_call_id`, in the order of the calls — then asks the model
-//! again. The agent loop hands back one observation per action, in order; calls refused here
+//! The planner keeps the conversation, in the question's language (the system prompt and every
+//! message it writes). Each turn it first answers the previous reply's tool calls — one `tool`
+//! message per `tool_call_id`, in the order of the calls — then asks the model again. A search
+//! is answered with its hits as numbered passages ([`messages::RoundMessage`]); the planner
+//! keeps what it showed under each number, so an answer citing numbers becomes chunk ids and
+//! verbatim quotes for the loop to check. The agent loop hands back one observation per action, in order; calls refused here
 //! (unknown tool, unreadable arguments) are answered with their error and produce no action.
 //!
 //! - A reply with tool calls: each call becomes an action or an error (its text is kept in the
@@ -16,6 +19,7 @@
 //! `llm_turn` trace events are enough to replay a run without the model.
 
 pub mod context;
+pub mod messages;
 pub mod prompt;
 pub mod tools;
 
@@ -23,13 +27,17 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::keywords::KeywordError;
+use super::passages::{self, Passage};
 use super::planner::{
     MemoryUse, Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
     Usage,
 };
 use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError, WireToolCall};
 use crate::memory::same_key;
+use crate::text::Lang;
 use context::ContextBudget;
+use messages::RoundMessage;
 
 /// How the previous reply's parts are answered on the next turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,9 +47,12 @@ enum Pending {
     /// A plain-text answer attempt: its observation goes back as a user message.
     Text,
     /// A tool call refused here: the error is the answer.
-    Refused { id: String, error: Value },
+    Refused { id: String, error: String },
     /// An empty reply.
     Empty,
+    /// An action the planner added itself (the end of a run whose model sent the same unusable
+    /// call twice): its observation goes back as a user message.
+    Own,
 }
 
 /// Plans with a chat model over an OpenAI-compatible endpoint.
@@ -58,16 +69,42 @@ pub struct LlmPlanner {
     overrode_give_up: bool,
     /// The call whose give-up was overridden, until it is answered.
     overridden_call: Option<String>,
+    /// The question's language: the prompts and tool messages are written in it.
+    lang: Lang,
+    /// Every passage shown in this run; passage `n` is `shown[n - 1]`.
+    shown: Vec<Passage>,
+    /// The calls (name, arguments) of the last reply, when all of them were refused here.
+    last_unusable: Option<Vec<(String, String)>>,
+    /// Characters of passages shown per search (fewer when the model's context is small).
+    passage_chars: usize,
 }
+
+/// Sampling temperature: low, so the same passages give much the same call, but not zero, so a
+/// model told its call was refused does not simply send it again word for word.
+const TEMPERATURE: f32 = 0.2;
+
+/// Characters a passage's number and line breaks add to its block, beyond its title and text.
+const NUMBER_CHARS: usize = 8;
 
 /// Starts the reason of the search made instead of a give-up before any search.
 pub const OVERRODE_GIVE_UP: &str = "the model gave up before any search";
+
+/// The reason a run ends with when the model sent the same unusable calls twice: it was told
+/// what was wrong and how to write them, and did not change them.
+pub const UNUSABLE_TWICE: &str = "unusable_tool_calls: the model sent the same unusable tool calls again after being told how to fix them";
 
 impl LlmPlanner {
     /// Builds the client; nothing is sent until the first turn.
     pub fn new(config: &ChatConfig) -> Result<Self, LlmError> {
         let mut client = ChatClient::new(config)?;
         client.set_max_reply_tokens(config.context_tokens.map(context::reply_reserve));
+        client.set_temperature(Some(TEMPERATURE));
+        // A Chinese character counts about two tokens: with a small context, each search shows
+        // fewer characters, so that a few rounds still fit.
+        let passage_chars = match config.context_tokens {
+            Some(c) => (c as usize / 4).clamp(600, passages::PASSAGE_CHARS),
+            None => passages::PASSAGE_CHARS,
+        };
         Ok(Self {
             client,
             tools: tools::definitions(),
@@ -78,17 +115,84 @@ impl LlmPlanner {
             context: config.context_tokens.map(ContextBudget::new),
             overrode_give_up: false,
             overridden_call: None,
+            lang: Lang::En,
+            shown: Vec::new(),
+            last_unusable: None,
+            passage_chars,
         })
     }
 
-    /// Adds a message carrying an observation; search hits are noted as trimmable evidence.
-    fn push_observation(&mut self, message: ChatMessage, obs: Option<(&Observation, &Value)>) {
-        if let (Some(budget), Some((Observation::Hits { round, .. }, json))) =
-            (&mut self.context, obs)
-        {
-            budget.evidence_at(self.messages.len(), *round, json);
+    /// Adds a message carrying an observation; a search's passages are noted as trimmable
+    /// evidence.
+    fn push_observation(&mut self, message: ChatMessage, round: Option<RoundMessage>) {
+        if let (Some(budget), Some(round)) = (&mut self.context, round) {
+            budget.evidence_at(self.messages.len(), round);
         }
         self.messages.push(message);
+    }
+
+    /// The number a chunk was shown under, giving it the next one when it is new; its shown
+    /// sentences are added to those it already had (a quote may be any of them).
+    fn number(&mut self, passage: &Passage) -> usize {
+        match self
+            .shown
+            .iter()
+            .position(|p| p.chunk_id == passage.chunk_id)
+        {
+            Some(i) => {
+                for s in &passage.sentences {
+                    if !self.shown[i].sentences.contains(s) {
+                        self.shown[i].sentences.push(s.clone());
+                    }
+                }
+                i + 1
+            }
+            None => {
+                self.shown.push(passage.clone());
+                self.shown.len()
+            }
+        }
+    }
+
+    /// What the model reads for an observation: a search's numbered passages, or a refusal.
+    fn observation_message(
+        &mut self,
+        ctx: &PlannerContext<'_>,
+        obs: &Observation,
+        left: u32,
+    ) -> (String, Option<RoundMessage>) {
+        let Observation::Hits {
+            round,
+            keywords,
+            hits,
+            sufficiency,
+        } = obs
+        else {
+            let shown = &self.shown;
+            let number_of = |id: &str| shown.iter().position(|p| p.chunk_id == id).map(|i| i + 1);
+            return (
+                messages::observation_text(self.lang, obs, left, &number_of),
+                None,
+            );
+        };
+        // The sentences most about the question and what this search looked for.
+        let searched = keywords.join(" ");
+        let weights = passages::term_weights(&[ctx.question, &searched], ctx.lookup);
+        let list: Vec<(String, String)> = (hits.iter())
+            .map(|h| (h.chunk_id.clone(), h.title_path.clone()))
+            .collect();
+        let budget = (self.passage_chars).saturating_sub(list.len() * NUMBER_CHARS);
+        // Room left in a passage goes to its other sentences: a short chunk is shown whole.
+        let picked = passages::pick(&list, &weights, ctx.lookup, budget, true);
+        let blocks: Vec<(usize, String, String)> = picked
+            .iter()
+            .map(|p| {
+                let n = self.number(p);
+                (n, p.chunk_id.clone(), passages::block(n, p))
+            })
+            .collect();
+        let message = RoundMessage::new(self.lang, *round, keywords, left, sufficiency, blocks);
+        (message.render(message.passages()), Some(message))
     }
 
     /// The conversation so far (the system prompt first).
@@ -99,83 +203,82 @@ impl LlmPlanner {
     /// Adds the answers to the previous reply: tool messages in call order, then user messages.
     fn answer_previous(&mut self, ctx: &PlannerContext<'_>, observations: &[Observation]) {
         let left = ctx.max_searches.saturating_sub(ctx.searches_done);
+        let lang = self.lang;
         let pending = std::mem::take(&mut self.pending);
         let had_actions = pending
             .iter()
-            .any(|p| matches!(p, Pending::Call { .. } | Pending::Text));
+            .any(|p| matches!(p, Pending::Call { .. } | Pending::Text | Pending::Own));
         let mut observed = observations.iter();
-        let mut tool_messages: Vec<(ChatMessage, Option<(&Observation, Value)>)> = Vec::new();
-        let mut user_messages: Vec<(ChatMessage, Option<(&Observation, Value)>)> = Vec::new();
+        let mut tool_messages: Vec<(ChatMessage, Option<RoundMessage>)> = Vec::new();
+        let mut user_messages: Vec<(ChatMessage, Option<RoundMessage>)> = Vec::new();
         for p in pending {
             match p {
                 Pending::Call { id } => {
-                    let (content, obs) = match observed.next() {
+                    let (content, round) = match observed.next() {
                         Some(o) => {
-                            let mut v = tools::observation_json(o, left);
+                            let (mut text, round) = self.observation_message(ctx, o, left);
                             if self.overridden_call.as_deref() == Some(id.as_str()) {
-                                v["instruction"] = Value::String(prompt::GIVE_UP_OVERRIDDEN.into());
+                                text.push_str("\n\n");
+                                text.push_str(prompt::give_up_overridden(lang));
                             }
-                            (v.clone(), Some((o, v)))
+                            // A round with an instruction appended is sent as it is: trimming
+                            // would drop the instruction.
+                            let round = round
+                                .filter(|_| self.overridden_call.as_deref() != Some(id.as_str()));
+                            (text, round)
                         }
-                        None => (
-                            serde_json::json!({
-                                "error": "not_run",
-                                "message": "This call was not carried out.",
-                            }),
-                            None,
-                        ),
+                        None => (messages::not_run(lang).to_string(), None),
                     };
                     tool_messages.push((
                         ChatMessage::Tool {
                             tool_call_id: id,
-                            content: content.to_string(),
+                            content,
                         },
-                        obs,
+                        round,
                     ));
                 }
                 Pending::Refused { id, error } => tool_messages.push((
                     ChatMessage::Tool {
                         tool_call_id: id,
-                        content: error.to_string(),
+                        content: error,
                     },
                     None,
                 )),
                 Pending::Text => {
                     let mut content = observed
                         .next()
-                        .map(|o| tools::observation_json(o, left))
-                        .unwrap_or_else(|| serde_json::json!({}));
-                    content["instruction"] = Value::String(prompt::USE_SUBMIT_ANSWER.into());
-                    user_messages.push((
-                        ChatMessage::User {
-                            content: content.to_string(),
-                        },
-                        None,
-                    ));
+                        .map(|o| self.observation_message(ctx, o, left).0)
+                        .unwrap_or_default();
+                    if !content.is_empty() {
+                        content.push_str("\n\n");
+                    }
+                    content.push_str(prompt::use_submit_answer(lang));
+                    user_messages.push((ChatMessage::User { content }, None));
                 }
                 Pending::Empty => user_messages.push((
                     ChatMessage::User {
-                        content: prompt::EMPTY_REPLY.to_string(),
+                        content: prompt::empty_reply(lang).to_string(),
                     },
                     None,
                 )),
+                Pending::Own => {
+                    if let Some(o) = observed.next() {
+                        let (content, round) = self.observation_message(ctx, o, left);
+                        user_messages.push((ChatMessage::User { content }, round));
+                    }
+                }
             }
         }
         // Observations the loop added on its own (e.g. "neither a search nor an answer" after a
         // reply whose calls were all refused here) say nothing the errors above did not.
         if had_actions {
             for o in observed {
-                let v = tools::observation_json(o, left);
-                user_messages.push((
-                    ChatMessage::User {
-                        content: v.to_string(),
-                    },
-                    Some((o, v)),
-                ));
+                let (content, round) = self.observation_message(ctx, o, left);
+                user_messages.push((ChatMessage::User { content }, round));
             }
         }
-        for (message, obs) in tool_messages.into_iter().chain(user_messages) {
-            self.push_observation(message, obs.as_ref().map(|(o, v)| (*o, v)));
+        for (message, round) in tool_messages.into_iter().chain(user_messages) {
+            self.push_observation(message, round);
         }
     }
 
@@ -192,6 +295,66 @@ impl LlmPlanner {
                 return id;
             }
         }
+    }
+}
+
+/// A search whose keywords include sentences or questions (which the loop refuses) searches
+/// their content words instead, the rarest first, as a search of the question's own words
+/// would: a small model that writes its question as a keyword loses no turn. The reason in the
+/// trace says so. Any other action, or keywords that are short terms, are left as they are.
+fn keywords_of_sentences(action: PlannerAction, ctx: &PlannerContext<'_>) -> PlannerAction {
+    let PlannerAction::Search {
+        keywords,
+        reason,
+        top_k,
+        query,
+        lexical,
+    } = action
+    else {
+        return action;
+    };
+    let sentence = |k: &String| {
+        matches!(
+            crate::agent::validate_keywords(std::slice::from_ref(k)),
+            Err(KeywordError::Sentence(_) | KeywordError::TooLong(_))
+        )
+    };
+    let repaired = keywords.iter().any(sentence).then(|| {
+        let mut terms: Vec<String> = Vec::new();
+        for k in &keywords {
+            let words = if sentence(k) {
+                crate::agent::question_search::question_keywords(k, &|t| ctx.lookup.doc_freq(t))
+                    .unwrap_or_default()
+            } else {
+                vec![k.clone()]
+            };
+            for w in words {
+                if !terms.contains(&w) {
+                    terms.push(w);
+                }
+            }
+        }
+        terms.truncate(crate::agent::MAX_KEYWORDS);
+        terms
+    });
+    match repaired {
+        Some(terms) if crate::agent::validate_keywords(&terms).is_ok() => PlannerAction::Search {
+            reason: format!(
+                "{reason} [keywords repaired: sentences {:?} searched as their terms]",
+                keywords.iter().filter(|k| sentence(k)).collect::<Vec<_>>()
+            ),
+            keywords: terms,
+            top_k,
+            query,
+            lexical,
+        },
+        _ => PlannerAction::Search {
+            keywords,
+            reason,
+            top_k,
+            query,
+            lexical,
+        },
     }
 }
 
@@ -227,7 +390,8 @@ impl Planner for LlmPlanner {
         let mut memory = None;
         if self.messages.is_empty() {
             self.client.start_budget();
-            let mut system = prompt::system_prompt(ctx.today, ctx.max_searches);
+            self.lang = Lang::of(ctx.question);
+            let mut system = prompt::system_prompt(self.lang, ctx.today, ctx.max_searches);
             // The asker's remembered facts go with the rules: never trimmed like evidence.
             if let Some(facts) = prompt::remembered_facts(ctx.question, ctx.memory) {
                 system.push_str("\n\n");
@@ -245,7 +409,7 @@ impl Planner for LlmPlanner {
                     budget.earlier_answer_at(self.messages.len());
                 }
                 self.messages.push(ChatMessage::Assistant {
-                    content: Some(prompt::earlier_answer(turn)),
+                    content: Some(prompt::earlier_answer(self.lang, turn)),
                     tool_calls: Vec::new(),
                 });
             }
@@ -258,7 +422,7 @@ impl Planner for LlmPlanner {
         if ctx.answer_only && !self.told_answer_only {
             self.told_answer_only = true;
             self.messages.push(ChatMessage::User {
-                content: prompt::answer_now(ctx.searches_done, ctx.max_searches),
+                content: prompt::answer_now(self.lang, ctx.searches_done, ctx.max_searches),
             });
         }
         let message_count = u32::try_from(self.messages.len()).unwrap_or(u32::MAX);
@@ -311,7 +475,13 @@ impl Planner for LlmPlanner {
         let mut used = HashSet::new();
         for call in &message.tool_calls {
             let id = self.call_id(call.id.as_deref(), &mut used);
-            match tools::parse_call(&call.name, &call.arguments, message.content.as_deref()) {
+            let parsed = tools::parse_call(
+                &call.name,
+                &call.arguments,
+                message.content.as_deref(),
+                &self.shown,
+            );
+            match parsed.map(|a| keywords_of_sentences(a, ctx)) {
                 Ok(action) => {
                     actions.push(action);
                     self.pending.push(Pending::Call { id: id.clone() });
@@ -320,7 +490,7 @@ impl Planner for LlmPlanner {
                     tracing::debug!("tool call refused: {e}");
                     self.pending.push(Pending::Refused {
                         id: id.clone(),
-                        error: e.to_json(),
+                        error: e.to_message(self.lang),
                     });
                 }
             }
@@ -330,6 +500,21 @@ impl Planner for LlmPlanner {
                 call.arguments.clone(),
             ));
         }
+        // Calls all refused here, the same as the last reply's that were refused too: the model
+        // was told what was wrong and sent them again. Re-asked once, not every turn left: the
+        // run ends (or, before any search, searches the question's words, as below).
+        let unusable = (!wire_calls.is_empty() && actions.is_empty()).then(|| {
+            (message.tool_calls.iter())
+                .map(|c| (c.name.clone(), c.arguments.clone()))
+                .collect::<Vec<_>>()
+        });
+        if unusable.is_some() && unusable == self.last_unusable {
+            actions.push(PlannerAction::GiveUp {
+                reason: UNUSABLE_TWICE.to_string(),
+            });
+            self.pending.push(Pending::Own);
+        }
+        self.last_unusable = unusable;
         // A give-up before any search is not accepted, once per run: the question's own words
         // are always worth one search. The call is answered with that search's hits.
         if ctx.searches_done == 0 && !self.overrode_give_up && ctx.max_searches > 0 {
@@ -374,10 +559,7 @@ impl Planner for LlmPlanner {
         if wire_calls.is_empty() {
             match &message.content {
                 Some(text) => {
-                    actions.push(PlannerAction::Answer {
-                        text: text.clone(),
-                        citations: Vec::new(),
-                    });
+                    actions.push(tools::text_answer(text, &self.shown));
                     self.pending.push(Pending::Text);
                 }
                 None => self.pending.push(Pending::Empty),

@@ -1,11 +1,22 @@
-//! The system prompt (`prompts/system.md`) and the other fixed texts the model reads.
+//! The system prompt (`prompts/system.md`, `prompts/system.zh.md`) and the other fixed texts
+//! the model reads, each in the question's language: a small model follows rules written in
+//! the language it is asked in better than rules in another.
 
-/// The system prompt template: `{today}` and `{max_searches}` are filled in per run.
+use crate::text::Lang;
+
+/// The system prompt template in English: `{today}` and `{max_searches}` are filled in per run.
 pub const SYSTEM_TEMPLATE: &str = include_str!("../../../prompts/system.md");
 
-/// The system prompt for a run.
-pub fn system_prompt(today: &str, max_searches: u32) -> String {
-    SYSTEM_TEMPLATE
+/// The same rules in Chinese, for a question in Chinese.
+pub const SYSTEM_TEMPLATE_ZH: &str = include_str!("../../../prompts/system.zh.md");
+
+/// The system prompt for a run whose question is in `lang`.
+pub fn system_prompt(lang: Lang, today: &str, max_searches: u32) -> String {
+    let template = match lang {
+        Lang::En => SYSTEM_TEMPLATE,
+        Lang::Zh => SYSTEM_TEMPLATE_ZH,
+    };
+    template
         .replace("{today}", today)
         .replace("{max_searches}", &max_searches.to_string())
 }
@@ -17,7 +28,7 @@ pub fn remembered_facts(question: &str, facts: &[crate::memory::Fact]) -> Option
     if facts.is_empty() {
         return None;
     }
-    let zh = crate::text::Lang::of(question) == crate::text::Lang::Zh;
+    let zh = Lang::of(question) == Lang::Zh;
     let list: Vec<String> = (facts.iter())
         .map(|f| {
             if zh {
@@ -47,43 +58,79 @@ pub fn remembered_facts(question: &str, facts: &[crate::memory::Fact]) -> Option
 }
 
 /// Sent once, when no searches are left.
-pub fn answer_now(searches_done: u32, max_searches: u32) -> String {
-    format!(
-        "No searches are left ({searches_done} of {max_searches} used). Do not call searchDocs again: \
-         answer now with submitAnswer, citing the hits you have, or call reportNoEvidence."
-    )
+pub fn answer_now(lang: Lang, searches_done: u32, max_searches: u32) -> String {
+    match lang {
+        Lang::En => format!(
+            "No searches are left ({searches_done} of {max_searches} used). Do not call searchDocs again: \
+             answer now with submitAnswer, citing the passages you have by number, or call reportNoEvidence."
+        ),
+        Lang::Zh => format!(
+            "检索次数已用完（{max_searches}次中已用{searches_done}次）。不要再调用 searchDocs：\
+             现在就用 submitAnswer 回答，按编号引用已有的段落；或者调用 reportNoEvidence。"
+        ),
+    }
 }
 
 /// Sent after a reply that had neither text nor a tool call.
-pub const EMPTY_REPLY: &str = "Your last reply was empty: it had neither a tool call nor text. \
-    Call searchDocs to search, submitAnswer to answer with citations, or reportNoEvidence.";
+pub fn empty_reply(lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => {
+            "Your last reply was empty: it had neither a tool call nor text. Call searchDocs to \
+             search, submitAnswer to answer citing passages by number, or reportNoEvidence."
+        }
+        Lang::Zh => {
+            "你上一次的回复是空的：既没有调用工具，也没有文字。检索请调用 searchDocs，\
+             回答请调用 submitAnswer 并按编号引用段落，找不到依据请调用 reportNoEvidence。"
+        }
+    }
+}
 
 /// Sent with the refusal of a plain-text answer (a reply without a tool call).
-pub const USE_SUBMIT_ANSWER: &str = "Your last reply was plain text, not a tool call. To answer, \
-    call submitAnswer with citations (chunkId and a verbatim quote from a hit); to search, call \
-    searchDocs; if the knowledge base lacks the answer, call reportNoEvidence.";
+pub fn use_submit_answer(lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => {
+            "Your last reply was plain text, not a tool call. To answer, call submitAnswer with \
+             the numbers of the passages it comes from, e.g. \"citations\": [1]; to search, call \
+             searchDocs; if the knowledge base lacks the answer, call reportNoEvidence."
+        }
+        Lang::Zh => {
+            "你上一次的回复是纯文字，不是工具调用。回答请调用 submitAnswer，写上依据的段落编号，\
+             例如 \"citations\": [1]；检索请调用 searchDocs；知识库没有答案时请调用 reportNoEvidence。"
+        }
+    }
+}
 
 /// Answers a `reportNoEvidence` call made before any search, with the hits of the search made
 /// instead.
-pub const GIVE_UP_OVERRIDDEN: &str = "reportNoEvidence is not accepted before any search: the \
-    question's own words were searched instead, and these are the hits. Answer with submitAnswer \
-    citing them, search with other keywords, or call reportNoEvidence again if they do not help.";
+pub fn give_up_overridden(lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => {
+            "reportNoEvidence is not accepted before any search: the question's own words were \
+             searched instead, and these are the passages. Answer with submitAnswer citing them by \
+             number, search with other keywords, or call reportNoEvidence again if they do not help."
+        }
+        Lang::Zh => {
+            "还没有检索就调用 reportNoEvidence 不被接受：已经改用问题本身的词检索，以上是找到的段落。\
+             请用 submitAnswer 按编号引用它们回答，或换关键词检索；如果它们确实没有帮助，再调用 reportNoEvidence。"
+        }
+    }
+}
 
 /// Earlier turns of a conversation sent with a new question.
 pub const HISTORY_TURNS: usize = 4;
 
 /// How an earlier turn's answer is shown to the model: the answer and the keywords it searched.
-pub fn earlier_answer(turn: &crate::agent::conversation::PriorTurn) -> String {
+pub fn earlier_answer(lang: Lang, turn: &crate::agent::conversation::PriorTurn) -> String {
     let keywords: Vec<String> = turn
         .keywords
         .iter()
         .map(|k| format!("[{}]", k.join(", ")))
         .collect();
     let answer = crate::text::truncate_chars(&turn.answer, 600);
-    if keywords.is_empty() {
-        answer.to_string()
-    } else {
-        format!("{answer}\n(keywords searched: {})", keywords.join("; "))
+    match (keywords.is_empty(), lang) {
+        (true, _) => answer.to_string(),
+        (false, Lang::En) => format!("{answer}\n(keywords searched: {})", keywords.join("; ")),
+        (false, Lang::Zh) => format!("{answer}\n（检索过的关键词：{}）", keywords.join("；")),
     }
 }
 
@@ -93,11 +140,16 @@ mod tests {
 
     #[test]
     fn placeholders_are_filled_and_none_is_left() {
-        let p = system_prompt("2026-11-30", 3);
+        let p = system_prompt(Lang::En, "2026-11-30", 3);
         assert!(p.contains("Today's date is 2026-11-30."), "{p}");
         assert!(p.contains("at most 3 searches"), "{p}");
-        assert!(!p.contains("{today}"));
-        assert!(!p.contains("{max_searches}"));
+        let zh = system_prompt(Lang::Zh, "2026-11-30", 3);
+        assert!(zh.contains("今天是 2026-11-30。"), "{zh}");
+        assert!(zh.contains("最多检索 3 次"), "{zh}");
+        for p in [p, zh] {
+            assert!(!p.contains("{today}"));
+            assert!(!p.contains("{max_searches}"));
+        }
     }
 
     #[test]

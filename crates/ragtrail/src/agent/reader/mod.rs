@@ -17,21 +17,21 @@
 //! claim these checks did not pass. What the
 //! model replied goes to the trace (`llm_turn.reply`).
 
-pub mod passages;
 pub mod prompt;
 pub mod reply;
 
 use std::collections::HashSet;
 
 use super::citations::{self, ReturnedTexts};
+use super::numerals;
 use super::offline::OfflinePlanner;
+use super::passages::{self, Passage};
 use super::planner::{
     EvidenceLookup, Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
     ProposedCitation, Usage,
 };
 use crate::llm::{ChatClient, ChatConfig, ChatMessage, LlmError};
 use crate::text::{self, Lang, truncate_chars};
-use passages::Passage;
 use reply::Read;
 
 /// Tokens the model may write: an answer of a few sentences.
@@ -199,7 +199,7 @@ fn checked(
     answer: &str,
     cited: &[usize],
 ) -> Result<PlannerAction, String> {
-    let bare = reply::strip_markers(answer);
+    let bare = passages::strip_markers(answer);
     let mut proposed = Vec::new();
     for &n in cited {
         let passage = &shown[n - 1];
@@ -216,16 +216,18 @@ fn checked(
     }
     // A figure the model did not read, in the question or the sentences of the passages it
     // cites (Chinese numerals and English number words read as digits), is its own.
-    let mut known: HashSet<String> = reply::figures(&reply::arabic(ctx.question))
+    let mut known: HashSet<String> = numerals::figures(&numerals::arabic(ctx.question))
         .into_iter()
         .collect();
     for &n in cited {
         let p = &shown[n - 1];
         for s in std::iter::once(&p.title_path).chain(&p.sentences) {
-            known.extend(reply::figures(&reply::arabic(&reply::english_digits(s))));
+            known.extend(numerals::figures(&numerals::arabic(
+                &numerals::english_digits(s),
+            )));
         }
     }
-    let cited_figures = reply::figures(&reply::arabic(&bare));
+    let cited_figures = numerals::figures(&numerals::arabic(&bare));
     if let Some(f) = cited_figures.iter().find(|f| !known.contains(*f)) {
         return Err(format!("the answer's figure {f} is in no cited passage"));
     }
@@ -246,7 +248,7 @@ fn checked(
 /// question, or fewer than half of the words it adds are in the passages it cites (their
 /// shown sentences and titles: what the model read).
 fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<String> {
-    let terms = |s: &str| text::terms(&reply::arabic(s));
+    let terms = |s: &str| text::terms(&numerals::arabic(s));
     let asked: HashSet<String> = terms(question).into_iter().map(|t| t.text).collect();
     let mut added: Vec<String> = terms(answer)
         .into_iter()
@@ -263,7 +265,7 @@ fn unsupported(question: &str, answer: &str, cited: &[&Passage]) -> Option<Strin
         .flat_map(|p| {
             std::iter::once(p.title_path.as_str()).chain(p.sentences.iter().map(String::as_str))
         })
-        .flat_map(|s| terms(&reply::english_digits(s)))
+        .flat_map(|s| terms(&numerals::english_digits(s)))
         .map(|t| t.text)
         .collect();
     let found = added.iter().filter(|t| read.contains(*t)).count();

@@ -32,7 +32,7 @@ pub fn system(lang: Lang) -> &'static str {
 /// The passages and the question (and the conversation's previous question, which a
 /// follow-up may lean on).
 pub fn user(lang: Lang, passages: &str, question: &str, earlier: Option<&str>) -> String {
-    let (head, asked) = super::passages::headings(lang);
+    let (head, asked) = crate::agent::passages::headings(lang);
     let earlier = match (earlier, lang) {
         (Some(q), Lang::Zh) => format!("上一个问题：{q}\n"),
         (Some(q), Lang::En) => format!("Previous question: {q}\n"),
