@@ -127,7 +127,7 @@ impl IdKeys {
             .iter()
             .map(|&(_, e)| ((e & !NUMERIC) as usize, e & NUMERIC != 0))
             .collect();
-        found.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        found.sort_unstable_by_key(|&(p, _)| std::cmp::Reverse(p));
         found.into_iter()
     }
 }

@@ -34,8 +34,13 @@ fn chunk(n: usize) -> Chunk {
         ordinal: n as u32,
         content_hash: crate::knowledge::sha256_hex(text.as_bytes()),
         text,
-        tenant: if n % 5 == 0 { "acme" } else { "default" }.to_string(),
-        roles: if n % 7 == 0 {
+        tenant: if n.is_multiple_of(5) {
+            "acme"
+        } else {
+            "default"
+        }
+        .to_string(),
+        roles: if n.is_multiple_of(7) {
             vec!["hr".to_string()]
         } else {
             Vec::new()
