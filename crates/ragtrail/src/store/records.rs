@@ -27,15 +27,33 @@ enum Source {
     /// Every record in memory: written by this process, the Postgres backend's copy, or a
     /// generation written before the chunk table.
     Loaded(Vec<Chunk>),
-    Mapped {
-        path: PathBuf,
-        text: Mmap,
-        offsets: Vec<u64>,
-        /// Each record once decoded.
-        decoded: Vec<OnceLock<Box<Chunk>>>,
-        /// Every record, for a caller that walks them all.
-        all: OnceLock<Vec<Chunk>>,
-    },
+    Mapped(Mapped),
+}
+
+/// Records read from the mapped `chunks.jsonl`, each decoded on first use.
+struct Mapped {
+    path: PathBuf,
+    text: Mmap,
+    offsets: Vec<u64>,
+    /// Each record once decoded.
+    decoded: Vec<OnceLock<Box<Chunk>>>,
+    /// Every record, for a caller that walks them all.
+    all: OnceLock<Vec<Chunk>>,
+}
+
+impl Mapped {
+    /// Parses the record at `position` (in range).
+    fn decode(&self, position: usize) -> Result<Chunk, StoreError> {
+        let (start, end) = (
+            self.offsets[position] as usize,
+            self.offsets[position + 1] as usize,
+        );
+        serde_json::from_slice(&self.text[start..end]).map_err(|e| StoreError::Corrupt {
+            path: self.path.display().to_string(),
+            line: position + 1,
+            message: e.to_string(),
+        })
+    }
 }
 
 impl Records {
@@ -73,13 +91,13 @@ impl Records {
         let written = OnceLock::new();
         let _ = written.set(table.written);
         Ok(Some(Self {
-            source: Source::Mapped {
+            source: Source::Mapped(Mapped {
                 path: path.to_path_buf(),
                 text,
                 offsets: table.offsets,
                 decoded: (0..rows).map(|_| OnceLock::new()).collect(),
                 all: OnceLock::new(),
-            },
+            }),
             keys: table.keys,
             access: table.access,
             written,
@@ -96,50 +114,36 @@ impl Records {
 
     /// Every record, in chunk order (decoded on the first call).
     pub fn all(&self) -> Result<&[Chunk], StoreError> {
-        match &self.source {
-            Source::Loaded(chunks) => Ok(chunks),
-            Source::Mapped {
-                all,
-                path,
-                text,
-                offsets,
-                ..
-            } => {
-                if let Some(chunks) = all.get() {
-                    return Ok(chunks);
-                }
-                let chunks = (0..self.len())
-                    .map(|i| decode(path, text, offsets, i))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(all.get_or_init(|| chunks))
-            }
+        let m = match &self.source {
+            Source::Loaded(chunks) => return Ok(chunks),
+            Source::Mapped(m) => m,
+        };
+        if let Some(chunks) = m.all.get() {
+            return Ok(chunks);
         }
+        let chunks = (0..self.len())
+            .map(|i| m.decode(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(m.all.get_or_init(|| chunks))
     }
 
     /// The record at `position` (`None` past the end).
     pub fn at(&self, position: usize) -> Result<Option<&Chunk>, StoreError> {
-        match &self.source {
-            Source::Loaded(chunks) => Ok(chunks.get(position)),
-            Source::Mapped {
-                decoded,
-                all,
-                path,
-                text,
-                offsets,
-            } => {
-                if let Some(chunks) = all.get() {
-                    return Ok(chunks.get(position));
-                }
-                let Some(slot) = decoded.get(position) else {
-                    return Ok(None);
-                };
-                if let Some(chunk) = slot.get() {
-                    return Ok(Some(chunk));
-                }
-                let chunk = Box::new(decode(path, text, offsets, position)?);
-                Ok(Some(slot.get_or_init(|| chunk)))
-            }
+        let m = match &self.source {
+            Source::Loaded(chunks) => return Ok(chunks.get(position)),
+            Source::Mapped(m) => m,
+        };
+        if let Some(chunks) = m.all.get() {
+            return Ok(chunks.get(position));
         }
+        let Some(slot) = m.decoded.get(position) else {
+            return Ok(None);
+        };
+        if let Some(chunk) = slot.get() {
+            return Ok(Some(chunk));
+        }
+        let chunk = Box::new(m.decode(position)?);
+        Ok(Some(slot.get_or_init(|| chunk)))
     }
 
     /// Where the chunk `id` is (the last of equal ids).
@@ -168,14 +172,4 @@ impl Records {
         let written = self.all()?.iter().map(|c| Written::of(&c.text)).collect();
         Ok(self.written.get_or_init(|| written))
     }
-}
-
-/// Parses the record at `position` (in range) of the mapped records file `text` at `path`.
-fn decode(path: &Path, text: &[u8], offsets: &[u64], position: usize) -> Result<Chunk, StoreError> {
-    let (start, end) = (offsets[position] as usize, offsets[position + 1] as usize);
-    serde_json::from_slice(&text[start..end]).map_err(|e| StoreError::Corrupt {
-        path: path.display().to_string(),
-        line: position + 1,
-        message: e.to_string(),
-    })
 }
