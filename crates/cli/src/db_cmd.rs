@@ -44,7 +44,7 @@ pub fn reindex(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     };
     println!(
         "reindexed {} chunks of {} documents from {source} (version {})",
-        engine.store().chunks().len(),
+        engine.store().len(),
         engine.store().documents().len(),
         engine.store().generation()
     );

@@ -26,7 +26,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Deterministic keyword sets drawn from the corpus itself: three terms from every n-th chunk,
 /// each asked as that chunk's tenant.
 fn queries(engine: &Engine, max: usize) -> Vec<(Vec<String>, String)> {
-    let chunks = engine.store().chunks();
+    let chunks = engine.store().chunks().expect("chunk records");
     let step = (chunks.len() / max).max(1);
     chunks
         .iter()

@@ -48,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     println!(
         "{} chunks, generation {}: Engine::behind median {:.1} µs over {} calls; searchDocs median {:.1} µs over {} calls",
-        engine.store().chunks().len(),
+        engine.store().chunks().expect("chunk records").len(),
         engine.store().generation(),
         median_us(checks),
         calls,

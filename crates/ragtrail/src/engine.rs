@@ -23,7 +23,7 @@ use crate::search::{
     self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings, Searcher,
 };
 use crate::store::embed_journal::{EmbedJournal, text_key};
-use crate::store::vectors::VectorIndex;
+use crate::store::vectors::{VectorError, VectorIndex};
 use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreError, VectorLeg};
 use crate::text::Glossary;
 
@@ -125,7 +125,7 @@ fn read_state(data_dir: &Path, for_rebuild: bool) -> Result<(ChunkStore, Bm25Ind
         }
         let index = Bm25Index::in_memory()?;
         let mut update = index.update()?;
-        index_chunks(&mut update, store.chunks().iter(), &mut |_| {})?;
+        index_chunks(&mut update, store.chunks()?.iter(), &mut |_| {})?;
         update.commit(generation)?;
         return Ok((store, index));
     }
@@ -359,13 +359,13 @@ impl Engine {
         let chunks: Vec<&Chunk> = match reindex {
             Reindex::All => {
                 update.delete_all()?;
-                next.chunks().iter().collect()
+                next.chunks()?.iter().collect()
             }
             Reindex::Documents(sources) => {
                 for source in sources {
                     update.delete_source(source);
                 }
-                next.chunks()
+                next.chunks()?
                     .iter()
                     .filter(|c| sources.contains(&c.source))
                     .collect()
@@ -444,7 +444,7 @@ impl Engine {
 
     /// Whether anything was ever ingested.
     pub fn is_empty(&self) -> bool {
-        self.store.chunks().is_empty()
+        self.store.is_empty()
     }
 
     /// Rebuilds the BM25 index from the store's current generation (from PostgreSQL when it
@@ -458,7 +458,7 @@ impl Engine {
             index, mut update, ..
         } = self.start_writing(false)?;
         update.delete_all()?;
-        index_chunks(&mut update, self.store.chunks().iter(), progress)?;
+        index_chunks(&mut update, self.store.chunks()?.iter(), progress)?;
         update.commit(self.store.generation())?;
         self.index = index;
         Ok(())
@@ -486,7 +486,7 @@ impl Engine {
             update,
             in_step,
         } = self.start_writing(options.rebuild)?;
-        if !options.rebuild && !self.store.chunks().is_empty() {
+        if !options.rebuild && !self.store.is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
         // Stamped before reading: a file edited during the scan then looks changed next time.
@@ -546,13 +546,13 @@ impl Engine {
             if !in_step {
                 let mut update = update;
                 update.delete_all()?;
-                index_chunks(&mut update, self.store.chunks().iter(), progress)?;
+                index_chunks(&mut update, self.store.chunks()?.iter(), progress)?;
                 update.commit(self.store.generation())?;
             } else {
                 drop(update);
             }
             self.index = index;
-            summary.chunks = self.store.chunks().len();
+            summary.chunks = self.store.len();
             summary.generation = self.store.generation();
             summary.versions_pruned = self.prune_versions(options.keep_versions)?;
             self.save_stamps(stamps);
@@ -561,15 +561,17 @@ impl Engine {
         // The new generation: unchanged documents keep their stored chunks.
         let mut documents: Vec<Document> = Vec::new();
         let mut chunks: Vec<Chunk> = Vec::new();
-        let mut new_chunks_by_source: HashMap<&str, Vec<&Chunk>> = HashMap::new();
-        for c in &scan.chunks {
+        // The scanned chunks are moved into the new generation, not copied (100k chunks are
+        // about 100 MB).
+        let mut new_chunks_by_source: HashMap<String, Vec<Chunk>> = HashMap::new();
+        for c in scan.chunks {
             new_chunks_by_source
-                .entry(c.source.as_str())
+                .entry(c.source.clone())
                 .or_default()
                 .push(c);
         }
         let mut old_chunks_by_source: HashMap<&str, Vec<&Chunk>> = HashMap::new();
-        for c in self.store.chunks() {
+        for c in self.store.chunks()? {
             old_chunks_by_source
                 .entry(c.source.as_str())
                 .or_default()
@@ -579,12 +581,13 @@ impl Engine {
             documents.push(doc.clone());
             let from_scan = touched.contains(&doc.source)
                 || !old_chunks_by_source.contains_key(doc.source.as_str());
-            let list = if from_scan {
-                new_chunks_by_source.get(doc.source.as_str())
+            if from_scan {
+                let list = new_chunks_by_source.remove(doc.source.as_str());
+                chunks.extend(list.into_iter().flatten());
             } else {
-                old_chunks_by_source.get(doc.source.as_str())
-            };
-            chunks.extend(list.into_iter().flatten().map(|c| (*c).clone()));
+                let list = old_chunks_by_source.get(doc.source.as_str());
+                chunks.extend(list.into_iter().flatten().map(|c| (*c).clone()));
+            }
         }
         documents.sort_by(|a, b| a.source.cmp(&b.source));
         let vectors = self.embed_chunks(&chunks, options.rebuild, progress)?;
@@ -602,7 +605,7 @@ impl Engine {
         };
         self.commit_generation(update, next, reindex, &generation.to_string(), progress)?;
         self.index = index;
-        summary.chunks = self.store.chunks().len();
+        summary.chunks = self.store.len();
         summary.generation = self.store.generation();
         summary.versions_pruned = self.prune_versions(options.keep_versions)?;
         self.save_stamps(stamps);
@@ -650,7 +653,7 @@ impl Engine {
         // text needs a new one.
         let old: HashMap<(&str, &str), usize> = if reusable {
             self.store
-                .chunks()
+                .chunks()?
                 .iter()
                 .enumerate()
                 .map(|(i, c)| (reuse_key(c), i))
@@ -667,41 +670,50 @@ impl Engine {
             true => Some(EmbedJournal::open(&journal_path, &info)?),
             false => None,
         };
-        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::new();
+        // Each vector is written into its row as it comes (a row never set stays zero, and
+        // never matches), so an ingest holds the vectors once.
+        let mut index = VectorIndex::zeroed(dims, chunks.len());
+        let failed = |e: VectorError| -> EngineError {
+            EmbedError::Failed {
+                model: info.model.clone(),
+                message: e.to_string(),
+            }
+            .into()
+        };
+        for (i, chunk) in chunks.iter().enumerate() {
+            if let Some(&row) = old.get(&reuse_key(chunk)) {
+                index
+                    .set_row(i, self.store.vectors().row(row))
+                    .map_err(failed)?;
+            }
+        }
         if let Some(j) = journal.as_ref().filter(|j| !j.is_empty()) {
+            let mut kept = 0;
+            let mut result = Ok(());
             missing.retain(|&i| match j.get(&text_key(&embedding_text(&chunks[i]))) {
                 Some(v) => {
-                    fresh.insert(i, v.to_vec());
+                    kept += 1;
+                    if result.is_ok() {
+                        result = index.set_row(i, v);
+                    }
                     false
                 }
                 None => true,
             });
-            progress(IngestProgress::Resumed { kept: fresh.len() });
+            result.map_err(failed)?;
+            progress(IngestProgress::Resumed { kept });
         }
         progress(IngestProgress::Embedding {
             total: missing.len(),
         });
-        fresh.extend(self.embed_missing(
+        self.embed_missing(
             &missing,
             &|i| embedding_text(&chunks[i]),
             dims,
             journal.as_mut(),
             &mut |done| progress(IngestProgress::Embedded { done }),
-        )?);
-        let mut index = VectorIndex::with_capacity(dims, chunks.len());
-        for (i, chunk) in chunks.iter().enumerate() {
-            let pushed = match fresh.get(&i) {
-                Some(v) => index.push(v),
-                None => match old.get(&reuse_key(chunk)) {
-                    Some(&row) => index.push(self.store.vectors().row(row)),
-                    None => index.push(&vec![0.0; dims]),
-                },
-            };
-            pushed.map_err(|e| EmbedError::Failed {
-                model: info.model.clone(),
-                message: e.to_string(),
-            })?;
-        }
+            &mut |i, v| index.set_row(i, &v).map_err(failed),
+        )?;
         Ok(index)
     }
 
@@ -778,8 +790,8 @@ impl Engine {
         dims: usize,
         mut journal: Option<&mut EmbedJournal>,
         done: &mut dyn FnMut(usize),
-    ) -> Result<HashMap<usize, Vec<f32>>, EngineError> {
-        let mut fresh: HashMap<usize, Vec<f32>> = HashMap::with_capacity(missing.len());
+        keep: &mut dyn FnMut(usize, Vec<f32>) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
         // Chunks per embedder call: the embedder's choice (it batches within a call).
         let per_call = self.embedder.preferred_batch().max(1);
         for (n, batch) in missing.chunks(per_call).enumerate() {
@@ -808,11 +820,11 @@ impl Engine {
                 j.append(&kept)?;
             }
             for (&i, v) in batch.iter().zip(vectors) {
-                fresh.insert(i, v);
+                keep(i, v)?;
             }
             done(((n + 1) * per_call).min(missing.len()));
         }
-        Ok(fresh)
+        Ok(())
     }
 }
 
@@ -862,7 +874,7 @@ impl Engine {
         let _ = std::fs::remove_file(self.stamps_path());
         Ok(IngestSummary {
             added,
-            chunks: self.store.chunks().len(),
+            chunks: self.store.len(),
             generation: self.store.generation(),
             ..IngestSummary::default()
         })

@@ -52,7 +52,7 @@ fn ingested(folder: &Path) -> (Workspace, Engine) {
 /// snippets and titlePaths of a search for them.
 fn assert_all_plain(folder: &Path) {
     let (_ws, engine) = ingested(folder);
-    let chunks = engine.store().chunks();
+    let chunks = engine.store().chunks().expect("chunk records");
     assert!(chunks.len() > 20, "{} chunks", chunks.len());
     let mut checked_hits = 0;
     for chunk in chunks {
@@ -132,6 +132,7 @@ fn headings_keep_their_words_and_lose_their_markup() {
     let paths: Vec<&str> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.title_path.as_str())
         .collect();

@@ -68,6 +68,7 @@ fn a_follow_up_without_its_topic_cites_the_topic_section() {
     let expected: Vec<String> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .filter(|c| c.title_path == "病假管理规定 / 证明材料")
         .map(|c| c.id.clone())
@@ -152,6 +153,7 @@ fn golden_conversations_second_turns() {
         let expected: Vec<String> = engine
             .store()
             .chunks()
+            .expect("chunk records")
             .iter()
             .filter(|c| item.turns[1].expected.contains(&c.title_path))
             .map(|c| c.id.clone())

@@ -70,6 +70,7 @@ fn chunk_id(engine: &Engine, source: &str, heading: &str) -> String {
     engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .find(|c| c.source == source && c.title_path.ends_with(heading))
         .unwrap_or_else(|| panic!("no chunk {heading:?} in {source}"))
@@ -435,6 +436,7 @@ fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ing
     let store = engine.store();
     let (row, chunk) = store
         .chunks()
+        .expect("chunk records")
         .iter()
         .enumerate()
         .find(|(_, c)| c.source == "finance/rule-0.md")

@@ -37,6 +37,7 @@ fn title_paths(engine: &Engine) -> Vec<String> {
     let mut paths: Vec<String> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.title_path.clone())
         .collect();
@@ -91,6 +92,7 @@ fn html_headings_build_title_paths_and_the_table_keeps_its_header() {
     let chunk = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .find(|c| c.id == hits[0].chunk_id)
         .expect("chunk");
@@ -118,6 +120,7 @@ fn docx_heading_styles_build_title_paths_and_tables_stay_whole() {
     let texts: Vec<&str> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.text.as_str())
         .collect();
@@ -179,6 +182,7 @@ fn pdf_without_an_outline_takes_its_headings_from_font_size_and_weight() {
     let uris: Vec<&str> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.source_uri.as_str())
         .collect();
@@ -196,6 +200,7 @@ fn pdf_without_an_outline_takes_its_headings_from_font_size_and_weight() {
     let chunk = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .find(|c| c.id == hits[0].chunk_id)
         .expect("chunk");
@@ -283,6 +288,7 @@ fn unreadable_files_are_named_counted_and_keep_their_previous_version() {
         engine
             .store()
             .chunks()
+            .expect("chunk records")
             .iter()
             .filter(|c| c.source == "leave.docx")
             .count()
@@ -387,6 +393,7 @@ fn a_scanned_pdf_is_named_as_having_no_text_layer_and_the_rest_is_ingested() {
     let sources: Vec<&str> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.source.as_str())
         .collect();
@@ -481,7 +488,7 @@ fn the_bundled_pdf_reads_without_line_break_or_run_join_artifacts() {
     let mut engine = ws.engine();
     let summary = ws.ingest(&mut engine);
     assert!(summary.skipped.is_empty(), "{:?}", summary.skipped);
-    let chunks = engine.store().chunks();
+    let chunks = engine.store().chunks().expect("chunk records");
     let all: String = chunks
         .iter()
         .map(|c| c.text.as_str())
@@ -566,6 +573,7 @@ fn bad_input_each_gets_a_reason_and_gbk_and_bom_files_are_read() {
         engine
             .store()
             .chunks()
+            .expect("chunk records")
             .iter()
             .find(|c| c.source == source)
             .unwrap_or_else(|| panic!("no chunk of {source}"))

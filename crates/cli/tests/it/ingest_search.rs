@@ -66,6 +66,7 @@ fn second_ingest_reports_everything_unchanged_and_keeps_ids() {
     let ids: Vec<String> = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.id.clone())
         .collect();
@@ -82,6 +83,7 @@ fn second_ingest_reports_everything_unchanged_and_keeps_ids() {
     let ids_after: Vec<String> = reopened
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .map(|c| c.id.clone())
         .collect();
@@ -95,7 +97,7 @@ fn a_changed_file_replaces_only_its_chunks_and_edited_text_keeps_its_id() {
     ws.write("hr/leave.md", LEAVE_EN);
     let mut engine = ws.engine();
     ws.ingest(&mut engine);
-    let before = engine.store().chunks().to_vec();
+    let before = engine.store().chunks().expect("chunk records").to_vec();
     ws.write(
         "finance/travel.md",
         &TRAVEL.replace("截图不予报销", "截图一律不予报销"),
@@ -103,7 +105,7 @@ fn a_changed_file_replaces_only_its_chunks_and_edited_text_keeps_its_id() {
     let summary = ws.ingest(&mut engine);
     assert_eq!(summary.changed, vec!["finance/travel.md"]);
     assert_eq!(summary.unchanged, 1);
-    let after = engine.store().chunks().to_vec();
+    let after = engine.store().chunks().expect("chunk records").to_vec();
     assert_eq!(before.len(), after.len());
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(b.id, a.id, "ids name places");
@@ -146,13 +148,14 @@ fn a_deleted_file_disappears_from_store_and_index() {
         engine
             .store()
             .chunks()
+            .expect("chunk records")
             .iter()
             .all(|c| c.source != "hr/leave.md")
     );
     assert!(search(&engine, &["annual", "leave"], 5).is_empty());
     assert_eq!(
         engine.index().num_chunks() as usize,
-        engine.store().chunks().len()
+        engine.store().chunks().expect("chunk records").len()
     );
 }
 
@@ -384,6 +387,7 @@ fn a_renamed_heading_over_unchanged_text_gets_a_new_vector() {
     let store = engine.store();
     let (row, chunk) = store
         .chunks()
+        .expect("chunk records")
         .iter()
         .enumerate()
         .find(|(_, c)| c.title_path.ends_with("Illness"))

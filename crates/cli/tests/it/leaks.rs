@@ -80,6 +80,7 @@ fn chunk_of(engine: &Engine, source: &str) -> (String, String) {
     let c = engine
         .store()
         .chunks()
+        .expect("chunk records")
         .iter()
         .find(|c| c.source == source)
         .expect("chunk");

@@ -540,8 +540,8 @@ fn embedded_and_postgres_return_the_same_hits_on_the_bundled_knowledge() {
     pg.ingest(&knowledge, &IngestOptions::default(), &mut |_| {})
         .expect("ingest");
     assert_eq!(pg.store().documents(), embedded.store().documents());
-    let mut a: Vec<_> = embedded.store().chunks().to_vec();
-    let mut b: Vec<_> = pg.store().chunks().to_vec();
+    let mut a: Vec<_> = embedded.store().chunks().expect("chunk records").to_vec();
+    let mut b: Vec<_> = pg.store().chunks().expect("chunk records").to_vec();
     a.sort_by(|x, y| x.id.cmp(&y.id));
     b.sort_by(|x, y| x.id.cmp(&y.id));
     assert_eq!(
@@ -1002,7 +1002,10 @@ fn status_with_database_url_reports_postgresql_and_its_counts() {
     assert_eq!(status["documents"], 2, "{status:#}");
     let chunks = status["chunks"].as_u64().expect("chunks");
     let pg = pg_engine(&ws.data(), &db);
-    assert_eq!(chunks as usize, pg.store().chunks().len());
+    assert_eq!(
+        chunks as usize,
+        pg.store().chunks().expect("chunk records").len()
+    );
     assert!(chunks > 2);
     assert_eq!(status["ingestRuns"]["running"], 0, "{status:#}");
     let database = status["database"].as_str().expect("database");

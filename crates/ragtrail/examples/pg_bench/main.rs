@@ -488,7 +488,7 @@ fn fused(
     println!("{}", load());
     println!(
         "open (load {} chunk records, build the BM25 index from Postgres): {:.1} s",
-        engine.store().chunks().len(),
+        engine.store().chunks().expect("chunk records").len(),
         opened.as_secs_f64()
     );
     // The cache answers the query embeddings below; what the model itself costs per query:
@@ -511,7 +511,7 @@ fn fused(
     println!();
     println!(
         "| `searchDocs` top-5 with Postgres ({} chunks; m {m}, ef_construction {efc}, hnsw.ef_search {ef}) | candidates per leg | p50 | p99 | BM25 leg p50 | vector leg p50 | top-5 ids equal to the first window's |",
-        engine.store().chunks().len(),
+        engine.store().chunks().expect("chunk records").len(),
     );
     println!("|---|---|---|---|---|---|---|");
     let mut reference: Vec<Vec<String>> = Vec::new();

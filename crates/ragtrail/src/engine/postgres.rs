@@ -186,7 +186,7 @@ impl Engine {
         };
         let mut update = self.index.update()?;
         update.delete_all()?;
-        let chunks = self.store.chunks();
+        let chunks = self.store.chunks()?;
         super::index_chunks(&mut update, chunks.iter(), progress)?;
         progress(IngestProgress::Indexed { done: chunks.len() });
         update.commit_with_payload(&payload(
@@ -264,7 +264,7 @@ impl Engine {
                 other_format,
             )
         };
-        if !options.rebuild && !self.store.chunks().is_empty() {
+        if !options.rebuild && !self.store.is_empty() {
             search::check_embedder(&self.store, self.embedder.as_ref())?;
         }
         if other_format {
@@ -297,7 +297,7 @@ impl Engine {
         };
         let space_switch = active.as_ref().map(|a| a.id) != Some(space.id);
         if plan.touched.is_empty() && !rebuild {
-            if !self.store.chunks().is_empty() {
+            if !self.store.is_empty() {
                 // An earlier run may have stopped before building the index or recording
                 // its space: finish that now (no-ops when done).
                 pg.store.ensure_hnsw_index(&space)?;
@@ -307,7 +307,7 @@ impl Engine {
                             .begin_run(Some(&root.display().to_string()), &space, false)?;
                     let counts = RunCounts {
                         unchanged: plan.unchanged,
-                        chunks: self.store.chunks().len(),
+                        chunks: self.store.len(),
                         ..RunCounts::default()
                     };
                     pg.store.finish_run(lease.id(), &space, counts)?;
@@ -315,7 +315,7 @@ impl Engine {
                     self.catch_up(progress)?;
                 }
             }
-            summary.chunks = self.store.chunks().len();
+            summary.chunks = self.store.len();
             summary.generation = self.store.generation();
             summary.versions_pruned = self.prune_versions(options.keep_versions)?;
             return Ok(summary);
@@ -389,7 +389,7 @@ impl Engine {
             unchanged: plan.unchanged,
             chunks: self
                 .store
-                .chunks()
+                .chunks()?
                 .iter()
                 .filter(|c| !plan.touched.contains(&c.source))
                 .count()
@@ -408,7 +408,7 @@ impl Engine {
             let kb_id = pg.store.kb_id().to_string();
             let update = self.index.update()?;
             let (records, space, last_run) =
-                records_of(self.snapshot_after(&scan, &plan, end_version, &space, run, root));
+                records_of(self.snapshot_after(&scan, &plan, end_version, &space, run, root)?);
             let reindex = match rebuild {
                 true => Reindex::All,
                 false => Reindex::Documents(&plan.touched),
@@ -423,7 +423,7 @@ impl Engine {
             // Another process wrote while this one ingested: take everything from the database.
             self.catch_up(progress)?;
         }
-        summary.chunks = self.store.chunks().len();
+        summary.chunks = self.store.len();
         summary.generation = self.store.generation();
         summary.versions_pruned = self.prune_versions(options.keep_versions)?;
         Ok(summary)
@@ -459,7 +459,7 @@ impl Engine {
         space: &Space,
         run: i64,
         root: &Path,
-    ) -> Snapshot {
+    ) -> Result<Snapshot, EngineError> {
         let mut documents: Vec<Document> = self
             .store
             .documents()
@@ -475,7 +475,7 @@ impl Engine {
             .collect();
         documents.sort_by(|a, b| a.source.cmp(&b.source));
         let mut by_source: HashMap<&str, Vec<Chunk>> = HashMap::new();
-        for c in self.store.chunks() {
+        for c in self.store.chunks()? {
             if !plan.touched.contains(&c.source) {
                 by_source
                     .entry(c.source.as_str())
@@ -497,14 +497,14 @@ impl Engine {
                 chunks.extend(list);
             }
         }
-        Snapshot {
+        Ok(Snapshot {
             data_version: version,
             documents,
             chunks,
             space: Some(space.clone()),
             knowledge_root: Some(root.display().to_string()),
             last_run: Some(run),
-        }
+        })
     }
 
     /// One vector per chunk: stored vectors of unchanged text are reused (same space), the
@@ -532,13 +532,18 @@ impl Engine {
         let missing: Vec<usize> = (0..chunks.len())
             .filter(|&i| !reuse.contains_key(&key(chunks[i])))
             .collect();
-        let mut fresh = self.embed_missing(
+        let mut fresh = HashMap::with_capacity(missing.len());
+        self.embed_missing(
             &missing,
             &|i| embedding_text(chunks[i]),
             dims,
             // Each group of documents is committed as it goes: nothing to resume.
             None,
             &mut |_| {},
+            &mut |i, v| {
+                fresh.insert(i, v);
+                Ok(())
+            },
         )?;
         Ok((0..chunks.len())
             .map(|i| match fresh.remove(&i) {

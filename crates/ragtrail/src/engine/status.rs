@@ -191,8 +191,8 @@ fn of_store(data_dir: &Path, store: Option<&ChunkStore>, caller: Option<&AccessC
             for d in store.documents() {
                 per.entry(&d.tenant).or_default().0 += 1;
             }
-            for c in store.chunks() {
-                per.entry(&c.tenant).or_default().1 += 1;
+            for (tenant, chunks) in store.chunks_per_tenant() {
+                per.entry(tenant).or_default().1 += chunks;
             }
             let tenants = per
                 .into_iter()
@@ -202,7 +202,7 @@ fn of_store(data_dir: &Path, store: Option<&ChunkStore>, caller: Option<&AccessC
                     chunks,
                 })
                 .collect();
-            (store.documents().len(), store.chunks().len(), Some(tenants))
+            (store.documents().len(), store.len(), Some(tenants))
         }
         (Some(store), Some(caller)) => (
             store
@@ -210,11 +210,7 @@ fn of_store(data_dir: &Path, store: Option<&ChunkStore>, caller: Option<&AccessC
                 .iter()
                 .filter(|d| caller.allows(&d.tenant, &d.roles))
                 .count(),
-            store
-                .chunks()
-                .iter()
-                .filter(|c| caller.allows(&c.tenant, &c.roles))
-                .count(),
+            store.visible_count(caller),
             None,
         ),
     };

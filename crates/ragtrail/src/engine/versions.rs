@@ -55,10 +55,10 @@ impl Engine {
         let log = VersionLog::in_store(next.dir());
         log.record([
             (
-                self.store.chunks(),
+                self.store.chunks()?,
                 self.store.manifest().updated_at.as_str(),
             ),
-            (next.chunks(), next.manifest().updated_at.as_str()),
+            (next.chunks()?, next.manifest().updated_at.as_str()),
         ])?;
         Ok(())
     }
@@ -72,7 +72,7 @@ impl Engine {
             Backend::Embedded => {
                 let current: HashSet<(String, String)> = self
                     .store
-                    .chunks()
+                    .chunks()?
                     .iter()
                     .map(|c| (c.id.clone(), c.content_hash.clone()))
                     .collect();

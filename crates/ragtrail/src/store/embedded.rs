@@ -1,6 +1,5 @@
 //! The embedded chunk store under the data directory (used when no database is configured).
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -8,11 +7,12 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
+use super::chunk_table::ChunkTable;
+use super::records::Records;
 use super::terms::ChunkTerms;
 use super::vectors::VectorIndex;
 use crate::access::{AccessContext, private};
 use crate::embed::EmbedderInfo;
-use crate::index::chunk_id_to_u64;
 use crate::knowledge::{Chunk, DocStatus, Document};
 
 /// Follows [`crate::knowledge::TEXT_FORMAT`]: 2, chunk text, headings and titlePaths are plain
@@ -22,10 +22,15 @@ const FORMAT: u32 = crate::knowledge::TEXT_FORMAT;
 const CURRENT: &str = "CURRENT";
 const MANIFEST: &str = "manifest.json";
 const CHUNKS: &str = "chunks.jsonl";
+/// What finds each record in `chunks.jsonl` without parsing it ([`ChunkTable`]).
+const CHUNK_TABLE: &str = "chunks.idx";
 const VECTORS: &str = "vectors.bin";
+/// The int8 copy of the vectors ([`super::mapped_vectors`]).
+const QUANTISED: &str = "vectors.q8";
 /// Generations kept besides the current one, so a reader that read `CURRENT` just before an
-/// ingest switched it (or two) still finds every file it names. Readers load a generation
-/// whole at open, so only the moments of opening need covering.
+/// ingest switched it (or two) still finds every file it names. Readers open (or map) every
+/// file of a generation at open, and a removed file stays mapped, so only the moments of
+/// opening need covering.
 pub const KEPT_PREVIOUS: u64 = 2;
 /// Times an open starts again when the generation it read was removed under it.
 const OPEN_ATTEMPTS: usize = 3;
@@ -45,25 +50,16 @@ pub struct StoreManifest {
     pub documents: Vec<Document>,
 }
 
-/// Documents and chunks of the current generation, held in memory.
+/// Documents and chunks of the current generation: the manifest in memory, the chunk records
+/// and vectors mapped from the generation's files and read as they are asked for (or held in
+/// memory, for a generation just written or one of an older layout; see [`Records`]).
 pub struct ChunkStore {
     dir: PathBuf,
     manifest: StoreManifest,
-    chunks: Vec<Chunk>,
+    records: Records,
     vectors: VectorIndex,
-    by_id: HashMap<String, usize>,
-    by_id64: HashMap<u64, usize>,
-    /// Each chunk's access group: chunks with the same (tenant, roles, status) share one, so a
-    /// query decides visibility once per group instead of once per row.
-    group_of: Vec<u32>,
-    groups: Vec<(String, Vec<String>, DocStatus)>,
-    /// Chunks per access group.
-    group_sizes: Vec<usize>,
     /// Each chunk's analysed terms, filled on its first hit (see [`ChunkTerms`]).
-    analysed: Vec<OnceLock<ChunkTerms>>,
-    /// The script each chunk is written in, read from the texts on first use (the vector leg's
-    /// other-script candidates, `scripts`).
-    written: OnceLock<Vec<super::scripts::Written>>,
+    analysed: Vec<OnceLock<Box<ChunkTerms>>>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -113,7 +109,12 @@ impl ChunkStore {
             generation,
             ..StoreManifest::default()
         };
-        Self::from_parts(dir.to_path_buf(), manifest, Vec::new(), VectorIndex::new(0))
+        Self::from_parts(
+            dir.to_path_buf(),
+            manifest,
+            Records::loaded(Vec::new()),
+            VectorIndex::new(0),
+        )
     }
 
     /// The store of generation folder `named` (`None`: nothing ingested yet). Reads only.
@@ -132,12 +133,16 @@ impl ChunkStore {
             }
             other => other?,
         };
-        let chunks = read_chunks(&gen_dir.join(CHUNKS))?;
-        let vectors = read_vectors(&gen_dir.join(VECTORS), &manifest, chunks.len())?;
+        let chunks_path = gen_dir.join(CHUNKS);
+        let records = match Records::open_mapped(&chunks_path, &gen_dir.join(CHUNK_TABLE))? {
+            Some(records) => records,
+            None => Records::loaded(read_chunks(&chunks_path)?),
+        };
+        let vectors = read_vectors(&gen_dir, &manifest, records.len())?;
         Ok(Self::from_parts(
             dir.to_path_buf(),
             manifest,
-            chunks,
+            records,
             vectors,
         ))
     }
@@ -153,48 +158,16 @@ impl ChunkStore {
     fn from_parts(
         dir: PathBuf,
         manifest: StoreManifest,
-        chunks: Vec<Chunk>,
+        records: Records,
         vectors: VectorIndex,
     ) -> Self {
-        let by_id = chunks
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id.clone(), i))
-            .collect();
-        let by_id64 = chunks
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| Some((chunk_id_to_u64(&c.id)?, i)))
-            .collect();
-        let mut groups: Vec<(String, Vec<String>, DocStatus)> = Vec::new();
-        let mut group_ids: HashMap<(String, Vec<String>, DocStatus), u32> = HashMap::new();
-        let group_of: Vec<u32> = chunks
-            .iter()
-            .map(|c| {
-                let key = (c.tenant.clone(), c.roles.clone(), c.status);
-                *group_ids.entry(key.clone()).or_insert_with(|| {
-                    groups.push(key);
-                    (groups.len() - 1) as u32
-                })
-            })
-            .collect();
-        let mut group_sizes = vec![0; groups.len()];
-        for &g in &group_of {
-            group_sizes[g as usize] += 1;
-        }
-        let analysed = chunks.iter().map(|_| OnceLock::new()).collect();
+        let analysed = (0..records.len()).map(|_| OnceLock::new()).collect();
         Self {
             dir,
             manifest,
-            chunks,
+            records,
             vectors,
-            by_id,
-            by_id64,
-            group_of,
-            groups,
-            group_sizes,
             analysed,
-            written: OnceLock::new(),
         }
     }
 
@@ -202,7 +175,12 @@ impl ChunkStore {
     /// records it serves hits from (the database is the system of record, and answers the
     /// vector leg). Nothing is ever written under a directory.
     pub fn in_memory(manifest: StoreManifest, chunks: Vec<Chunk>) -> Self {
-        Self::from_parts(PathBuf::new(), manifest, chunks, VectorIndex::new(0))
+        Self::from_parts(
+            PathBuf::new(),
+            manifest,
+            Records::loaded(chunks),
+            VectorIndex::new(0),
+        )
     }
 
     /// The folder this store lives in (empty for [`ChunkStore::in_memory`]).
@@ -216,18 +194,14 @@ impl ChunkStore {
     }
 
     /// The script each chunk (by position) is written in.
-    pub(super) fn written(&self) -> &[super::scripts::Written] {
-        self.written.get_or_init(|| {
-            self.chunks
-                .iter()
-                .map(|c| super::scripts::Written::of(&c.text))
-                .collect()
-        })
+    pub(super) fn written(&self) -> Result<&[super::scripts::Written], StoreError> {
+        self.records.written()
     }
 
     /// Which chunks (by position) `access` may see: one flag per chunk, decided per group.
     pub fn visibility(&self, access: &AccessContext, include_superseded: bool) -> Visibility<'_> {
-        let allowed = self
+        let access_groups = self.records.access();
+        let allowed = access_groups
             .groups
             .iter()
             .map(|(tenant, roles, status)| {
@@ -236,7 +210,7 @@ impl ChunkStore {
             })
             .collect();
         Visibility {
-            group_of: &self.group_of,
+            group_of: &access_groups.group_of,
             allowed,
         }
     }
@@ -244,12 +218,24 @@ impl ChunkStore {
     /// How many chunks `access` may see (superseded ones included): a count decided per
     /// access group, so it costs nothing like a scan.
     pub fn visible_count(&self, access: &AccessContext) -> usize {
-        self.groups
+        let access_groups = self.records.access();
+        access_groups
+            .groups
             .iter()
-            .zip(&self.group_sizes)
+            .zip(&access_groups.sizes)
             .filter(|((tenant, roles, _), _)| access.allows(tenant, roles))
             .map(|(_, n)| n)
             .sum()
+    }
+
+    /// Chunks per tenant, counted per access group (no record is read).
+    pub fn chunks_per_tenant(&self) -> std::collections::BTreeMap<&str, usize> {
+        let access_groups = self.records.access();
+        let mut per = std::collections::BTreeMap::new();
+        for ((tenant, _, _), n) in access_groups.groups.iter().zip(&access_groups.sizes) {
+            *per.entry(tenant.as_str()).or_default() += n;
+        }
+        per
     }
 
     pub fn manifest(&self) -> &StoreManifest {
@@ -264,17 +250,34 @@ impl ChunkStore {
         &self.manifest.documents
     }
 
-    pub fn chunks(&self) -> &[Chunk] {
-        &self.chunks
+    /// Every chunk record, in chunk order: a store opened from its files decodes them all on
+    /// the first call (for a command that walks every chunk: an ingest, a reindex, `status`).
+    pub fn chunks(&self) -> Result<&[Chunk], StoreError> {
+        self.records.all()
+    }
+
+    /// How many chunks the store holds.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The chunk at `position` (its row in [`Self::vectors`]); a record that cannot be read is
+    /// an error.
+    pub fn record(&self, position: usize) -> Result<Option<&Chunk>, StoreError> {
+        self.records.at(position)
     }
 
     pub fn get(&self, id: &str) -> Option<&Chunk> {
-        self.by_id.get(id).map(|&i| &self.chunks[i])
+        self.position(id).and_then(|i| logged(self.records.at(i)))
     }
 
     /// Where the chunk `id` is in [`Self::chunks`] (and its row in [`Self::vectors`]).
     pub fn position(&self, id: &str) -> Option<usize> {
-        self.by_id.get(id).copied()
+        logged(self.records.position(id))
     }
 
     /// The chunk `id` if `access` may see it. A chunk of another tenant, or restricted to roles
@@ -286,23 +289,23 @@ impl ChunkStore {
 
     /// A chunk and its analysed terms (analysed on the first call for that chunk).
     pub fn get_analysed(&self, id: &str) -> Option<(&Chunk, &ChunkTerms)> {
-        self.get_analysed_at(*self.by_id.get(id)?)
+        self.get_analysed_at(self.position(id)?)
     }
 
     /// [`Self::get_analysed`] of the chunk at `position` in [`Self::chunks`] (as
     /// [`Self::position_of_id64`] gives it).
     pub fn get_analysed_at(&self, position: usize) -> Option<(&Chunk, &ChunkTerms)> {
-        let chunk = self.chunks.get(position)?;
+        let chunk = logged(self.records.at(position))?;
         let terms = self
             .analysed
             .get(position)?
-            .get_or_init(|| ChunkTerms::new(chunk));
+            .get_or_init(|| Box::new(ChunkTerms::new(chunk)));
         Some((chunk, terms))
     }
 
     /// Position of a chunk by its numeric id (the BM25 index's fast field).
     pub fn position_of_id64(&self, id64: u64) -> Option<usize> {
-        self.by_id64.get(&id64).copied()
+        self.records.position_of_id64(id64)
     }
 
     /// Writes a new generation (not yet current). Call [`ChunkStore::make_current`] after the
@@ -343,6 +346,8 @@ impl ChunkStore {
         )
         .map_err(io_err(&chunks_path))?;
         let mut out = BufWriter::new(file);
+        let mut offsets = Vec::with_capacity(chunks.len() + 1);
+        let mut at = 0u64;
         for chunk in &chunks {
             let line = serde_json::to_string(chunk).map_err(|e| StoreError::Io {
                 path: chunks_path.display().to_string(),
@@ -351,14 +356,18 @@ impl ChunkStore {
             out.write_all(line.as_bytes())
                 .and_then(|_| out.write_all(b"\n"))
                 .map_err(io_err(&chunks_path))?;
+            offsets.push(at);
+            at += line.len() as u64 + 1;
         }
+        offsets.push(at);
         let file = out
             .into_inner()
             .map_err(|e| io_err(&chunks_path)(e.into_error()))?;
         file.sync_all().map_err(io_err(&chunks_path))?;
+        ChunkTable::write(&gen_dir.join(CHUNK_TABLE), &chunks, &offsets, at)?;
         let vectors_path = gen_dir.join(VECTORS);
         vectors
-            .save(&vectors_path)
+            .save_with_quantised(&vectors_path, &gen_dir.join(QUANTISED))
             .map_err(|e| StoreError::Vectors {
                 path: vectors_path.display().to_string(),
                 message: e.to_string(),
@@ -372,7 +381,7 @@ impl ChunkStore {
         Ok(Self::from_parts(
             self.dir.clone(),
             manifest,
-            chunks,
+            Records::loaded(chunks),
             vectors,
         ))
     }
@@ -453,20 +462,22 @@ fn read_generation(gen_dir: &Path) -> Option<u64> {
     value.get("generation")?.as_u64()
 }
 
+/// The vectors of the generation in `gen_dir`: mapped with their int8 copy, or read whole
+/// from a generation written before the copy was stored.
 fn read_vectors(
-    path: &Path,
+    gen_dir: &Path,
     manifest: &StoreManifest,
     rows: usize,
 ) -> Result<VectorIndex, StoreError> {
     let Some(embedder) = &manifest.embedder else {
         return Ok(VectorIndex::new(0));
     };
-    let vectors = VectorIndex::load_with_dims(path, embedder.dims as usize).map_err(|e| {
-        StoreError::Vectors {
+    let path = gen_dir.join(VECTORS);
+    let vectors = VectorIndex::open(&path, &gen_dir.join(QUANTISED), embedder.dims as usize)
+        .map_err(|e| StoreError::Vectors {
             path: path.display().to_string(),
             message: e.to_string(),
-        }
-    })?;
+        })?;
     if vectors.len() != rows {
         return Err(StoreError::Vectors {
             path: path.display().to_string(),
@@ -507,4 +518,13 @@ fn read_chunks(path: &Path) -> Result<Vec<Chunk>, StoreError> {
         );
     }
     Ok(chunks)
+}
+
+/// The value of a read that cannot report its error to its caller (a lookup answering
+/// `Option`): a record that cannot be read is logged and treated as absent.
+fn logged<T>(read: Result<Option<T>, StoreError>) -> Option<T> {
+    read.unwrap_or_else(|e| {
+        tracing::error!("{e}");
+        None
+    })
 }

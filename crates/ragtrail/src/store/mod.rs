@@ -3,14 +3,19 @@
 //!
 //! The embedded store keeps each state as a *generation*: a folder `gen-N/` holding the manifest
 //! and the chunks, made current by atomically replacing the `CURRENT` file. A crash while a new
-//! generation is written leaves the previous one current and readable. Beside the generations,
+//! generation is written leaves the previous one current and readable. A generation's chunk
+//! records and vectors are mapped at open and read as a command asks for them
+//! ([`records`], [`chunk_table`], [`mapped_vectors`]). Beside the generations,
 //! `versions.jsonl` keeps every chunk text ever indexed ([`versions`]); beside the store, an ingest
 //! keeps the vectors it has computed so far ([`embed_journal`]), so a stopped ingest resumes.
 
+mod chunk_table;
 pub mod embed_journal;
 pub(crate) mod embedded;
+mod mapped_vectors;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod records;
 mod scripts;
 mod terms;
 pub mod vector_leg;
@@ -48,3 +53,6 @@ pub enum StoreError {
         supported: u32,
     },
 }
+
+#[cfg(test)]
+mod layout_tests;

@@ -141,11 +141,17 @@ impl EmbeddedVectorLeg<'_> {
         rows: Result<Vec<(usize, f32)>, super::vectors::VectorError>,
     ) -> Result<Vec<(String, f32)>, VectorLegError> {
         let rows = rows.map_err(|e| VectorLegError::Scan(e.to_string()))?;
-        let chunks = self.store.chunks();
-        Ok(rows
-            .into_iter()
-            .map(|(row, score)| (chunks[row].id.clone(), score))
-            .collect())
+        let mut named = Vec::with_capacity(rows.len());
+        for (row, score) in rows {
+            let chunk = self
+                .store
+                .record(row)
+                .map_err(|e| VectorLegError::Scan(e.to_string()))?;
+            if let Some(chunk) = chunk {
+                named.push((chunk.id.clone(), score));
+            }
+        }
+        Ok(named)
     }
 }
 
@@ -172,7 +178,7 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
     }
 
     fn in_memory_rows(&self) -> Option<usize> {
-        Some(self.store.chunks().len())
+        Some(self.store.len())
     }
 
     fn search(
@@ -195,7 +201,7 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
         min_visible: usize,
     ) -> Result<Option<SimilaritySpread>, VectorLegError> {
         let vectors = self.store.vectors();
-        if vectors.len() != self.store.chunks().len() || query.len() != vectors.dims() {
+        if vectors.len() != self.store.len() || query.len() != vectors.dims() {
             return Ok(None);
         }
         let visibility = self.store.visibility(access, false);
@@ -216,13 +222,11 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
         include_superseded: bool,
     ) -> Result<Vec<(String, f32)>, VectorLegError> {
         let visible = self.store.visibility(access, include_superseded);
-        let rows = super::scripts::other_script_rows(
-            self.store.vectors(),
-            self.store.written(),
-            query,
-            k,
-            |i| visible.allows(i),
-        );
+        let written = (self.store.written()).map_err(|e| VectorLegError::Scan(e.to_string()))?;
+        let rows =
+            super::scripts::other_script_rows(self.store.vectors(), written, query, k, |i| {
+                visible.allows(i)
+            });
         self.named(rows)
     }
 

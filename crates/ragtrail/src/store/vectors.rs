@@ -21,7 +21,10 @@
 //! | 4·dims·rows | row-major f32 data (rows already L2-normalised) |
 //! | 32 | SHA-256 of all preceding bytes |
 //!
-//! The int8 copy is not stored: it is rebuilt at load (one pass over the rows).
+//! The store writes the int8 copy beside it (`vectors.q8`, see [`super::mapped_vectors`]) and
+//! opens both mapped, so a process that answers one question reads only the pages its scan
+//! touches; [`VectorIndex::load`] reads a file alone and rebuilds the int8 copy (one pass over
+//! the rows), as for a generation written before the copy was stored.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -33,10 +36,12 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use sha2::{Digest, Sha256};
 
+use super::mapped_vectors::MappedRows;
+
 /// First bytes of every vector file; the trailing digits version the format.
 pub const MAGIC: &[u8; 8] = b"RTVEC001";
-const HEADER_LEN: u64 = 8 + 4 + 8;
-const CHECKSUM_LEN: u64 = 32;
+pub(super) const HEADER_LEN: u64 = 8 + 4 + 8;
+pub(super) const CHECKSUM_LEN: u64 = 32;
 /// Floats converted per I/O chunk, so save/load never hold a second full copy of the data.
 const IO_CHUNK_FLOATS: usize = 16 * 1024;
 
@@ -56,6 +61,14 @@ pub enum VectorError {
     NonFinite {
         /// Offset of the first bad value within the vector.
         position: usize,
+    },
+    /// A row past the end of the index.
+    #[error("row {row} of an index of {rows}")]
+    NoSuchRow {
+        /// The row asked for.
+        row: usize,
+        /// Rows in the index.
+        rows: usize,
     },
     /// Reading or writing the file failed.
     #[error("I/O error on {path}: {source}")]
@@ -146,23 +159,46 @@ pub enum VectorError {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 pub struct VectorIndex {
     dims: usize,
     rows: usize,
-    /// Row-major, `rows * dims` floats, each row L2-normalised (or all zeros).
-    data: Vec<f32>,
-    /// The rows quantised to int8 (row-major, `rows * dims`): row `r` ≈ `scales[r] * quant[r]`.
-    /// Derived from `data`, kept in step by `push` and `load`.
-    quant: Vec<i8>,
-    /// Per-row dequantisation scale, `max |x| / 127`; 0 exactly for a zero row.
-    scales: Vec<f32>,
+    /// The rows, their int8 copy and scales: in memory, or mapped from a store's files.
+    storage: Storage,
     /// Largest L2 norm of a row's quantisation residual `x - scale * q`, rounded up: bounds how
     /// far an integer score can be from the exact one.
     max_residual: f32,
     /// Largest L2 norm of a dequantised row `scale * q`, rounded up (about 1: rows are unit
     /// vectors, but a file's rows are not trusted to be).
     max_quantised_norm: f32,
+}
+
+/// Where a [`VectorIndex`]'s rows live.
+#[derive(Clone)]
+enum Storage {
+    Owned {
+        /// Row-major, `rows * dims` floats, each row L2-normalised (or all zeros).
+        data: Vec<f32>,
+        /// The rows quantised to int8 (row-major, `rows * dims`): row `r` ≈
+        /// `scales[r] * quant[r]`. Derived from `data`, kept in step by `push` and `load`.
+        quant: Vec<i8>,
+        /// Per-row dequantisation scale, `max |x| / 127`; 0 exactly for a zero row.
+        scales: Vec<f32>,
+    },
+    /// The same three, read in place from a generation's `vectors.bin` and `vectors.q8`.
+    Mapped(std::sync::Arc<MappedRows>),
+}
+
+impl PartialEq for VectorIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.dims == other.dims
+            && self.rows == other.rows
+            && self.data() == other.data()
+            && self.quant() == other.quant()
+            && self.scales() == other.scales()
+            && self.max_residual == other.max_residual
+            && self.max_quantised_norm == other.max_quantised_norm
+    }
 }
 
 impl fmt::Debug for VectorIndex {
@@ -186,9 +222,11 @@ impl VectorIndex {
         Self {
             dims,
             rows: 0,
-            data: Vec::with_capacity(dims.saturating_mul(rows)),
-            quant: Vec::with_capacity(dims.saturating_mul(rows)),
-            scales: Vec::with_capacity(rows),
+            storage: Storage::Owned {
+                data: Vec::with_capacity(dims.saturating_mul(rows)),
+                quant: Vec::with_capacity(dims.saturating_mul(rows)),
+                scales: Vec::with_capacity(rows),
+            },
             max_residual: 0.0,
             max_quantised_norm: 0.0,
         }
@@ -196,36 +234,106 @@ impl VectorIndex {
 
     /// Builds the index from already normalised row-major data (from a file), quantising it.
     fn from_normalised(dims: usize, rows: usize, data: Vec<f32>) -> Self {
-        let mut index = Self {
-            dims,
-            rows,
-            quant: Vec::with_capacity(data.len()),
-            scales: Vec::with_capacity(rows),
-            data,
-            max_residual: 0.0,
-            max_quantised_norm: 0.0,
-        };
+        let mut quant = Vec::with_capacity(data.len());
+        let mut scales = Vec::with_capacity(rows);
+        let (mut max_residual, mut max_quantised_norm) = (0.0f32, 0.0f32);
         if dims > 0 {
-            for r in 0..rows {
-                let start = r * dims;
-                let q = quantise_into(&index.data[start..start + dims], &mut index.quant);
-                index.note_quantised(q);
+            for row in data.chunks_exact(dims) {
+                let q = quantise_into(row, &mut quant);
+                scales.push(q.scale);
+                max_residual = max_residual.max(q.residual);
+                max_quantised_norm = max_quantised_norm.max(q.norm);
             }
         } else {
-            index.scales.resize(rows, 0.0);
+            scales.resize(rows, 0.0);
         }
-        index
+        Self {
+            dims,
+            rows,
+            storage: Storage::Owned {
+                data,
+                quant,
+                scales,
+            },
+            max_residual,
+            max_quantised_norm,
+        }
     }
 
-    fn note_quantised(&mut self, q: Quantised) {
-        self.scales.push(q.scale);
-        self.max_residual = self.max_residual.max(q.residual);
-        self.max_quantised_norm = self.max_quantised_norm.max(q.norm);
+    /// The index of a generation's `vectors.bin` at `path`, mapped with its int8 copy at
+    /// `quantised` when that file is there (written by this version's ingest), read whole and
+    /// quantised otherwise. Checks the rows are `dims` long either way.
+    pub fn open(path: &Path, quantised: &Path, dims: usize) -> Result<Self, VectorError> {
+        let Some(mapped) = MappedRows::open(path, quantised)? else {
+            return Self::load_with_dims(path, dims);
+        };
+        if mapped.dims() != dims {
+            return Err(VectorError::DimensionMismatch {
+                expected: dims,
+                actual: mapped.dims(),
+            });
+        }
+        Ok(Self {
+            dims,
+            rows: mapped.rows(),
+            max_residual: mapped.max_residual(),
+            max_quantised_norm: mapped.max_quantised_norm(),
+            storage: Storage::Mapped(std::sync::Arc::new(mapped)),
+        })
+    }
+
+    /// Whether the rows are read in place from files (see [`VectorIndex::open`]).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.storage, Storage::Mapped(_))
+    }
+
+    /// Row-major `rows * dims` floats, each row L2-normalised (or all zeros).
+    fn data(&self) -> &[f32] {
+        match &self.storage {
+            Storage::Owned { data, .. } => data,
+            Storage::Mapped(m) => m.data(),
+        }
+    }
+
+    /// The int8 copy, row-major: row `r` ≈ `scales[r] * quant[r]`.
+    fn quant(&self) -> &[i8] {
+        match &self.storage {
+            Storage::Owned { quant, .. } => quant,
+            Storage::Mapped(m) => m.quant(),
+        }
+    }
+
+    /// Per-row dequantisation scale, `max |x| / 127`; 0 exactly for a zero row.
+    fn scales(&self) -> &[f32] {
+        match &self.storage {
+            Storage::Owned { scales, .. } => scales,
+            Storage::Mapped(m) => m.scales(),
+        }
+    }
+
+    /// The rows in memory, to append to: a mapped index is copied first (an ingest building
+    /// on a generation it opened).
+    fn owned(&mut self) -> (&mut Vec<f32>, &mut Vec<i8>, &mut Vec<f32>) {
+        if let Storage::Mapped(m) = &self.storage {
+            self.storage = Storage::Owned {
+                data: m.data().to_vec(),
+                quant: m.quant().to_vec(),
+                scales: m.scales().to_vec(),
+            };
+        }
+        match &mut self.storage {
+            Storage::Owned {
+                data,
+                quant,
+                scales,
+            } => (data, quant, scales),
+            Storage::Mapped(_) => unreachable!("copied into memory above"),
+        }
     }
 
     /// Bytes held for the int8 copy used by the quantised scan (on top of the f32 rows).
     pub fn quantised_bytes(&self) -> usize {
-        self.quant.len() + self.scales.len() * std::mem::size_of::<f32>()
+        self.quant().len() + std::mem::size_of_val(self.scales())
     }
 
     /// Length of every row.
@@ -243,14 +351,58 @@ impl VectorIndex {
         self.rows == 0
     }
 
+    /// An index of `rows` zero rows (which never match), to be filled with
+    /// [`set_row`](Self::set_row): an ingest writes each vector into its row as it comes,
+    /// without holding them all a second time first.
+    pub fn zeroed(dims: usize, rows: usize) -> Self {
+        let floats = dims.saturating_mul(rows);
+        Self {
+            dims,
+            rows,
+            storage: Storage::Owned {
+                data: vec![0.0; floats],
+                quant: vec![0; floats],
+                scales: vec![0.0; rows],
+            },
+            max_residual: 0.0,
+            max_quantised_norm: 0.0,
+        }
+    }
+
+    /// Stores `v`, L2-normalised, as row `i`: the row [`push`](Self::push) would have stored.
+    /// Meant for a row still zero (the bounds of the int8 scan only grow).
+    pub fn set_row(&mut self, i: usize, v: &[f32]) -> Result<(), VectorError> {
+        if i >= self.rows {
+            return Err(VectorError::NoSuchRow {
+                row: i,
+                rows: self.rows,
+            });
+        }
+        let normalized = normalize(v, self.dims)?;
+        let stored = normalized.as_deref().unwrap_or(v);
+        let dims = self.dims;
+        let mut q8 = Vec::with_capacity(dims);
+        let q = quantise_into(stored, &mut q8);
+        let (data, quant, scales) = self.owned();
+        data[i * dims..(i + 1) * dims].copy_from_slice(stored);
+        quant[i * dims..(i + 1) * dims].copy_from_slice(&q8);
+        scales[i] = q.scale;
+        self.max_residual = self.max_residual.max(q.residual);
+        self.max_quantised_norm = self.max_quantised_norm.max(q.norm);
+        Ok(())
+    }
+
     /// Appends a copy of `v`, L2-normalised, and returns its row number. A zero vector is stored
     /// as is and never matches a search (it has no direction).
     pub fn push(&mut self, v: &[f32]) -> Result<usize, VectorError> {
         let normalized = normalize(v, self.dims)?;
         let stored = normalized.as_deref().unwrap_or(v);
-        self.data.extend_from_slice(stored);
-        let q = quantise_into(stored, &mut self.quant);
-        self.note_quantised(q);
+        let (data, quant, scales) = self.owned();
+        data.extend_from_slice(stored);
+        let q = quantise_into(stored, quant);
+        scales.push(q.scale);
+        self.max_residual = self.max_residual.max(q.residual);
+        self.max_quantised_norm = self.max_quantised_norm.max(q.norm);
         let row = self.rows;
         self.rows += 1;
         Ok(row)
@@ -263,14 +415,14 @@ impl VectorIndex {
     /// If `i >= len()`, like slice indexing; use [`get`](Self::get) for a checked lookup.
     pub fn row(&self, i: usize) -> &[f32] {
         let start = i * self.dims;
-        &self.data[start..start + self.dims]
+        &self.data()[start..start + self.dims]
     }
 
     /// The stored (normalised) row `i`, or `None` if out of range.
     pub fn get(&self, i: usize) -> Option<&[f32]> {
         if i < self.rows {
             let start = i * self.dims;
-            self.data.get(start..start + self.dims)
+            self.data().get(start..start + self.dims)
         } else {
             None
         }
@@ -388,12 +540,13 @@ impl VectorIndex {
         allow: &impl Fn(usize) -> bool,
         score: impl Fn(&[f32]) -> f32,
     ) -> Vec<(usize, f32)> {
+        let scales = self.scales();
         let scored = self
-            .data
+            .data()
             .chunks_exact(self.dims)
             .enumerate()
             // A zero row (scale 0) has no direction and must never match.
-            .filter(|&(row, _)| allow(row) && self.scales[row] != 0.0)
+            .filter(|&(row, _)| allow(row) && scales[row] != 0.0)
             .map(|(row, vector)| Candidate {
                 score: score(vector),
                 row,
@@ -515,9 +668,9 @@ impl VectorIndex {
         q_scale: f32,
         allow: &'a impl Fn(usize) -> bool,
     ) -> impl Iterator<Item = (usize, f32)> + 'a {
-        self.quant
+        self.quant()
             .chunks_exact(self.dims)
-            .zip(&self.scales)
+            .zip(self.scales())
             .enumerate()
             // A zero row (scale 0) has no direction and must never match.
             .filter(move |&(row, (_, &scale))| scale != 0.0 && allow(row))
@@ -529,54 +682,42 @@ impl VectorIndex {
     /// written, synced and renamed over `path`, so readers see the old file or the new one,
     /// never a partial one.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), VectorError> {
-        let path = path.as_ref();
+        self.save_rows(path.as_ref()).map(|_| ())
+    }
+
+    /// [`save`](Self::save), then the int8 copy to `quantised` (atomically too), bound to the
+    /// rows' file by its checksum: what [`VectorIndex::open`] maps.
+    pub fn save_with_quantised(&self, path: &Path, quantised: &Path) -> Result<(), VectorError> {
+        let digest = self.save_rows(path)?;
+        write_atomically(quantised, |tmp| {
+            super::mapped_vectors::write_quantised(
+                tmp,
+                &super::mapped_vectors::Quantised {
+                    dims: self.dims,
+                    quant: self.quant(),
+                    scales: self.scales(),
+                    max_residual: self.max_residual,
+                    max_quantised_norm: self.max_quantised_norm,
+                    rows_digest: &digest,
+                },
+            )
+        })
+    }
+
+    /// Writes the rows' file and returns its checksum.
+    fn save_rows(&self, path: &Path) -> Result<[u8; 32], VectorError> {
         let dims = u32::try_from(self.dims).map_err(|_| VectorError::TooLarge {
             reason: format!("dims {} exceeds u32::MAX", self.dims),
         })?;
-        let io_err = |source| VectorError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file_name = path.file_name().ok_or_else(|| {
-            io_err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "path has no file name",
-            ))
+        let mut digest = [0u8; 32];
+        write_atomically(path, |tmp| {
+            digest = self.write_file(tmp, dims)?;
+            Ok(())
         })?;
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}-{}",
-            file_name.to_string_lossy(),
-            std::process::id(),
-            COUNTER.fetch_add(1, AtomicOrdering::Relaxed)
-        ));
-
-        let result = self.write_file(&tmp, dims).and_then(|()| {
-            fs::rename(&tmp, path).map_err(|source| VectorError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        });
-        match result {
-            Ok(()) => {
-                // Persist the rename itself; best effort, as not every filesystem supports it.
-                if let Ok(d) = File::open(dir) {
-                    let _ = d.sync_all();
-                }
-                Ok(())
-            }
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                Err(e)
-            }
-        }
+        Ok(digest)
     }
 
-    fn write_file(&self, tmp: &Path, dims: u32) -> Result<(), VectorError> {
+    fn write_file(&self, tmp: &Path, dims: u32) -> Result<[u8; 32], VectorError> {
         let io_err = |source| VectorError::Io {
             path: tmp.to_path_buf(),
             source,
@@ -593,16 +734,18 @@ impl VectorIndex {
         write(MAGIC)?;
         write(&dims.to_le_bytes())?;
         write(&(self.rows as u64).to_le_bytes())?;
-        let mut buf = Vec::with_capacity(IO_CHUNK_FLOATS.min(self.data.len()) * 4);
-        for chunk in self.data.chunks(IO_CHUNK_FLOATS) {
+        let data = self.data();
+        let mut buf = Vec::with_capacity(IO_CHUNK_FLOATS.min(data.len()) * 4);
+        for chunk in data.chunks(IO_CHUNK_FLOATS) {
             buf.clear();
             buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
             write(&buf)?;
         }
-        let digest = hasher.finalize();
+        let digest: [u8; 32] = hasher.finalize().into();
         out.write_all(&digest).map_err(io_err)?;
         let file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
-        file.sync_all().map_err(io_err)
+        file.sync_all().map_err(io_err)?;
+        Ok(digest)
     }
 
     /// Reads an index written by [`save`](Self::save), verifying magic, sizes and checksum.
@@ -708,6 +851,50 @@ impl VectorIndex {
             });
         }
         Ok(index)
+    }
+}
+
+/// Writes `path` through `write` into a temporary file in the same directory, then renames it
+/// over `path` (and syncs the directory, best effort): readers see the old file or the new
+/// one, never a partial one. The temporary file is removed on failure.
+pub(super) fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), VectorError>,
+) -> Result<(), VectorError> {
+    let io_err = |source| VectorError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file_name = path.file_name().ok_or_else(|| {
+        io_err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "path has no file name",
+        ))
+    })?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        file_name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, AtomicOrdering::Relaxed)
+    ));
+    let result = write(&tmp).and_then(|()| fs::rename(&tmp, path).map_err(io_err));
+    match result {
+        Ok(()) => {
+            // Persist the rename itself; best effort, as not every filesystem supports it.
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
     }
 }
 
