@@ -65,7 +65,9 @@ fn small() -> (Workspace, Engine) {
 
 /// A chunk's full text, as the store holds it.
 fn chunk_text(engine: &Engine, id: &str) -> String {
-    (engine.store().chunks().iter())
+    let chunks = engine.store().chunks().expect("chunk records");
+    chunks
+        .iter()
         .find(|c| c.id == id)
         .map(|c| c.text.clone())
         .unwrap_or_else(|| panic!("no chunk {id}"))
