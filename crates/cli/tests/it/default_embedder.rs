@@ -14,33 +14,23 @@ use crate::common::{LEAVE_EN, TRAVEL, Workspace, repo_root};
 
 const E5_FILE_BYTES: u64 = 71_622_400;
 
-fn e5_file() -> PathBuf {
-    let path = std::env::var_os("RAGTRAIL_TEST_E5_Q4").map(PathBuf::from).unwrap_or_else(|| {
-        panic!(
-            "RAGTRAIL_TEST_E5_Q4 is not set: run the tests with `bash scripts/test.sh`, which installs e5-small-q4.bin"
-        )
+/// The file the environment variable `var` names (set by `scripts/test.sh`, which installs
+/// `what`).
+fn test_file(var: &str, what: &str) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} is not set: run the tests with `bash scripts/test.sh`, which installs {what}")
     });
-    assert!(
-        path.is_file(),
-        "RAGTRAIL_TEST_E5_Q4={} is no file",
-        path.display()
-    );
+    assert!(path.is_file(), "{var}={} is no file", path.display());
     path
 }
 
-/// The CC-CEDICT glossary `RAGTRAIL_TEST_CEDICT` names (set by `scripts/test.sh`).
+fn e5_file() -> PathBuf {
+    test_file("RAGTRAIL_TEST_E5_Q4", "e5-small-q4.bin")
+}
+
+/// The CC-CEDICT glossary.
 fn cedict_file() -> PathBuf {
-    let path = std::env::var_os("RAGTRAIL_TEST_CEDICT").map(PathBuf::from).unwrap_or_else(|| {
-        panic!(
-            "RAGTRAIL_TEST_CEDICT is not set: run the tests with `bash scripts/test.sh`, which fetches the CC-CEDICT glossary"
-        )
-    });
-    assert!(
-        path.is_file(),
-        "RAGTRAIL_TEST_CEDICT={} is no file",
-        path.display()
-    );
-    path
+    test_file("RAGTRAIL_TEST_CEDICT", "the CC-CEDICT glossary")
 }
 
 /// A model cache holding multilingual-e5-small and the glossary installed with it (links to
@@ -424,6 +414,20 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     );
     let quote = first["quote"].as_str().unwrap_or_default();
     assert!(quote.contains("14 calendar days per year"), "{quote}");
+
+    // The paraphrase asked, not only searched: answered from the same section.
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &["ask", "--json", "老婆生孩子，男员工能休几天假？"],
+        &[],
+    );
+    let reply = json(&out);
+    assert_eq!(reply["status"], "answered", "{reply}");
+    assert_eq!(
+        reply["citations"][0]["titlePath"], "生育与育儿假规定 / 陪产假",
+        "{reply}"
+    );
 
     // Paternity leave is written only in Chinese (陪产假) and no English passage says
     // "paternity": the glossary carries the phrase across, and the reply, in English, quotes
