@@ -375,6 +375,8 @@ fn main() {
         // For a profiler to attach to (`perf record -p PID`).
         eprintln!("server{label}: pid {}", server.child.id());
     }
+    // reqwest has no TLS crypto provider of its own in this build (crates/ragtrail/Cargo.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = || {
         reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))

@@ -155,6 +155,8 @@ fn main() -> Result<()> {
     );
     let mut sides: Vec<Box<dyn Side>> = vec![Box::new(e5)];
     if let Some(url) = server {
+        // reqwest has no TLS crypto provider of its own in this build (Cargo.toml).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         sides.push(Box::new(Server {
             url,
             client: reqwest::blocking::Client::builder()

@@ -97,7 +97,7 @@ impl RetryPolicy {
 
     /// A blocking client with this policy's timeouts.
     pub fn client(&self) -> Result<Client, HttpError> {
-        Client::builder()
+        client_builder()
             .connect_timeout(self.connect_timeout)
             .timeout(self.request_timeout)
             .user_agent(concat!("ragtrail/", env!("CARGO_PKG_VERSION")))
@@ -106,6 +106,18 @@ impl RetryPolicy {
                 message: e.to_string(),
             })
     }
+}
+
+/// A blocking client builder whose TLS uses ring. reqwest is built without a crypto provider of
+/// its own (its default, aws-lc-rs, is the slowest crate of a build), so the process's default
+/// provider is set here, once, before any client exists; one already set is left as it is.
+pub(crate) fn client_builder() -> reqwest::blocking::ClientBuilder {
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        // Err only means another provider was installed first, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    Client::builder()
 }
 
 /// The server's requested wait: `retry-after-ms` (milliseconds, as OpenAI sends it), else

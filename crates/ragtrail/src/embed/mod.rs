@@ -7,7 +7,7 @@
 //! tokenizer-free complement to BM25, and swap in a semantic model when one is available.
 //!
 //! Semantic embedders: `local::LocalEmbedder` runs a sentence-transformers folder in-process
-//! (candle, CPU; the `local-embed` feature), `e5::E5Embedder` the packed 4-bit
+//! (CPU; the `local-embed` feature), `e5::E5Embedder` the packed 4-bit
 //! multilingual-e5-small file (likewise); [`http::HttpEmbedder`] calls an OpenAI-compatible `/embeddings` endpoint.
 //! [`from_config`] picks one from the configuration (see `docs/embeddings.md`).
 
@@ -28,6 +28,8 @@ pub mod marking;
 pub mod models;
 #[cfg(feature = "local-embed")]
 mod q4;
+#[cfg(feature = "local-embed")]
+mod safetensors;
 #[cfg(feature = "local-embed")]
 pub mod xlmr_tokenizer;
 

@@ -100,7 +100,7 @@ struct Sender {
 impl Sender {
     fn run(self, batches: Receiver<Vec<u8>>) {
         // Built here, off any async runtime a server runs runs on.
-        let client = reqwest::blocking::Client::builder()
+        let client = crate::http::client_builder()
             .timeout(self.timeout)
             .connect_timeout(self.timeout)
             .build();

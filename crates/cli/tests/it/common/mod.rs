@@ -4,6 +4,7 @@
 pub mod chat_server;
 pub mod cli;
 pub mod embed_server;
+pub mod http;
 pub mod pg;
 pub mod server;
 

@@ -114,7 +114,7 @@ impl Serve {
         Self {
             child,
             base,
-            client: reqwest::blocking::Client::new(),
+            client: super::http::blocking(),
         }
     }
 

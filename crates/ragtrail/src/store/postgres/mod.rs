@@ -15,12 +15,14 @@
 
 mod error;
 mod leg;
+mod migrations;
 mod settings;
 mod url;
 mod versions;
 
 pub use error::{PgError, redact_database_url};
 pub use leg::PgVectorLeg;
+pub use migrations::MIGRATOR;
 pub use settings::{
     DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_EF_SEARCH, DEFAULT_HNSW_M, IterativeScan,
     PgSettings, VectorSearchMode,
@@ -33,7 +35,6 @@ use std::str::FromStr;
 
 use pgvector::Vector;
 use serde::{Deserialize, Serialize};
-use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Row};
 
@@ -69,9 +70,6 @@ impl std::fmt::Debug for RunLease {
         f.debug_struct("RunLease").field("id", &self.id).finish()
     }
 }
-
-/// The migrations of `migrations/`, embedded in the binary.
-pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// pgvector's limit for an HNSW index on `vector`.
 pub const MAX_INDEXED_DIMS: u32 = 2000;
