@@ -617,6 +617,31 @@ fn no_evidence_is_reported_through_its_tool() {
     assert!(message.contains("[宠物, 补贴]"), "{message}");
 }
 
+/// Qwen2.5-Coder-1.5B on laws-zh: a Chinese question's refusal reasoned in English, and the
+/// loop's own re-ask sent back as the reason. The asker reads neither; the trace keeps both.
+#[test]
+fn a_reason_in_another_language_or_in_the_loops_words_stays_in_the_trace() {
+    for (question, reason) in [
+        ("养宠物有补贴吗？", "No evidence found for the question."),
+        (
+            "Is there a pet allowance?",
+            "The previous response was empty. Please call searchDocs and submitAnswer.",
+        ),
+    ] {
+        let (ws, engine) = small();
+        let server = ScriptedLlm::start(config, move |reqs| match reqs.len() {
+            1 => calls(&[search("s", &["宠物", "补贴"])]),
+            _ => tool_calls(&[("none", "reportNoEvidence", json!({ "reason": reason }))]),
+        });
+        let outcome = server.ask(&ws, &engine, question);
+        assert!(outcome.reason.ends_with(reason), "{}", outcome.reason);
+        let message = no_evidence_message(outcome);
+        for word in ["evidence found", "searchDocs", "previous response", "。。"] {
+            assert!(!message.contains(word), "{message}");
+        }
+    }
+}
+
 #[test]
 fn a_429_with_retry_after_is_waited_for_then_the_run_succeeds() {
     let (ws, engine) = small();

@@ -971,6 +971,27 @@ pub fn error_cause(reason: &str) -> &str {
         .unwrap_or(reason)
 }
 
+/// The planner's account of a refusal (after its reason code, "no_relevant_hits: …") as the
+/// asker may read it: without its closing stop, and only when it is written in the question's
+/// language and does not speak of the model's tools. A small model answers a Chinese question's
+/// refusal in English, or sends the loop's own instructions back as its reason ("Please call
+/// searchDocs …"); the trace keeps those, the asker reads the rest of the message.
+fn account_for_asker(reason: &str, lang: Lang) -> Option<&str> {
+    let (_, why) = reason.split_once(": ")?;
+    let why = why
+        .trim()
+        .trim_end_matches(['.', '。', '!', '！', ';', '；'])
+        .trim_end();
+    let tools = [
+        super::llm::tools::SEARCH_DOCS,
+        super::llm::tools::SUBMIT_ANSWER,
+        super::llm::tools::REPORT_NO_EVIDENCE,
+        super::llm::tools::PROPOSE_FACT,
+    ];
+    let speaks_of_tools = tools.iter().any(|tool| why.contains(tool));
+    (!why.is_empty() && Lang::of(why) == lang && !speaks_of_tools).then_some(why)
+}
+
 /// The sections a refused run came nearest to (at most this many are named, as related).
 const RELATED_SECTIONS: usize = 3;
 
@@ -993,7 +1014,7 @@ fn insufficient_message(
         .to_string();
     // A planner's own account ("no_relevant_hits: …"), written for the asker; a bare reason
     // code (round_limit) or a search's sufficiency figures are for traces, not for them.
-    if let Some((_, why)) = reason.split_once(": ") {
+    if let Some(why) = account_for_asker(reason, lang) {
         out.push_str(&match lang {
             Lang::Zh => format!("原因：{why}。"),
             Lang::En => format!(" Why: {why}."),
@@ -1030,4 +1051,31 @@ fn insufficient_message(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_asker_reads_the_planners_account_only_in_their_language_and_never_the_loops_words() {
+        let zh = "no_relevant_hits: 知识库中没有段落提到“洗衣服”";
+        assert_eq!(
+            account_for_asker(zh, Lang::Zh),
+            Some("知识库中没有段落提到“洗衣服”")
+        );
+        // Qwen2.5-Coder-1.5B's reasons, met on laws-zh: English for a Chinese question, and the
+        // loop's re-ask sent back.
+        let en = "no_relevant_hits: No evidence found for the question.";
+        assert_eq!(account_for_asker(en, Lang::Zh), None);
+        assert_eq!(
+            account_for_asker(en, Lang::En),
+            Some("No evidence found for the question")
+        );
+        let parrot = "no_relevant_hits: The previous response was empty. Please call searchDocs \
+                      and submitAnswer with passage numbers to answer the question.";
+        assert_eq!(account_for_asker(parrot, Lang::En), None);
+        assert_eq!(account_for_asker("no_relevant_hits: 。", Lang::Zh), None);
+        assert_eq!(account_for_asker("round_limit", Lang::En), None);
+    }
 }
