@@ -1846,3 +1846,111 @@ fn the_same_keywords_asked_again_after_being_told_end_the_run() {
     let message = outcome.message.clone().unwrap_or_default();
     assert!(message.contains("家歇"), "{message}");
 }
+
+/// Qwen2.5-Coder-1.5B, told its reply was empty, searched the notice's own words and the tool's
+/// name (`["last reply empty", "tool call", "searchDocs"]`, golden subset): those are dropped,
+/// and with nothing of the asker's left, the question's own words are searched. A keyword the
+/// question holds stays, even when the notice holds it too.
+#[test]
+fn keywords_that_echo_the_loops_notice_or_name_a_tool_search_the_question_instead() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => completion(json!({"role": "assistant", "content": null})),
+        2 => calls(&[search(
+            "e1",
+            &["last reply empty", "tool call", "searchDocs"],
+        )]),
+        3 => calls(&[search("e2", &["sick leave", "empty", "searchDocs"])]),
+        _ => answer_from_latest(reqs.last().expect("req"), "fin").0,
+    });
+    let outcome = server.ask(
+        &ws,
+        &engine,
+        "How many days of sick leave can I take without a doctor's note?",
+    );
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    assert_eq!(outcome.rounds.len(), 2, "{:?}", outcome.rounds);
+    let first = &outcome.rounds[0];
+    for echoed in ["last reply empty", "tool call", "searchDocs"] {
+        assert!(
+            !first.keywords.iter().any(|k| k == echoed),
+            "{:?}",
+            first.keywords
+        );
+    }
+    assert!(
+        first.keywords.iter().any(|k| k.contains("sick")),
+        "the question's own words: {:?}",
+        first.keywords
+    );
+    assert!(
+        first
+            .reason
+            .contains("keywords repaired: the loop's own words")
+            && first
+                .reason
+                .contains("the question's own words searched instead"),
+        "{}",
+        first.reason
+    );
+    // Only the echo is dropped from a list that also holds the asker's subject (the tool's
+    // name already with the model's other slips).
+    assert_eq!(outcome.rounds[1].keywords, ["sick leave"]);
+    assert!(
+        outcome.rounds[1]
+            .reason
+            .contains("own words [\"empty\"] dropped]"),
+        "{}",
+        outcome.rounds[1].reason
+    );
+    // The first search found the sick-leave rule.
+    assert!(
+        first
+            .hits
+            .iter()
+            .any(|h| h.title_path.ends_with("Sick leave")),
+        "{:?}",
+        first.hits
+    );
+}
+
+/// After tool results Qwen2.5-Coder-1.5B replied with the chat format's call prefix as text,
+/// `functions.searchDocs:`, and no call: that is no answer to refuse, and the model is told to
+/// make the call it began, in the question's language.
+#[test]
+fn a_reply_that_is_only_a_call_prefix_is_told_to_make_the_call() {
+    let (ws, engine) = small();
+    let server = ScriptedLlm::start(config, |reqs| match reqs.len() {
+        1 => completion(json!({"role": "assistant", "content": "functions.searchDocs:"})),
+        2 => calls(&[search("p1", &["高铁票", "凭证"])]),
+        3 => completion(json!({"role": "assistant", "content": "functions.submitAnswer:"})),
+        // The passages came with the third request, before the prefix.
+        _ => answer_from_latest(&reqs[2], "fin").0,
+    });
+    let outcome = server.ask(&ws, &engine, "高铁票报销要什么凭证？");
+    assert_eq!(outcome.status, RunStatus::Answered, "{:?}", outcome.message);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4);
+    let told = reqs[1].new_user_messages();
+    assert_eq!(told, [prompt::bare_call_prefix(Lang::Zh, "searchDocs")]);
+    assert!(
+        told[0].starts_with("你上一次的回复只以文字写了 searchDocs 这个名字"),
+        "{told:?}"
+    );
+    let told = reqs[3].new_user_messages();
+    assert_eq!(told, [prompt::bare_call_prefix(Lang::Zh, "submitAnswer")]);
+    // Neither prefix was taken for an answer and refused.
+    for req in &reqs {
+        assert!(
+            !req.new_user_messages()
+                .iter()
+                .any(|m| m.starts_with("回答被拒绝")),
+            "{:?}",
+            req.new_user_messages()
+        );
+        assert_tool_pairing(req);
+    }
+    let turns = llm_turns(&outcome);
+    assert_eq!(turns.len(), 4, "every model turn is in the trace");
+    assert_eq!(turns[0].output, json!([]));
+}

@@ -982,13 +982,7 @@ fn account_for_asker(reason: &str, lang: Lang) -> Option<&str> {
         .trim()
         .trim_end_matches(['.', '。', '!', '！', ';', '；'])
         .trim_end();
-    let tools = [
-        super::llm::tools::SEARCH_DOCS,
-        super::llm::tools::SUBMIT_ANSWER,
-        super::llm::tools::REPORT_NO_EVIDENCE,
-        super::llm::tools::PROPOSE_FACT,
-    ];
-    let speaks_of_tools = tools.iter().any(|tool| why.contains(tool));
+    let speaks_of_tools = super::llm::tools::names_a_tool(why);
     (!why.is_empty() && Lang::of(why) == lang && !speaks_of_tools).then_some(why)
 }
 

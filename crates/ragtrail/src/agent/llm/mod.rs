@@ -50,6 +50,8 @@ enum Pending {
     Refused { id: String, error: String },
     /// An empty reply.
     Empty,
+    /// A reply that only wrote a tool's call prefix as text (`functions.searchDocs:`).
+    CallPrefix { tool: &'static str },
     /// An action the planner added itself (the end of a run whose model sent the same unusable
     /// call twice): its observation goes back as a user message.
     Own,
@@ -77,6 +79,9 @@ pub struct LlmPlanner {
     last_unusable: Option<Vec<(String, String)>>,
     /// Characters of passages shown per search (fewer when the model's context is small).
     passage_chars: usize,
+    /// The notices the loop itself has sent this run (an empty reply, plain text, no searches
+    /// left): keywords made only of their words echo the loop, not the question.
+    notices: String,
 }
 
 /// Sampling temperature: low, so the same passages give much the same call, but not zero, so a
@@ -119,6 +124,7 @@ impl LlmPlanner {
             shown: Vec::new(),
             last_unusable: None,
             passage_chars,
+            notices: String::new(),
         })
     }
 
@@ -219,7 +225,9 @@ impl LlmPlanner {
                             let (mut text, round) = self.observation_message(ctx, o, left);
                             if self.overridden_call.as_deref() == Some(id.as_str()) {
                                 text.push_str("\n\n");
-                                text.push_str(prompt::give_up_overridden(lang));
+                                text.push_str(
+                                    &self.notice(prompt::give_up_overridden(lang).to_string()),
+                                );
                             }
                             // A round with an instruction appended is sent as it is: trimming
                             // would drop the instruction.
@@ -252,15 +260,17 @@ impl LlmPlanner {
                     if !content.is_empty() {
                         content.push_str("\n\n");
                     }
-                    content.push_str(prompt::use_submit_answer(lang));
+                    content.push_str(&self.notice(prompt::use_submit_answer(lang).to_string()));
                     user_messages.push((ChatMessage::User { content }, None));
                 }
-                Pending::Empty => user_messages.push((
-                    ChatMessage::User {
-                        content: prompt::empty_reply(lang).to_string(),
-                    },
-                    None,
-                )),
+                Pending::Empty => {
+                    let content = self.notice(prompt::empty_reply(lang).to_string());
+                    user_messages.push((ChatMessage::User { content }, None));
+                }
+                Pending::CallPrefix { tool } => {
+                    let content = self.notice(prompt::bare_call_prefix(lang, tool));
+                    user_messages.push((ChatMessage::User { content }, None));
+                }
                 Pending::Own => {
                     if let Some(o) = observed.next() {
                         let (content, round) = self.observation_message(ctx, o, left);
@@ -280,6 +290,23 @@ impl LlmPlanner {
         for (message, round) in tool_messages.into_iter().chain(user_messages) {
             self.push_observation(message, round);
         }
+    }
+
+    /// Records a notice of the loop's own, for telling an echo of it from the asker's words.
+    /// Its example arguments (`{"keywords": ["年假", "结转"]}`) are left out: a model that
+    /// follows an example may search those words for a question they fit.
+    fn notice(&mut self, text: String) -> String {
+        self.notices.push('\n');
+        let mut depth = 0usize;
+        for c in text.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                _ if depth == 0 => self.notices.push(c),
+                _ => {}
+            }
+        }
+        text
     }
 
     fn call_id(&mut self, given: Option<&str>, used: &mut HashSet<String>) -> String {
@@ -358,6 +385,81 @@ fn keywords_of_sentences(action: PlannerAction, ctx: &PlannerContext<'_>) -> Pla
     }
 }
 
+/// A search whose keywords only repeat the loop's own words is the model echoing the loop:
+/// after "Your last reply was empty: it had neither a tool call nor text. Call searchDocs …"
+/// Qwen2.5-Coder-1.5B searched `["last reply empty", "tool call", "searchDocs"]`. A keyword that
+/// names a tool, or whose every word is in the loop's notices (`notices`) and none in the
+/// question, is dropped; when none is left, the question's own words are searched. The reason
+/// in the trace says so. Other actions and other keywords are left as they are.
+fn keywords_echoing_the_loop(
+    action: PlannerAction,
+    ctx: &PlannerContext<'_>,
+    notices: &str,
+) -> PlannerAction {
+    let PlannerAction::Search {
+        keywords,
+        reason,
+        top_k,
+        query,
+        lexical,
+    } = action
+    else {
+        return action;
+    };
+    let echoes = |k: &String| tools::names_a_tool(k) || only_words_of(k, notices, ctx.question);
+    let (echoed, kept): (Vec<String>, Vec<String>) = keywords.iter().cloned().partition(echoes);
+    if echoed.is_empty() {
+        return PlannerAction::Search {
+            keywords,
+            reason,
+            top_k,
+            query,
+            lexical,
+        };
+    }
+    let (keywords, searched) = if kept.is_empty() {
+        match crate::agent::question_search::question_keywords(ctx.question, &|t| {
+            ctx.lookup.doc_freq(t)
+        }) {
+            Some(words) => (words, "; the question's own words searched instead"),
+            None => (keywords, ""),
+        }
+    } else {
+        (kept, "")
+    };
+    PlannerAction::Search {
+        reason: format!(
+            "{reason} [keywords repaired: the loop's own words {echoed:?} dropped{searched}]"
+        ),
+        keywords,
+        top_k,
+        query,
+        lexical,
+    }
+}
+
+/// Whether every word of `keyword` is in `notices` and none is in `question`. Chinese is not
+/// split into words here: a keyword with Han characters must appear in the notices whole.
+fn only_words_of(keyword: &str, notices: &str, question: &str) -> bool {
+    if notices.is_empty() {
+        return false;
+    }
+    if keyword.chars().any(crate::text::is_cjk) {
+        return notices.contains(keyword.trim()) && !question.contains(keyword.trim());
+    }
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let (own, asked) = (words(notices), words(question));
+    let keyword = words(keyword);
+    !keyword.is_empty()
+        && keyword.iter().all(|w| own.contains(w))
+        && !keyword.iter().any(|w| asked.contains(w))
+}
+
 /// The account of the facts given to the model, for the `memory_read` event: the model saw
 /// them all, so all count as used (a re-run gives it the same); the keys the question states
 /// itself are named too (the prompt tells the model the question wins for those).
@@ -421,9 +523,12 @@ impl Planner for LlmPlanner {
         }
         if ctx.answer_only && !self.told_answer_only {
             self.told_answer_only = true;
-            self.messages.push(ChatMessage::User {
-                content: prompt::answer_now(self.lang, ctx.searches_done, ctx.max_searches),
-            });
+            let content = self.notice(prompt::answer_now(
+                self.lang,
+                ctx.searches_done,
+                ctx.max_searches,
+            ));
+            self.messages.push(ChatMessage::User { content });
         }
         let message_count = u32::try_from(self.messages.len()).unwrap_or(u32::MAX);
         let mut fit = self
@@ -481,7 +586,10 @@ impl Planner for LlmPlanner {
                 message.content.as_deref(),
                 &self.shown,
             );
-            match parsed.map(|a| keywords_of_sentences(a, ctx)) {
+            let parsed = parsed
+                .map(|a| keywords_of_sentences(a, ctx))
+                .map(|a| keywords_echoing_the_loop(a, ctx, &self.notices));
+            match parsed {
                 Ok(action) => {
                     actions.push(action);
                     self.pending.push(Pending::Call { id: id.clone() });
@@ -558,10 +666,14 @@ impl Planner for LlmPlanner {
         }
         if wire_calls.is_empty() {
             match &message.content {
-                Some(text) => {
-                    actions.push(tools::text_answer(text, &self.shown));
-                    self.pending.push(Pending::Text);
-                }
+                Some(text) => match tools::bare_call_prefix(text) {
+                    // Nothing to act on: the model is told to make the call it began.
+                    Some(tool) => self.pending.push(Pending::CallPrefix { tool }),
+                    None => {
+                        actions.push(tools::text_answer(text, &self.shown));
+                        self.pending.push(Pending::Text);
+                    }
+                },
                 None => self.pending.push(Pending::Empty),
             }
         }

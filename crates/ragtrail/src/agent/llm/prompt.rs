@@ -85,6 +85,24 @@ pub fn empty_reply(lang: Lang) -> &'static str {
     }
 }
 
+/// Sent after a reply that wrote a tool's call prefix as text (`functions.searchDocs:`) and
+/// made no call.
+pub fn bare_call_prefix(lang: Lang, tool: &str) -> String {
+    match lang {
+        Lang::En => format!(
+            "Your last reply only wrote the name {tool} as text; no tool was called. Call the \
+             tool itself, with its arguments as a JSON object, e.g. searchDocs with \
+             {{\"keywords\": [\"annual leave\", \"carry over\"]}}, or submitAnswer with \
+             {{\"answer\": \"…\", \"citations\": [1]}}."
+        ),
+        Lang::Zh => format!(
+            "你上一次的回复只以文字写了 {tool} 这个名字，没有调用任何工具。请直接调用工具，\
+             参数写成 JSON 对象，例如 searchDocs 用 {{\"keywords\": [\"年假\", \"结转\"]}}，\
+             submitAnswer 用 {{\"answer\": \"……\", \"citations\": [1]}}。"
+        ),
+    }
+}
+
 /// Sent with the refusal of a plain-text answer (a reply without a tool call).
 pub fn use_submit_answer(lang: Lang) -> &'static str {
     match lang {

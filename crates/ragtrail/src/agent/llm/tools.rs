@@ -35,6 +35,30 @@ pub const SUBMIT_ANSWER: &str = "submitAnswer";
 pub const REPORT_NO_EVIDENCE: &str = "reportNoEvidence";
 pub const PROPOSE_FACT: &str = "proposeFact";
 
+/// Every tool the model is offered.
+pub const TOOL_NAMES: [&str; 4] = [SEARCH_DOCS, SUBMIT_ANSWER, REPORT_NO_EVIDENCE, PROPOSE_FACT];
+
+/// Whether `text` names one of the model's tools (in any case, `functions.` prefixed or not):
+/// a search for a tool's name is the model echoing the loop, never the asker's subject.
+pub fn names_a_tool(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    TOOL_NAMES
+        .iter()
+        .any(|tool| text.contains(&tool.to_ascii_lowercase()))
+}
+
+/// The tool a reply names with nothing after it, `functions.searchDocs:` (the chat format's
+/// call prefix written as text, with no call): Qwen2.5-Coder-1.5B's reply after tool results.
+pub fn bare_call_prefix(text: &str) -> Option<&'static str> {
+    let mut named = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let name = line.strip_prefix("functions.").unwrap_or(line);
+        let name = name.trim_end_matches([':', ' ']);
+        named = Some(*TOOL_NAMES.iter().find(|tool| **tool == name)?);
+    }
+    named
+}
+
 /// Longest search reason kept, in characters.
 const MAX_REASON_CHARS: usize = 200;
 
@@ -485,7 +509,7 @@ const PARAMETER_NAMES: [&str; 4] = ["keywords", "topk", "top_k", "reason"];
 
 /// Keywords with the slips of small models undone: HTML entities decoded, a keyword holding a
 /// quoted list (`"年假", "休假"`) split into its terms, quotes and brackets around a term
-/// removed, parameter names dropped, duplicates dropped.
+/// removed, parameter and tool names dropped, duplicates dropped.
 fn repaired_keywords(keywords: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for raw in keywords {
@@ -513,6 +537,7 @@ fn repaired_keywords(keywords: &[String]) -> Vec<String> {
             }
             if term.is_empty()
                 || PARAMETER_NAMES.contains(&term.to_ascii_lowercase().as_str())
+                || names_a_tool(term)
                 || out.iter().any(|o| o == term)
             {
                 continue;
@@ -834,6 +859,44 @@ mod tests {
         );
         // A keyword list of parameter names only is left as it was, for validation to judge.
         assert_eq!(keywords(r#"{"keywords":["topK"]}"#), ["topK"]);
+    }
+
+    /// Qwen2.5-Coder-1.5B, after being told its reply was empty, searched the notice's words
+    /// and the tool's name; and after tool results it wrote the call's prefix as its reply.
+    #[test]
+    fn tool_names_are_never_keywords_and_a_bare_call_prefix_is_recognised() {
+        let keywords = |raw: &str| match parse(SEARCH_DOCS, raw, None) {
+            Ok(PlannerAction::Search { keywords, .. }) => keywords,
+            other => panic!("{raw}: {other:?}"),
+        };
+        assert_eq!(
+            keywords(r#"{"keywords":["病假","searchDocs","functions.submitAnswer"]}"#),
+            ["病假"]
+        );
+        assert_eq!(
+            keywords(r#"{"keywords":["SearchDocs","sick leave"]}"#),
+            ["sick leave"]
+        );
+        // Nothing left: kept for the planner, which searches the question's words instead.
+        assert_eq!(keywords(r#"{"keywords":["searchDocs"]}"#), ["searchDocs"]);
+
+        assert_eq!(bare_call_prefix("functions.searchDocs:"), Some(SEARCH_DOCS));
+        assert_eq!(
+            bare_call_prefix("functions.searchDocs:\nfunctions.submitAnswer:"),
+            Some(SUBMIT_ANSWER)
+        );
+        assert_eq!(
+            bare_call_prefix(" reportNoEvidence "),
+            Some(REPORT_NO_EVIDENCE)
+        );
+        // Anything more is a reply of its own (an answer attempt), not a bare prefix.
+        assert_eq!(
+            bare_call_prefix(r#"functions.searchDocs: {"keywords": ["x"]}"#),
+            None
+        );
+        assert_eq!(bare_call_prefix("Use searchDocs: it finds the rule."), None);
+        assert_eq!(bare_call_prefix(""), None);
+        assert_eq!(bare_call_prefix("functions.dropTables:"), None);
     }
 
     #[test]
