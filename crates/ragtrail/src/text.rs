@@ -165,6 +165,34 @@ pub fn written_words(text: &str, wanted: &[String]) -> Vec<String> {
     out
 }
 
+/// Whether `text` writes `word` as a word of its own somewhere: an occurrence not inside a
+/// longer dictionary word (笔记 is written in "笔记要整理", not in "笔记本电脑", where jieba
+/// reads 笔记本电脑). Words the dictionary lacks (陪产假) are cut into pieces, never into a
+/// longer word, so they count wherever they occur. Latin text is matched case aside.
+pub fn written_as_a_word(text: &str, word: &str) -> bool {
+    let word = word.trim();
+    if word.is_empty() {
+        return false;
+    }
+    if !word.chars().any(is_cjk) {
+        return text.to_lowercase().contains(&word.to_lowercase());
+    }
+    let occurrences: Vec<(usize, usize)> = text
+        .match_indices(word)
+        .map(|(at, w)| (at, at + w.len()))
+        .collect();
+    if occurrences.is_empty() {
+        return false;
+    }
+    // Without the HMM: it joins unknown characters into words of its own guessing.
+    let cut = jieba().cut(text, false);
+    occurrences.iter().any(|&(start, end)| {
+        !cut.iter().any(|t| {
+            t.byte_start <= start && t.byte_end >= end && t.byte_end - t.byte_start > end - start
+        })
+    })
+}
+
 /// The language a person wrote in, for the words around what ragtrail shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
@@ -579,6 +607,27 @@ fn squash_whitespace(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_word_inside_a_longer_word_is_not_written_as_a_word() {
+        let laptop = "公司笔记本电脑丢失的，须在2小时内报告IT服务台。";
+        assert!(!written_as_a_word(laptop, "笔记"));
+        assert!(written_as_a_word(laptop, "笔记本电脑"));
+        assert!(written_as_a_word(laptop, "服务台"));
+        // One occurrence as a word of its own is enough.
+        assert!(written_as_a_word(
+            &format!("{laptop}会议笔记由秘书整理。"),
+            "笔记"
+        ));
+        // A word the dictionary lacks is cut into pieces, never into a longer word.
+        assert!(written_as_a_word("男方享受陪产假10天。", "陪产假"));
+        assert!(!written_as_a_word("男方享受陪产假10天。", "婚假"));
+        assert!(written_as_a_word(
+            "A Doctor's Note is required.",
+            "doctor's note"
+        ));
+        assert!(!written_as_a_word("anything", ""));
+    }
 
     #[test]
     fn stems_are_shown_as_the_words_written() {

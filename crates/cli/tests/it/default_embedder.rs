@@ -458,6 +458,34 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     let (shown, _) = text(&out);
     assert!(shown.contains("生育与育儿假规定 / 陪产假"), "{shown}");
     assert!(shown.contains("Sources:"), "{shown}");
+
+    // No passage says "note"; the glossary's 笔记 ("notes") is written only inside 笔记本电脑
+    // (laptops), never as a word of its own: it is not searched, and no laptop rule is
+    // evidence for a doctor's note.
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[
+            "ask",
+            "--json",
+            "How many days of sick leave can I take without a doctor's note?",
+        ],
+        &[],
+    );
+    let reply = json(&out);
+    for round in reply["rounds"].as_array().into_iter().flatten() {
+        let keywords = round["keywords"].as_array().into_iter().flatten();
+        assert!(!keywords.clone().any(|k| k == "笔记"), "{reply}");
+    }
+    for cited in reply["citations"].as_array().into_iter().flatten() {
+        let quote = cited["quote"].as_str().unwrap_or_default();
+        assert!(!quote.contains("笔记本"), "{reply}");
+    }
+    // The sick-leave rules lead.
+    let first = reply["citations"][0]["titlePath"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(first.starts_with("病假管理规定 / "), "{reply}");
     // The asker reads English: only what is quoted or cited (a quote, a titlePath, a source,
     // the keywords searched, an answer's cited sentence) is in Chinese, never a label or a
     // reason.

@@ -329,7 +329,7 @@ impl EvidenceLookup for Lookup<'_> {
 
     fn writes(&self, phrase: &str) -> bool {
         // Unlike a mention, a failed lookup writes nothing: it only ever adds words to search.
-        self.searcher.writes(phrase).unwrap_or(false)
+        self.searcher.writes_as_a_word(phrase).unwrap_or(false)
     }
 
     fn glossary(&self) -> Option<&crate::text::Glossary> {

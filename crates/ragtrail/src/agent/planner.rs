@@ -174,8 +174,9 @@ pub trait EvidenceLookup {
     /// in its searches) contains one of `word`'s analysed terms. Unlike [`Self::doc_freq`],
     /// which counts the whole index, the answer says nothing about other tenants' documents.
     fn mentions(&self, word: &str) -> bool;
-    /// Whether a chunk this run may see writes `phrase` as it is (case aside): for a phrase
-    /// whose words [`Self::mentions`] would find apart.
+    /// Whether a chunk this run may see writes `phrase` as it is (case aside), a CJK word as a
+    /// word of its own rather than inside a longer one: for a phrase whose words
+    /// [`Self::mentions`] would find apart, or part of another word.
     fn writes(&self, phrase: &str) -> bool {
         self.mentions(phrase)
     }

@@ -316,6 +316,25 @@ impl<'e> Searcher<'e> {
     /// [`Searcher::mentions`]) and for a phrase ("marriage leave" is not written where
     /// "marriage" and "leave" are, apart).
     pub fn writes(&self, text: &str) -> Result<bool, SearchError> {
+        let written = text.to_lowercase();
+        self.written_where(text, &|t| t.to_lowercase().contains(&written))
+    }
+
+    /// Like [`Searcher::writes`], but a CJK word must stand as a word of its own, not inside a
+    /// longer one (see [`crate::text::written_as_a_word`]): 笔记 ("note") is not written by a
+    /// passage about 笔记本电脑 (laptops). For words carried over from the other language,
+    /// where a piece of an unrelated word would bring unrelated passages.
+    pub fn writes_as_a_word(&self, text: &str) -> Result<bool, SearchError> {
+        self.written_where(text, &|t| crate::text::written_as_a_word(t, text))
+    }
+
+    /// Whether one of `text`'s best BM25 matches that the caller may see has a titlePath or
+    /// text for which `written` holds.
+    fn written_where(
+        &self,
+        text: &str,
+        written: &dyn Fn(&str) -> bool,
+    ) -> Result<bool, SearchError> {
         let keywords = [text.to_string()];
         let matches = self.index.search(&Bm25Query {
             keywords: &keywords,
@@ -324,13 +343,9 @@ impl<'e> Searcher<'e> {
             limit: MENTION_CANDIDATES,
             title_boost: 1.0,
         })?;
-        let written = text.to_lowercase();
         Ok(matches.iter().any(|m| {
             self.chunk(&crate::index::u64_to_chunk_id(m.id64))
-                .is_some_and(|(c, _)| {
-                    c.text.to_lowercase().contains(&written)
-                        || c.title_path.to_lowercase().contains(&written)
-                })
+                .is_some_and(|(c, _)| written(&c.text) || written(&c.title_path))
         }))
     }
 
