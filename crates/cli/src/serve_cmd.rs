@@ -36,8 +36,20 @@ pub struct ServeArgs {
     /// rebinding) cannot call the tools.
     #[arg(long = "allowed-host", value_name = "NAME", value_parser = allowed_host)]
     pub allowed_hosts: Vec<String>,
+    /// Requests carried out at once (searches, asks, audits); more wait their turn, each
+    /// connection kept. A search keeps a core busy, so more than a few per core only adds
+    /// memory. Raise it when asks wait on a remote model, which holds one while it answers.
+    /// [default: 4 per core, at least 8]
+    #[arg(long, value_name = "N", value_parser = connections)]
+    pub workers: Option<usize>,
     #[command(flatten)]
     pub run: ServerRunArgs,
+}
+
+/// Requests carried out at once unless `--workers` says otherwise: 4 per core, at least 8.
+fn default_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    (4 * cores).max(8)
 }
 
 fn allowed_host(s: &str) -> Result<String, String> {
@@ -145,8 +157,12 @@ fn app(
     )))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The async runtime; every request's work runs on its blocking pool, at most `workers`
+/// threads. Tokio's default (512) let 200 concurrent searches start 200 threads, each with its
+/// buffers and allocator arena, kept after the load was gone.
+fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(workers)
         .enable_all()
         .build()
         .context("starting the async runtime")
@@ -188,7 +204,8 @@ pub fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> 
             app.config.tokens.path().display()
         );
     }
-    runtime()?.block_on(async move {
+    let workers = args.workers.unwrap_or_else(default_workers);
+    runtime(workers)?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -211,7 +228,7 @@ pub fn mcp(global: &GlobalArgs, args: &McpArgs) -> anyhow::Result<ExitCode> {
         name: args.caller.clone(),
         access: config::access_context(global.tenant.as_deref(), &global.roles),
     };
-    runtime()?
+    runtime(default_workers())?
         .block_on(ragtrail_server::mcp::serve_stdio(app, grant))
         .map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)

@@ -7,6 +7,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use serde_json::json;
+
+use crate::common::chat_server::{ChatServer, Reply, tool_calls};
 use crate::common::server::{Serve, add_token, error_code};
 use crate::common::{LEAVE_EN, Workspace};
 
@@ -243,4 +246,66 @@ fn connections_beyond_the_bound_wait_and_hundreds_at_once_leave_the_server_up() 
     assert_eq!(answered, 300);
     let (_, response) = healthz(&addr, false);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+/// Requests beyond `--workers` wait for a thread instead of each starting one (tokio's default
+/// let 200 searches at once start 200 threads, kept with their memory after the load). Six
+/// asks at once against a model that takes 0.8 s a reply reach it at most two at a time, and
+/// every one is answered.
+#[test]
+fn requests_beyond_the_workers_wait_their_turn_and_every_one_is_answered() {
+    let ws = workspace();
+    let root = ws.dir.path();
+    let alice = add_token(root, "alice", "default", &[]);
+    let reply_time = Duration::from_millis(800);
+    let chat = ChatServer::start(move |_| {
+        Reply::After(
+            reply_time,
+            Box::new(tool_calls(&[(
+                "g",
+                "submitAnswer",
+                json!({"answer": "Hello!", "citations": [], "conversational": true}),
+            )])),
+        )
+    });
+    let serve = Serve::start_with(
+        root,
+        &["--planner", "llm", "--workers", "2"],
+        &[
+            ("RAGTRAIL_LLM_BASE_URL", chat.base_url.as_str()),
+            ("RAGTRAIL_LLM_MODEL", "scripted"),
+            ("RAGTRAIL_LLM_MAX_RETRIES", "0"),
+        ],
+    );
+    let serve = std::sync::Arc::new(serve);
+    let asks: Vec<_> = (0..6)
+        .map(|_| {
+            let (serve, alice) = (serve.clone(), alice.clone());
+            std::thread::spawn(move || serve.post("/v1/ask", &alice, json!({"question": "hello"})))
+        })
+        .collect();
+    for ask in asks {
+        let (status, body) = ask.join().expect("client");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["answer"], "Hello!", "{body}");
+    }
+    // Each model call holds a worker for 0.8 s, so within any 0.6 s at most one call per
+    // worker can start.
+    let arrived: Vec<_> = chat.requests().iter().map(|r| r.at).collect();
+    assert_eq!(arrived.len(), 6);
+    for &start in &arrived {
+        let window = arrived
+            .iter()
+            .filter(|&&t| t >= start && t < start + Duration::from_millis(600))
+            .count();
+        assert!(window <= 2, "{window} model calls started within 0.6 s");
+    }
+    let out = crate::common::cli::ragtrail(root, &["serve", "--workers", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("`0` is not a whole number between 1 and 100000"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
