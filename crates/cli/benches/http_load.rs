@@ -375,8 +375,7 @@ fn main() {
         // For a profiler to attach to (`perf record -p PID`).
         eprintln!("server{label}: pid {}", server.child.id());
     }
-    // reqwest has no TLS crypto provider of its own in this build (crates/ragtrail/Cargo.toml).
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ragtrail::use_ring_for_tls();
     let client = || {
         reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))

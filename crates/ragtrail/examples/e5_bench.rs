@@ -155,8 +155,7 @@ fn main() -> Result<()> {
     );
     let mut sides: Vec<Box<dyn Side>> = vec![Box::new(e5)];
     if let Some(url) = server {
-        // reqwest has no TLS crypto provider of its own in this build (Cargo.toml).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        ragtrail::use_ring_for_tls();
         sides.push(Box::new(Server {
             url,
             client: reqwest::blocking::Client::builder()

@@ -108,15 +108,22 @@ impl RetryPolicy {
     }
 }
 
-/// A blocking client builder whose TLS uses ring. reqwest is built without a crypto provider of
-/// its own (its default, aws-lc-rs, is the slowest crate of a build), so the process's default
-/// provider is set here, once, before any client exists; one already set is left as it is.
-pub(crate) fn client_builder() -> reqwest::blocking::ClientBuilder {
+/// Sets ring as the process's TLS crypto provider, once; one already set is left as it is.
+/// reqwest is built without a provider of its own (its default, aws-lc-rs, is the slowest crate
+/// of a build) and sets up TLS even for a plain-HTTP client, so a program that builds reqwest
+/// clients itself (a test, a benchmark) calls this before its first one; the engine's own
+/// clients do.
+pub fn use_ring_for_tls() {
     static PROVIDER: std::sync::Once = std::sync::Once::new();
     PROVIDER.call_once(|| {
         // Err only means another provider was installed first, which serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// A blocking client builder whose TLS uses ring (see [`use_ring_for_tls`]).
+pub(crate) fn client_builder() -> reqwest::blocking::ClientBuilder {
+    use_ring_for_tls();
     Client::builder()
 }
 

@@ -241,7 +241,7 @@ pub use embed::{
 /// The kind names an [`EmbedderInfo`] carries for the hashing and HTTP embedders.
 pub use embed::{hashing::KIND as HASHING_KIND, http::KIND as HTTP_KIND};
 /// How HTTP calls to a model or embeddings server are retried.
-pub use http::RetryPolicy;
+pub use http::{RetryPolicy, use_ring_for_tls};
 
 /// What a run reports while it works, round by round.
 pub use agent::AgentEvent;

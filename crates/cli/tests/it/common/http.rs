@@ -1,16 +1,7 @@
-//! HTTP clients for the tests. reqwest is built without a TLS crypto provider of its own (see
-//! the engine's `http.rs`) and sets up TLS even for a plain-HTTP client, so a test process sets
-//! ring as its provider before its first client, as the engine does.
+//! HTTP clients for the tests. reqwest is built without a TLS crypto provider of its own, so
+//! each builder sets the engine's ([`ragtrail::use_ring_for_tls`]) first.
 
-use std::sync::Once;
-
-fn provider_set() {
-    static PROVIDER: Once = Once::new();
-    PROVIDER.call_once(|| {
-        // Err only means a provider is set already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
+use ragtrail::use_ring_for_tls as provider_set;
 
 /// A blocking client builder.
 pub fn blocking_builder() -> reqwest::blocking::ClientBuilder {

@@ -325,11 +325,13 @@ impl LlmPlanner {
     }
 }
 
-/// A search whose keywords include sentences or questions (which the loop refuses) searches
-/// their content words instead, the rarest first, as a search of the question's own words
-/// would: a small model that writes its question as a keyword loses no turn. The reason in the
-/// trace says so. Any other action, or keywords that are short terms, are left as they are.
-fn keywords_of_sentences(action: PlannerAction, ctx: &PlannerContext<'_>) -> PlannerAction {
+/// A search action with its keywords repaired by `repair`, which gives the new keywords and
+/// what it did (added to the reason in the trace), or `None` to leave them. Other actions are
+/// left as they are.
+fn with_repaired_keywords(
+    action: PlannerAction,
+    repair: impl FnOnce(&[String]) -> Option<(Vec<String>, String)>,
+) -> PlannerAction {
     let PlannerAction::Search {
         keywords,
         reason,
@@ -340,15 +342,37 @@ fn keywords_of_sentences(action: PlannerAction, ctx: &PlannerContext<'_>) -> Pla
     else {
         return action;
     };
+    let (keywords, reason) = match repair(&keywords) {
+        Some((repaired, what)) => (repaired, format!("{reason} [keywords repaired: {what}]")),
+        None => (keywords, reason),
+    };
+    PlannerAction::Search {
+        keywords,
+        reason,
+        top_k,
+        query,
+        lexical,
+    }
+}
+
+/// A search whose keywords include sentences or questions (which the loop refuses) searches
+/// their content words instead, the rarest first, as a search of the question's own words
+/// would: a small model that writes its question as a keyword loses no turn. The reason in the
+/// trace says so. Any other action, or keywords that are short terms, are left as they are.
+fn keywords_of_sentences(action: PlannerAction, ctx: &PlannerContext<'_>) -> PlannerAction {
     let sentence = |k: &String| {
         matches!(
             crate::agent::validate_keywords(std::slice::from_ref(k)),
             Err(KeywordError::Sentence(_) | KeywordError::TooLong(_))
         )
     };
-    let repaired = keywords.iter().any(sentence).then(|| {
+    with_repaired_keywords(action, |keywords| {
+        let sentences: Vec<&String> = keywords.iter().filter(|k| sentence(k)).collect();
+        if sentences.is_empty() {
+            return None;
+        }
         let mut terms: Vec<String> = Vec::new();
-        for k in &keywords {
+        for k in keywords {
             let words = if sentence(k) {
                 crate::agent::question_search::question_keywords(k, &|t| ctx.lookup.doc_freq(t))
                     .unwrap_or_default()
@@ -362,27 +386,13 @@ fn keywords_of_sentences(action: PlannerAction, ctx: &PlannerContext<'_>) -> Pla
             }
         }
         terms.truncate(crate::agent::MAX_KEYWORDS);
-        terms
-    });
-    match repaired {
-        Some(terms) if crate::agent::validate_keywords(&terms).is_ok() => PlannerAction::Search {
-            reason: format!(
-                "{reason} [keywords repaired: sentences {:?} searched as their terms]",
-                keywords.iter().filter(|k| sentence(k)).collect::<Vec<_>>()
-            ),
-            keywords: terms,
-            top_k,
-            query,
-            lexical,
-        },
-        _ => PlannerAction::Search {
-            keywords,
-            reason,
-            top_k,
-            query,
-            lexical,
-        },
-    }
+        crate::agent::validate_keywords(&terms).is_ok().then(|| {
+            (
+                terms,
+                format!("sentences {sentences:?} searched as their terms"),
+            )
+        })
+    })
 }
 
 /// A search whose keywords only repeat the loop's own words is the model echoing the loop:
@@ -396,46 +406,27 @@ fn keywords_echoing_the_loop(
     ctx: &PlannerContext<'_>,
     notices: &str,
 ) -> PlannerAction {
-    let PlannerAction::Search {
-        keywords,
-        reason,
-        top_k,
-        query,
-        lexical,
-    } = action
-    else {
-        return action;
-    };
     let echoes = |k: &String| tools::names_a_tool(k) || only_words_of(k, notices, ctx.question);
-    let (echoed, kept): (Vec<String>, Vec<String>) = keywords.iter().cloned().partition(echoes);
-    if echoed.is_empty() {
-        return PlannerAction::Search {
-            keywords,
-            reason,
-            top_k,
-            query,
-            lexical,
-        };
-    }
-    let (keywords, searched) = if kept.is_empty() {
-        match crate::agent::question_search::question_keywords(ctx.question, &|t| {
-            ctx.lookup.doc_freq(t)
-        }) {
-            Some(words) => (words, "; the question's own words searched instead"),
-            None => (keywords, ""),
+    with_repaired_keywords(action, |keywords| {
+        let (echoed, kept): (Vec<String>, Vec<String>) = keywords.iter().cloned().partition(echoes);
+        if echoed.is_empty() {
+            return None;
         }
-    } else {
-        (kept, "")
-    };
-    PlannerAction::Search {
-        reason: format!(
-            "{reason} [keywords repaired: the loop's own words {echoed:?} dropped{searched}]"
-        ),
-        keywords,
-        top_k,
-        query,
-        lexical,
-    }
+        let dropped = format!("the loop's own words {echoed:?} dropped");
+        if !kept.is_empty() {
+            return Some((kept, dropped));
+        }
+        let words = crate::agent::question_search::question_keywords(ctx.question, &|t| {
+            ctx.lookup.doc_freq(t)
+        });
+        Some(match words {
+            Some(words) => (
+                words,
+                format!("{dropped}; the question's own words searched instead"),
+            ),
+            None => (keywords.to_vec(), dropped),
+        })
+    })
 }
 
 /// Whether every word of `keyword` is in `notices` and none is in `question`. Chinese is not
