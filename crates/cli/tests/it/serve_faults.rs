@@ -268,14 +268,10 @@ fn requests_beyond_the_workers_wait_their_turn_and_every_one_is_answered() {
             )])),
         )
     });
-    let serve = Serve::start_with(
+    let serve = Serve::with_chat(
         root,
         &["--planner", "llm", "--workers", "2"],
-        &[
-            ("RAGTRAIL_LLM_BASE_URL", chat.base_url.as_str()),
-            ("RAGTRAIL_LLM_MODEL", "scripted"),
-            ("RAGTRAIL_LLM_MAX_RETRIES", "0"),
-        ],
+        &chat.base_url,
     );
     let serve = std::sync::Arc::new(serve);
     let asks: Vec<_> = (0..6)

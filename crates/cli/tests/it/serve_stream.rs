@@ -146,16 +146,12 @@ fn a_client_that_hangs_up_mid_stream_leaves_a_finished_clean_trace() {
             )
         }
     });
-    let serve = Serve::start_with(
+    let serve = Serve::with_chat(
         root,
         // A run outlasts the time a client has to send its headers: that bound is on the
         // client, never on the answer.
         &["--planner", "llm", "--header-timeout", "1"],
-        &[
-            ("RAGTRAIL_LLM_BASE_URL", chat.base_url.as_str()),
-            ("RAGTRAIL_LLM_MODEL", "scripted"),
-            ("RAGTRAIL_LLM_MAX_RETRIES", "0"),
-        ],
+        &chat.base_url,
     );
 
     let (status, plain) = serve.post("/v1/ask", &alice, json!({ "question": QUESTION }));

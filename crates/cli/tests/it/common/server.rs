@@ -90,6 +90,20 @@ impl Serve {
         Self::spawn(cmd, args)
     }
 
+    /// `serve` with these extra arguments, its model the scripted chat server at `base_url`
+    /// (model "scripted", no retries).
+    pub fn with_chat(root: &Path, args: &[&str], base_url: &str) -> Self {
+        Self::start_with(
+            root,
+            args,
+            &[
+                ("RAGTRAIL_LLM_BASE_URL", base_url),
+                ("RAGTRAIL_LLM_MODEL", "scripted"),
+                ("RAGTRAIL_LLM_MAX_RETRIES", "0"),
+            ],
+        )
+    }
+
     /// `cmd serve …` on a port the OS picks, the fixed date, and `args`: `cmd` chooses the
     /// directories and the environment.
     pub fn spawn(mut cmd: Command, args: &[&str]) -> Self {
