@@ -132,6 +132,30 @@ fn the_same_section_asked_in_its_own_words_is_answered() {
     assert_answered_citing(tmp.path(), "陪产假有几天？", PATERNITY_SECTION);
 }
 
+/// "手机丢了怎么办" turns on one character: no index term is 丢 alone (the rules write 丢失),
+/// and without it the question is only about phones, which the rule for changing phones answers.
+/// Read where a passage writes it, 丢 makes the lost-device rule the answer.
+#[test]
+fn a_single_character_the_rules_write_inside_a_word_still_counts_in_the_answer() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "手机丢了怎么办？");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    assert_eq!(code, Some(0));
+    let citations = result["citations"].as_array().expect("citations");
+    assert!(
+        citations
+            .iter()
+            .all(|c| c["titlePath"] == "信息安全管理规范 / 设备丢失 / 报告时限"),
+        "{result:#}"
+    );
+    let answer = result["answer"].as_str().expect("answer");
+    assert!(
+        answer.contains("丢失") && answer.contains("2小时内报告"),
+        "{answer}"
+    );
+    assert!(!answer.contains("更换手机前"), "{answer}");
+}
+
 /// `ask` answers `question` (exit 0) citing the section `title_path`.
 fn assert_answered_citing(dir: &Path, question: &str, title_path: &str) {
     let (code, result) = ask_json(dir, question);

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
-use crate::search::sufficiency::{KeyTerm, covered, covered_by};
+use crate::search::sufficiency::{KeyTerm, covered, covered_by, idf};
 use crate::text::{self, char_len};
 
 /// The question's key terms, to measure how much of the question a set of terms covers.
@@ -74,7 +74,8 @@ impl OfflinePlanner {
     /// citation. Otherwise the best passages as evidence; gives up when no sentence matches.
     pub(super) fn answer(&self, ctx: &PlannerContext<'_>) -> PlannerAction {
         let weights = self.weights();
-        let keys = QuestionKeys::new(self.verdict_keys.clone());
+        let passage_keys = self.passage_keys(ctx);
+        let keys = QuestionKeys::new(passage_keys.clone());
         let candidates = candidates(ctx, &keys);
         let chosen = chosen(ctx, &candidates, &keys);
         let scored = scored_sentences(ctx, &weights, &chosen);
@@ -115,9 +116,9 @@ impl OfflinePlanner {
         let mut stating: Vec<&Scored<'_>> = Vec::new();
         for (clause, kind) in &parts {
             let part = if parts.len() == 1 {
-                QuestionKeys::new(self.verdict_keys.clone())
+                QuestionKeys::new(passage_keys.clone())
             } else {
-                part_keys(clause, &self.verdict_keys)
+                part_keys(clause, &passage_keys)
             };
             let share = |s: &Scored<'_>| subject_share(s, &part, &self.written);
             let inherited = |s: &Scored<'_>| {
@@ -154,6 +155,68 @@ impl OfflinePlanner {
         }
         answer_text(ctx, &stating)
     }
+}
+
+impl OfflinePlanner {
+    /// The key terms passages are read with for the answer: the verdict's, and each of the
+    /// question's single characters (`characters`) that a returned passage writes inside its
+    /// words (丢 in 丢失), weighted by the commonest two-character term holding it there (a
+    /// floor on how many chunks write it: 丢失 is rare, 请假 is not). A character no passage
+    /// writes stays out, as it says nothing about them. "手机丢了怎么办" is then not answered
+    /// by a rule about changing phones.
+    pub(super) fn passage_keys(&self, ctx: &PlannerContext<'_>) -> Vec<KeyTerm> {
+        let mut keys = self.verdict_keys.clone();
+        if self.characters.is_empty() {
+            return keys;
+        }
+        let n = ctx.lookup.num_chunks();
+        let texts: Vec<&str> = all_hits(ctx)
+            .flat_map(|(hit, _)| {
+                [
+                    Some(hit.title_path.as_str()),
+                    ctx.lookup.returned_chunk_text(&hit.chunk_id),
+                ]
+            })
+            .flatten()
+            .collect();
+        for k in &self.characters {
+            let Some(c) = k.term.chars().next() else {
+                continue;
+            };
+            let pairs: HashSet<String> = texts.iter().flat_map(|t| pairs_with(t, c)).collect();
+            let df = pairs.iter().map(|p| ctx.lookup.doc_freq(p)).max();
+            if let Some(df) = df.filter(|df| *df > 0) {
+                keys.push(KeyTerm {
+                    weight: idf(df, n),
+                    ..k.clone()
+                });
+            }
+        }
+        keys
+    }
+}
+
+/// The two-character CJK pairs of `text` that hold `c`, each an index term (a word of the
+/// dictionary, or a bigram the analyser adds).
+fn pairs_with(text: &str, c: char) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    for (i, &x) in chars.iter().enumerate() {
+        if x != c {
+            continue;
+        }
+        if let Some(&p) = i.checked_sub(1).and_then(|j| chars.get(j))
+            && text::is_cjk(p)
+        {
+            out.push(format!("{p}{c}"));
+        }
+        if let Some(&n) = chars.get(i + 1)
+            && text::is_cjk(n)
+        {
+            out.push(format!("{c}{n}"));
+        }
+    }
+    out
 }
 
 /// The key terms of one part of a question: those its clause contains (all of them when it
@@ -205,7 +268,7 @@ impl OfflinePlanner {
         reason: String,
     ) -> Option<PlannerAction> {
         let weights = self.weights();
-        let keys = QuestionKeys::new(self.verdict_keys.clone());
+        let keys = QuestionKeys::new(self.passage_keys(ctx));
         // A subject found only in the other language's words: a passage without them shares
         // the question's other words, not its subject.
         let candidates: Vec<Candidate<'_>> = candidates(ctx, &keys)
@@ -324,7 +387,7 @@ impl OfflinePlanner {
         standing.sort_by(|a, b| b.0.total_cmp(&a.0));
         standing.truncate(MAX_STANDOUT_CITED);
         let best = standing.first()?.0;
-        let keys = QuestionKeys::new(self.verdict_keys.clone());
+        let keys = QuestionKeys::new(self.passage_keys(ctx));
         let weights = self.weights();
         let candidates = candidates(ctx, &keys);
         let mut citations = Vec::new();

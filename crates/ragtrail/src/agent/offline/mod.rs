@@ -99,6 +99,10 @@ pub struct OfflinePlanner {
     /// The question's key terms for the verdict and the answer (`question::verdict_keys`),
     /// read once with the question.
     verdict_keys: Vec<KeyTerm>,
+    /// The question's single Chinese characters no index term holds alone (丢 of "手机丢了":
+    /// the documents write 丢失), left out of `verdict_keys`; a passage read for the answer
+    /// weighs them where it writes them (`answer::passage_keys`).
+    characters: Vec<KeyTerm>,
     /// Everyday words no chunk contains, with the written words searched for them
     /// (`everyday::formal_equivalents`) and the key term that stands for them in the verdict.
     written: Vec<(String, Vec<String>, String)>,

@@ -280,12 +280,14 @@ impl OfflinePlanner {
             .cloned()
             .partition(|k| !ctx.lookup.mentions(&word_for(k)));
         // One Chinese character (报, 交) is never an index term of its own, so that none is
-        // "mentioned" says nothing about the documents: it neither refuses nor weighs.
+        // "mentioned" says nothing about the documents: it never refuses, and weighs only in
+        // the passages read for the answer, by how they write it.
         let (single, absent): (Vec<KeyTerm>, Vec<KeyTerm>) = absent
             .into_iter()
             .partition(|k| k.term.chars().all(text::is_cjk) && char_len(&k.term) == 1);
-        let single: HashSet<String> = single.into_iter().map(|k| k.term).collect();
-        self.verdict_keys.retain(|k| !single.contains(&k.term));
+        self.verdict_keys
+            .retain(|k| single.iter().all(|s| s.term != k.term));
+        self.characters = single;
         if absent.is_empty() {
             return;
         }
