@@ -1,12 +1,12 @@
 //! Turns jieba-rs's own dictionary into a table the engine reads in place (`OUT_DIR/words.bin`,
-//! `include_bytes!`d by `src/text/words.rs`), so a process never parses 349,000 dictionary
+//! `include_bytes!`d by `src/text/dictionary.rs`), so a process never parses 349,000 dictionary
 //! lines to segment one question. Parsing them costs about 150 ms at start; the table costs
 //! nothing until a word is looked up.
 //!
 //! The dictionary is the one jieba-rs embeds (its `src/data/dict.txt`), read from the crate's
-//! source folder, so the table and jieba's segmentation always come from the same words.
-//! When that folder cannot be found the table is empty and the engine loads jieba's
-//! dictionary the old way: slower to start, the same words.
+//! source folder, so the table and jieba's segmentation always come from the same words. The
+//! engine builds jieba-rs without its embedded copy, so the build fails when that folder
+//! cannot be found.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -175,10 +175,11 @@ fn main() {
         println!("cargo::rerun-if-changed={}", path.display());
         table(&std::fs::read_to_string(path).ok()?)
     });
-    if table.is_none() {
-        println!(
-            "cargo::warning=jieba-rs's dictionary was not found: the engine loads it at run time (about 150 ms per process)"
+    // jieba-rs is built without its embedded copy: this table is the engine's only dictionary.
+    let Some(table) = table else {
+        panic!(
+            "jieba-rs's dictionary (src/data/dict.txt of the jieba-rs version in Cargo.lock) was not found in Cargo's registry nor through `cargo metadata`: fetch the crate sources (`cargo fetch --locked`) and build again"
         );
-    }
-    std::fs::write(out.join("words.bin"), table.unwrap_or_default()).expect("OUT_DIR is writable");
+    };
+    std::fs::write(out.join("words.bin"), table).expect("OUT_DIR is writable");
 }

@@ -15,7 +15,7 @@ use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 
 use jieba_rs::{Jieba, Token};
 
-/// The table `build.rs` wrote (empty when it could not find jieba-rs's dictionary).
+/// The table `build.rs` wrote from jieba-rs's dictionary.
 static TABLE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/words.bin"));
 
 /// Stands for the dictionary words not loaded yet, so the total stays the whole
@@ -189,15 +189,15 @@ pub struct Segmenter {
 }
 
 impl Segmenter {
-    /// An empty jieba to fill word by word, or, without a table, jieba's own whole dictionary.
+    /// An empty jieba to fill word by word (or, should the table not read, jieba's HMM alone).
     fn new() -> Self {
-        let (jieba, words) = match table() {
+        let mut jieba = Jieba::empty();
+        let words = match table() {
             Some(table) => {
-                let mut jieba = Jieba::empty();
                 jieba.add_word(FILLER, Some(table.total as usize), Some("x"));
-                (jieba, table.words)
+                table.words
             }
-            None => (Jieba::new(), 0),
+            None => 0,
         };
         Self {
             loaded: RwLock::new(Loaded { jieba, added: 0 }),
@@ -207,13 +207,41 @@ impl Segmenter {
         }
     }
 
-    /// Loads jieba's whole dictionary, as `Jieba::new` does; nothing is looked up from then on.
+    /// Loads the table's whole dictionary, as `Jieba::new` loads its own; nothing is looked
+    /// up from then on.
     fn load_whole(&self) {
         let mut loaded = self.loaded.write().unwrap_or_else(|e| e.into_inner());
-        if !self.whole.load(Ordering::Acquire) {
-            loaded.jieba = Jieba::new();
+        if !self.whole.load(Ordering::Acquire)
+            && let Some(table) = table()
+        {
+            self.add(&mut loaded, table, 0..table.words);
             self.whole.store(true, Ordering::Release);
         }
+    }
+
+    /// Adds the table's words `indices` that `loaded` lacks, and gives the filler what the
+    /// words not added yet weigh.
+    fn add(&self, loaded: &mut Loaded, table: &Table, indices: impl IntoIterator<Item = usize>) {
+        for i in indices {
+            if self.is_present(i) {
+                continue;
+            }
+            // Table words are UTF-8: they were written from a `str`.
+            let Ok(word) = std::str::from_utf8(table.word(i)) else {
+                continue;
+            };
+            let freq = u32_at(table.freqs, i);
+            let tag = table.tags.get(table.tag_ids[i] as usize).copied();
+            loaded.jieba.add_word(word, Some(freq as usize), tag);
+            loaded.added += u64::from(freq);
+            self.present[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
+        }
+        // A word listed twice in jieba's dictionary counts in its total each time: the filler
+        // keeps that difference once every word is in.
+        let rest = table.total.saturating_sub(loaded.added);
+        loaded
+            .jieba
+            .add_word(FILLER, Some(rest as usize), Some("x"));
     }
 
     fn is_present(&self, i: usize) -> bool {
@@ -240,29 +268,12 @@ impl Segmenter {
             return read();
         }
         let mut loaded = self.loaded.write().unwrap_or_else(|e| e.into_inner());
-        // The whole dictionary, loaded meanwhile, has every word and no filler.
+        // The whole dictionary, loaded meanwhile, has every word.
         if self.whole.load(Ordering::Acquire) {
             drop(loaded);
             return read();
         }
-        for i in missing {
-            if self.is_present(i) {
-                continue;
-            }
-            // Table words are UTF-8: they were written from a `str`.
-            let Ok(word) = std::str::from_utf8(table.word(i)) else {
-                continue;
-            };
-            let freq = u32_at(table.freqs, i);
-            let tag = table.tags.get(table.tag_ids[i] as usize).copied();
-            loaded.jieba.add_word(word, Some(freq as usize), tag);
-            loaded.added += u64::from(freq);
-            self.present[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
-        }
-        let rest = table.total.saturating_sub(loaded.added);
-        loaded
-            .jieba
-            .add_word(FILLER, Some(rest as usize), Some("x"));
+        self.add(&mut loaded, table, missing);
         drop(loaded);
         read()
     }
