@@ -156,6 +156,21 @@ fn a_single_character_the_rules_write_inside_a_word_still_counts_in_the_answer()
     assert!(!answer.contains("更换手机前"), "{answer}");
 }
 
+/// "薪水几号发" asks for a day of the month, and the knowledge base names none: the sick-leave
+/// rule "前5天病假，按本人月工资的100%发放" has a number and the word for salary, but a duration is
+/// no date. It is shown as the closest passage, never as the answer.
+#[test]
+fn a_question_for_a_date_is_not_answered_by_a_duration() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (code, result) = ask_json(tmp.path(), "薪水几号发？");
+    assert_eq!(result["status"], "evidence", "{result:#}");
+    assert_eq!(code, Some(4), "{result:#}");
+    let reply = result["answer"]
+        .as_str()
+        .expect("the evidence is the reply");
+    assert!(reply.starts_with("没有哪段原文直接写明答案"), "{reply}");
+}
+
 /// `ask` answers `question` (exit 0) citing the section `title_path`.
 fn assert_answered_citing(dir: &Path, question: &str, title_path: &str) {
     let (code, result) = ask_json(dir, question);

@@ -10,8 +10,11 @@ use crate::text::is_cjk;
 /// The kind of statement a question (or one part of it) asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Asked {
-    /// A number: a count, duration, amount, date or share ("几天", "how long", "when").
+    /// A number: a count, duration, amount or share ("几天", "how long", "when").
     Quantity,
+    /// A day or a month of the calendar ("几号发", "几月份", "what date"): a duration ("前5天")
+    /// does not say it.
+    Date,
     /// A rule that says yes or no ("能…吗", "can I").
     YesNo,
     /// A person, role or team ("谁", "who").
@@ -60,6 +63,11 @@ fn kind_of(clause: &str) -> Option<Asked> {
 }
 
 fn kind_of_chinese(c: &str) -> Option<Asked> {
+    // "哪天到账" is as often "when" as "on which date": a quantity, below.
+    const DATE: &[&str] = &["几号", "哪号", "几月", "哪个月", "星期几", "周几", "礼拜几"];
+    if DATE.iter().any(|w| c.contains(w)) {
+        return Some(Asked::Date);
+    }
     const QUANTITY: &[&str] = &[
         "几",
         "多少",
@@ -71,7 +79,6 @@ fn kind_of_chinese(c: &str) -> Option<Asked> {
         "什么时候",
         "何时",
         "哪天",
-        "几号",
         "哪一天",
         "期限",
         "多快",
@@ -125,6 +132,16 @@ fn kind_of_english(c: &str) -> Option<Asked> {
         let p: Vec<&str> = phrase.split(' ').collect();
         words.windows(p.len()).any(|w| w == p.as_slice())
     };
+    const DATE: &[&str] = &[
+        "what date",
+        "which date",
+        "what month",
+        "which month",
+        "day of the month",
+    ];
+    if DATE.iter().any(|p| has(p)) {
+        return Some(Asked::Date);
+    }
     const QUANTITY: &[&str] = &[
         "how many",
         "how much",
@@ -136,7 +153,6 @@ fn kind_of_english(c: &str) -> Option<Asked> {
         "how old",
         "how big",
         "what time",
-        "what date",
         "by when",
         "what percentage",
         "what's the most",
@@ -194,10 +210,94 @@ pub(super) fn states(sentence: &str, kind: Asked) -> bool {
     match kind {
         Asked::Open => true,
         Asked::Quantity => has_number(sentence),
+        Asked::Date => has_date(sentence),
         Asked::YesNo => has_rule(&lower),
         Asked::Person => has_role(&lower),
         Asked::Procedure => has_step(&lower),
     }
+}
+
+/// A day or a month of the calendar: a number before 日, 号 or 月 that is no count of days
+/// or months ("5日", "15号", "第5个工作日", "3月", not "5天" or "3个月"), a weekday, the start or
+/// end of a month or year, or, in English, a month or weekday name or an ordinal day ("the
+/// 15th").
+fn has_date(s: &str) -> bool {
+    const NUMERALS: &str = "0123456789０１２３４５６７８９一二三四五六七八九十廿";
+    let chars: Vec<char> = s.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        if !matches!(c, '日' | '号' | '月') {
+            continue;
+        }
+        // "7日内", "30日以后": a count of days, written with 日.
+        if matches!(chars.get(i + 1), Some('内' | '以' | '后' | '起')) {
+            continue;
+        }
+        let mut before = &chars[..i];
+        // "第5个工作日": a working day counted within the month; "5个工作日" alone is a count.
+        let counted = *c == '日' && before.ends_with(&['个', '工', '作']);
+        if counted {
+            before = &before[..before.len() - 3];
+        }
+        let digits = before
+            .iter()
+            .rev()
+            .take_while(|p| NUMERALS.contains(**p))
+            .count();
+        if digits > 0 && (!counted || before[..before.len() - digits].ends_with(&['第'])) {
+            return true;
+        }
+    }
+    const CHINESE: &[&str] = &[
+        "月初", "月底", "月末", "月中", "年初", "年底", "年末", "当天",
+    ];
+    if CHINESE.iter().any(|w| s.contains(w)) {
+        return true;
+    }
+    // A weekday: 周一, 星期五, 礼拜天 (not 一个星期, a week, nor 每周一次, once a week).
+    let weekday = ["周", "星期", "礼拜"].iter().any(|w| {
+        s.match_indices(w).any(|(at, _)| {
+            let mut after = s[at + w.len()..].chars();
+            after.next().is_some_and(|d| "一二三四五六日天".contains(d))
+                && !after.next().is_some_and(|n| "次个遍".contains(n))
+        })
+    });
+    if weekday {
+        return true;
+    }
+    const ENGLISH: &[&str] = &[
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    let lower = s.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let ordinal = |w: &str| {
+        let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        !digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit())
+            && ["st", "nd", "rd", "th"].contains(&&w[digits.len()..])
+    };
+    words.iter().any(|w| ENGLISH.contains(w) || ordinal(w))
+        || lower.contains("end of the month")
+        || lower.contains("day of the month")
 }
 
 /// A digit that counts something (not a label: "Level 5", "第3条", "FIN-07"), or a Chinese
@@ -543,5 +643,37 @@ mod tests {
             Asked::YesNo
         ));
         assert!(states("在「人事通」中提交申请。", Asked::Procedure));
+    }
+
+    #[test]
+    fn a_question_for_a_day_of_the_calendar_is_stated_by_a_date_not_a_duration() {
+        assert_eq!(kinds("工资每个月几号发？"), [Asked::Date]);
+        assert_eq!(kinds("年终奖一般几月份发？"), [Asked::Date]);
+        assert_eq!(kinds("On what date is salary paid?"), [Asked::Date]);
+        // How long, how many months: a quantity still.
+        assert_eq!(kinds("病假能休几个月？"), [Asked::Quantity]);
+        assert_eq!(kinds("When can I claim it?"), [Asked::Quantity]);
+        assert_eq!(kinds("报销款哪天到账？"), [Asked::Quantity]);
+        for date in [
+            "工资于每月15日发放。",
+            "每月第5个工作日生成清单。",
+            "年终奖在次年3月发放。",
+            "Salaries are paid on the 25th of each month.",
+            "Timesheets are due every Friday.",
+            "报销款在月底统一支付。",
+            "每周五下午提交周报。",
+        ] {
+            assert!(states(date, Asked::Date), "{date}");
+        }
+        for not_a_date in [
+            "每个自然年度的前5天病假，按本人月工资的100%发放。",
+            "须在签收之日起7日内申请。",
+            "财务审核通过后5个工作日内转入工资卡。",
+            "连续病假超过3个月的，按长期病假处理。",
+            "Report it within 4 hours.",
+            "演练每周一次，持续一个星期。",
+        ] {
+            assert!(!states(not_a_date, Asked::Date), "{not_a_date}");
+        }
     }
 }
