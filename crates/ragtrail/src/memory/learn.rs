@@ -271,7 +271,9 @@ fn start_en(q: &str, today: Option<chrono::NaiveDate>) -> Option<String> {
     None
 }
 
-const MONTHS: [&str; 12] = [
+/// The English month names, lowercased, January first (also what an answer's date may name:
+/// `agent::offline::asked`).
+pub(crate) const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",

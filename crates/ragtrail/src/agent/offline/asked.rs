@@ -264,18 +264,7 @@ fn has_date(s: &str) -> bool {
     if weekday {
         return true;
     }
-    const ENGLISH: &[&str] = &[
-        "january",
-        "february",
-        "march",
-        "april",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
+    const WEEKDAYS: &[&str] = &[
         "monday",
         "tuesday",
         "wednesday",
@@ -289,13 +278,17 @@ fn has_date(s: &str) -> bool {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect();
+    // "may" is far more often the verb.
+    let month = |w: &str| w != "may" && crate::memory::learn::MONTHS.contains(&w);
     let ordinal = |w: &str| {
         let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
         !digits.is_empty()
             && digits.chars().all(|c| c.is_ascii_digit())
             && ["st", "nd", "rd", "th"].contains(&&w[digits.len()..])
     };
-    words.iter().any(|w| ENGLISH.contains(w) || ordinal(w))
+    words
+        .iter()
+        .any(|w| WEEKDAYS.contains(w) || month(w) || ordinal(w))
         || lower.contains("end of the month")
         || lower.contains("day of the month")
 }
