@@ -655,13 +655,19 @@ fn postgres_answers_the_same_standout_similarities_as_the_embedded_store() {
             assert!(close(sx.mean, sy.mean), "{context}: {sx:?} vs {sy:?}");
             assert!(close(sx.spread, sy.spread), "{context}: {sx:?} vs {sy:?}");
             assert!(sx.spread > 1e-3, "{context}: {sx:?}");
-            // An even sample takes as many chunks from either store.
-            let (tx, ty) = (
-                x.similarity_spread(&query, 10, 16).expect("sample"),
-                y.similarity_spread(&query, 10, 16).expect("sample"),
-            );
-            assert_eq!(tx.sampled, ty.sampled, "{context}");
-            assert!(tx.sampled <= 10, "{context}: {}", tx.sampled);
+            // An even sample takes the same chunks from either store: one run of 10, three
+            // runs of 32.
+            for sample in [10, 100] {
+                let (tx, ty) = (
+                    x.similarity_spread(&query, sample, 16).expect("sample"),
+                    y.similarity_spread(&query, sample, 16).expect("sample"),
+                );
+                assert_eq!(tx.sampled, ty.sampled, "{context}");
+                assert!(tx.sampled <= sample, "{context}: {}", tx.sampled);
+                assert!(tx.sampled * 3 >= sample, "{context}: {}", tx.sampled);
+                assert!(close(tx.mean, ty.mean), "{context}: {tx:?} vs {ty:?}");
+                assert!(close(tx.spread, ty.spread), "{context}: {tx:?} vs {ty:?}");
+            }
             let req = SearchRequest::new(vec![question.to_string()], 5, access.clone());
             let hits = embedded.search_docs(&req).expect("search").hits;
             for hit in &hits {

@@ -71,7 +71,10 @@ pub(super) fn other_script_rows(
         }
         sampled_spread(vectors, query, &rows, SAMPLE).filter(|s| s.spread > 1e-9)
     };
-    let (Some(in_cjk), Some(in_other)) = (spread(true), spread(false)) else {
+    let Some(in_cjk) = spread(true) else {
+        return Ok(Vec::new());
+    };
+    let Some(in_other) = spread(false) else {
         return Ok(Vec::new());
     };
     // The script the query is nearer to keeps its cosines; the farther one's are re-expressed.

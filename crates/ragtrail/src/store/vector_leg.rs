@@ -48,7 +48,7 @@ pub trait VectorLeg: Sync {
 
     /// The mean and spread (population standard deviation) of `query`'s cosine similarity over
     /// the current chunks `access` may see: every one of them, or an even sample of at most
-    /// `sample` (every `ceil(visible / sample)`-th in store order). A chunk whose vector is zero
+    /// `sample` in store order ([`SampleRuns`]). A chunk whose vector is zero
     /// counts as similarity 0. `None` when fewer than `min_visible` are visible, when not every
     /// chunk has a vector, or when `query` has another dimension than the vectors.
     fn similarity_spread(
@@ -155,19 +155,67 @@ impl EmbeddedVectorLeg<'_> {
     }
 }
 
+/// Consecutive rows a sample of a large store takes together ([`SampleRuns`]).
+const SAMPLE_RUN: usize = 32;
+
+/// Which of `n` rows an even sample of at most `sample` takes: every row when there are no more
+/// than `sample`, otherwise runs of consecutive rows spread evenly over them.
+///
+/// Runs, not every k-th row: the f32 rows are read from a mapped file, and the kernel maps the
+/// neighbours of every page a read touches (fault-around), so single rows taken every 24th
+/// brought the whole 150 MB of a 100k-chunk store into the process for one question
+/// (BENCHMARKS.md). Runs of 32 touch about a twentieth of it. PostgreSQL samples its rows by
+/// the same rule, so both stores measure a spread over the same chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SampleRuns {
+    /// Rows taken at most.
+    pub sample: usize,
+    /// Rows per run.
+    pub run: usize,
+    /// Runs taken at most.
+    pub runs: usize,
+}
+
+impl SampleRuns {
+    pub fn of(sample: usize) -> Self {
+        let sample = sample.max(1);
+        let run = SAMPLE_RUN.min(sample);
+        Self {
+            sample,
+            run,
+            runs: sample / run,
+        }
+    }
+
+    /// Every how many runs of `n` rows one is taken: 1 when all `n` fit in the sample, else
+    /// `ceil(ceil(n / run) / runs)`.
+    pub fn run_step(&self, n: usize) -> usize {
+        if n <= self.sample {
+            return 1;
+        }
+        n.div_ceil(self.run).div_ceil(self.runs)
+    }
+
+    /// Whether the row at index `i` of `n` is taken.
+    pub fn takes(&self, i: usize, n: usize) -> bool {
+        (i / self.run).is_multiple_of(self.run_step(n))
+    }
+}
+
 /// The mean and spread of `query`'s cosine over `rows`, every one of them or an even sample of
-/// at most `sample` (every `ceil(len / sample)`-th); `None` for no rows.
+/// at most `sample` ([`SampleRuns`]); `None` for no rows.
 pub(super) fn sampled_spread(
     vectors: &super::vectors::VectorIndex,
     query: &[f32],
     rows: &[usize],
     sample: usize,
 ) -> Option<SimilaritySpread> {
-    let step = rows.len().div_ceil(sample.max(1)).max(1);
+    let runs = SampleRuns::of(sample);
     let sims: Vec<f64> = rows
         .iter()
-        .step_by(step)
-        .map(|&i| cosine(query, vectors.row(i)))
+        .enumerate()
+        .filter(|&(i, _)| runs.takes(i, rows.len()))
+        .map(|(_, &row)| cosine(query, vectors.row(row)))
         .collect();
     SimilaritySpread::of(&sims)
 }
@@ -237,5 +285,59 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
             .position(chunk_id)
             .filter(|&i| i < vectors.len() && query.len() == vectors.dims())
             .map(|i| cosine(query, vectors.row(i))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn taken(n: usize, sample: usize) -> Vec<usize> {
+        let runs = SampleRuns::of(sample);
+        (0..n).filter(|&i| runs.takes(i, n)).collect()
+    }
+
+    #[test]
+    fn a_store_no_larger_than_the_sample_is_taken_whole() {
+        assert_eq!(taken(4096, 4096), (0..4096).collect::<Vec<_>>());
+        assert_eq!(taken(245, 4096).len(), 245);
+        assert_eq!(taken(7, 10), (0..7).collect::<Vec<_>>());
+    }
+
+    /// 100k rows: runs of 32, every 25th (as every 25th row was taken before), from the first
+    /// row to near the last.
+    #[test]
+    fn a_large_store_is_sampled_in_runs_spread_over_it() {
+        let rows = taken(100_000, 4096);
+        assert_eq!(rows.len(), 4000);
+        let starts: Vec<usize> = rows.iter().copied().step_by(32).collect();
+        assert_eq!(starts.len(), 125);
+        for (run, &start) in starts.iter().enumerate() {
+            assert_eq!(
+                rows[run * 32..run * 32 + 32],
+                (start..start + 32).collect::<Vec<_>>()[..]
+            );
+        }
+        let gaps: Vec<usize> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|&g| g == 25 * 32), "{gaps:?}");
+        assert!(*starts.last().expect("runs") > 95_000, "{starts:?}");
+    }
+
+    proptest! {
+        /// Never more than the sample, never nothing, and every row when they all fit.
+        #[test]
+        fn a_sample_takes_at_most_its_size(n in 1usize..20_000, sample in 1usize..5_000) {
+            let rows = taken(n, sample);
+            prop_assert!(!rows.is_empty());
+            prop_assert!(rows.len() <= sample.max(1), "{} rows of {n} for {sample}", rows.len());
+            if n <= sample {
+                prop_assert_eq!(rows.len(), n);
+            } else {
+                // Not much less: the runs' step is rounded up (as every k-th row's was), which
+                // about halves a sample just over the store's size, never more than that.
+                prop_assert!(rows.len() * 3 >= sample, "{} rows of {n} for {sample}", rows.len());
+            }
+        }
     }
 }

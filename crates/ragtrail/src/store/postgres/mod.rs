@@ -41,7 +41,7 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use crate::access::AccessContext;
 use crate::embed::{EmbedderInfo, Marking};
 use crate::knowledge::{Chunk, DocStatus, Document};
-use crate::store::vector_leg::SimilaritySpread;
+use crate::store::vector_leg::{SampleRuns, SimilaritySpread};
 
 /// First key of the advisory locks that are ingest runs' leases (`pg_advisory_lock(NS, run)`),
 /// so they never meet another application's locks keyed by one number.
@@ -1067,8 +1067,8 @@ impl PgStore {
 
     /// `VectorLeg::similarity_spread` in SQL:
     /// the visible rows of `space` in the in-memory store's order (document, then position),
-    /// every `ceil(visible / sample)`-th taken, their mean and population spread of cosine
-    /// similarity to `query`. `None` for a query of another dimension, or the zero vector.
+    /// sampled as the embedded store samples them (`SampleRuns`: runs of consecutive rows, every
+    /// `run_step`-th run), their mean and population spread of cosine similarity to `query`. `None` for a query of another dimension, or the zero vector.
     pub fn similarity_spread(
         &self,
         space: &Space,
@@ -1095,16 +1095,19 @@ impl PgStore {
              )
              select coalesce(max(n), 0)::int8, count(*)::int8, avg(sim)::float8,
                     stddev_pop(sim)::float8
-             from visible where i % ((n + $4 - 1) / $4) = 0"
+             from visible where n <= $6 or (i / $4) % ((((n + $4 - 1) / $4) + $5 - 1) / $5) = 0"
         );
         let roles = access_roles(access);
+        let runs = SampleRuns::of(sample);
         let row = self
             .block_on(
                 sqlx::query(AssertSqlSafe(sql))
                     .bind(query)
                     .bind(&access.tenant)
                     .bind(&roles)
-                    .bind(sample.max(1) as i64)
+                    .bind(runs.run as i64)
+                    .bind(runs.runs as i64)
+                    .bind(runs.sample as i64)
                     .fetch_one(&self.pool),
             )
             .map_err(|e| self.err(e))?;
