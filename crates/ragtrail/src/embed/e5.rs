@@ -341,9 +341,10 @@ impl Embedder for E5Embedder {
 }
 
 /// Tokens per forward pass at most (unless one window is longer): the buffers of a pass grow
-/// with its tokens (about 16 kB each), and a pass of this size already reads every weight
-/// once per thousands of tokens.
-const TOKENS_PER_BATCH: usize = 4096;
+/// with its tokens (about 16 kB each, one pass per thread at ingest, kept between calls).
+/// 512 holds 8 MB a pass where 4096 held 64, and ingests faster: a pass's activations stay
+/// in the cache while each weight is still read once per hundreds of tokens (BENCHMARKS.md).
+const TOKENS_PER_BATCH: usize = 512;
 
 /// The windows (sorted longest first) dealt into batches of at most `batch_size` windows and
 /// about [`TOKENS_PER_BATCH`] tokens, as many batches as a multiple of `threads` when there
