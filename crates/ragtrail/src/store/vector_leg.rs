@@ -162,10 +162,10 @@ const SAMPLE_RUN: usize = 32;
 /// than `sample`, otherwise runs of consecutive rows spread evenly over them.
 ///
 /// Runs, not every k-th row: the f32 rows are read from a mapped file, and the kernel maps the
-/// neighbours of every page a read touches (fault-around), so single rows taken every 24th
-/// brought the whole 150 MB of a 100k-chunk store into the process for one question
-/// (BENCHMARKS.md). Runs of 32 touch about a twentieth of it. PostgreSQL samples its rows by
-/// the same rule, so both stores measure a spread over the same chunks.
+/// neighbours of every page a read touches (fault-around), so single rows taken every 25th
+/// mapped nearly all 154 MB of a 100k-chunk store for one question; runs of 32 read 125
+/// places instead of 4,000 (BENCHMARKS.md). PostgreSQL samples its rows by the same rule, so
+/// both stores measure a spread over the same chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SampleRuns {
     /// Rows taken at most.

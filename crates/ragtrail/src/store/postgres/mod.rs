@@ -1067,8 +1067,10 @@ impl PgStore {
 
     /// `VectorLeg::similarity_spread` in SQL:
     /// the visible rows of `space` in the in-memory store's order (document, then position),
-    /// sampled as the embedded store samples them (`SampleRuns`: runs of consecutive rows, every
-    /// `run_step`-th run), their mean and population spread of cosine similarity to `query`. `None` for a query of another dimension, or the zero vector.
+    /// sampled as the embedded store samples them (`SampleRuns`: all of them when they fit,
+    /// else runs of consecutive rows, every `run_step`-th run), their mean and population
+    /// spread of cosine similarity to `query`. `None` for a query of another dimension, or the
+    /// zero vector.
     pub fn similarity_spread(
         &self,
         space: &Space,
