@@ -196,9 +196,13 @@ impl SampleRuns {
         n.div_ceil(self.run).div_ceil(self.runs)
     }
 
-    /// Whether the row at index `i` of `n` is taken.
-    pub fn takes(&self, i: usize, n: usize) -> bool {
-        (i / self.run).is_multiple_of(self.run_step(n))
+    /// The indices of `n` rows the sample takes, in order: the rows of every `run_step`-th run,
+    /// the others never visited.
+    pub fn indices(&self, n: usize) -> impl Iterator<Item = usize> + use<> {
+        let run = self.run;
+        (0..n)
+            .step_by(run * self.run_step(n))
+            .flat_map(move |start| start..(start + run).min(n))
     }
 }
 
@@ -210,12 +214,9 @@ pub(super) fn sampled_spread(
     rows: &[usize],
     sample: usize,
 ) -> Option<SimilaritySpread> {
-    let runs = SampleRuns::of(sample);
-    let sims: Vec<f64> = rows
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| runs.takes(i, rows.len()))
-        .map(|(_, &row)| cosine(query, vectors.row(row)))
+    let sims: Vec<f64> = SampleRuns::of(sample)
+        .indices(rows.len())
+        .map(|i| cosine(query, vectors.row(rows[i])))
         .collect();
     SimilaritySpread::of(&sims)
 }
@@ -294,8 +295,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn taken(n: usize, sample: usize) -> Vec<usize> {
-        let runs = SampleRuns::of(sample);
-        (0..n).filter(|&i| runs.takes(i, n)).collect()
+        SampleRuns::of(sample).indices(n).collect()
     }
 
     #[test]
