@@ -479,6 +479,33 @@ fn a_reference_named_only_by_an_uncited_chunk_is_not_cited() {
 }
 
 #[test]
+fn searched_by_words_alone_the_best_hits_headings_are_searched_next() {
+    // The hashing embedder reads words only: the headings of the best hits (新入职员工) are
+    // the knowledge base's own words for what the asker put otherwise (年中才入职).
+    let outcome = offline_run_on(
+        &[(
+            "hr/leave.md",
+            "---\ntitle: 年休假管理办法\n---\n\n## 年假天数\n\n### 新入职员工\n\n\
+             当年入职的员工，年假按入职后剩余日历天数折算，不足1整天的部分不计。\n\n\
+             ### 法定年假\n\n工作满1年不满10年的，年休假5天。\n\n## 申请与审批\n\n\
+             年假须提前3个工作日在系统中申请，由直属上级审批。\n",
+        )],
+        "年中才入职，今年的年假怎么算？",
+    );
+    let keywords: Vec<&Vec<String>> = outcome.rounds.iter().map(|r| &r.keywords).collect();
+    assert_eq!(keywords[0], &["入职", "年假", "今年"], "{keywords:?}");
+    assert!(
+        keywords.len() >= 2 && keywords[1].iter().any(|k| k == "新入职员工"),
+        "{keywords:?}"
+    );
+    assert!(
+        outcome.rounds[1].reason.contains("新入职员工"),
+        "{:?}",
+        outcome.rounds[1].reason
+    );
+}
+
+#[test]
 fn offline_planner_follows_a_reference_from_round_one_into_round_two() {
     let (ws, engine) = workspace();
     let mut planner = OfflinePlanner::new();

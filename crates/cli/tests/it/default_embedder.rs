@@ -415,6 +415,22 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     let quote = first["quote"].as_str().unwrap_or_default();
     assert!(quote.contains("14 calendar days per year"), "{quote}");
 
+    // The question's meaning was searched: no second search of the best hits' headings
+    // (under hashing it takes one, `agent::searched_by_words_alone_…`), and the new joiner's
+    // rule leads the evidence.
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &["ask", "--json", "年中才入职，今年的年假怎么算？"],
+        &[],
+    );
+    let reply = json(&out);
+    assert_eq!(reply["rounds"].as_array().map(Vec::len), Some(1), "{reply}");
+    assert_eq!(
+        reply["citations"][0]["titlePath"], "年休假管理办法 / 年假天数 / 新入职员工",
+        "{reply}"
+    );
+
     // The paraphrase asked, not only searched: answered from the same section.
     let out = unconfigured(
         &ws,

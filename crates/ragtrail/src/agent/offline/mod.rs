@@ -4,8 +4,8 @@
 //! - Later rounds follow what the best hits introduce and was not searched yet: names in
 //!   《…》/“…”/"…" quotes and form codes such as `FIN-07` (policies point at each other that
 //!   way), then names in prose (capitalised runs such as "Shirley Temple": the bridge of a
-//!   multi-hop question) with the question words the naming hit lacks, else the headings of the
-//!   best hits.
+//!   multi-hop question) with the question words the naming hit lacks, else, when the search
+//!   is by words alone (no model embedder), the headings of the best hits.
 //! - It answers when the evidence covers the question (IDF-weighted key-term coverage of one
 //!   returned chunk, the same measure as `searchDocs`' sufficiency) and no reference or name is
 //!   left to follow, or when a round brought nothing new; it gives up when nothing covers the
