@@ -409,6 +409,39 @@ fn insufficient_evidence_says_which_question_words_no_hit_holds() {
 }
 
 #[test]
+fn a_refusal_names_the_askers_everyday_word_not_the_written_one_searched_for_it() {
+    // 老板 ("boss") is searched as the documents' 上级; no passage holds 上级 with 至少, and the
+    // reason says so in the asker's word.
+    let outcome = offline_run_on(
+        &[
+            (
+                "law.md",
+                "---\ntitle: 劳动法摘要\n---\n\n## 工资支付\n\n工资应当以货币形式按月支付给劳动者\
+                 本人，不得克扣或者无故拖欠劳动者的工资。\n\n## 延长工作时间\n\n安排劳动者延长工作\
+                 时间的，支付不低于工资的百分之一百五十的工资报酬。\n\n## 仲裁时效\n\n劳动争议申请\
+                 仲裁的时效期间为一年。\n\n## 休息日\n\n用人单位应当保证劳动者每周至少休息一日。\n\n\
+                 ## 职业培训\n\n用人单位应当建立职业培训制度。\n",
+            ),
+            (
+                "office.md",
+                "---\ntitle: 办公守则\n---\n\n## 请假\n\n请假须经直属上级批准，并在系统中登记。\n",
+            ),
+        ],
+        "下了班老板还让留下来干活，这钱至少该按平时的几成给？",
+    );
+    assert_eq!(
+        outcome.rounds[0].keywords[0], "上级",
+        "{:?}",
+        outcome.rounds
+    );
+    let message = no_evidence_message(outcome);
+    assert!(
+        message.contains("原因：没有一段同时讲到“老板”、“至少”。"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_sentence_that_answers_outweighs_terms_scattered_over_a_chunk() {
     let mut docs: Vec<(String, String)> = vec![(
         "hr/leave.md".into(),

@@ -431,6 +431,31 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
         "{reply}"
     );
 
+    // A refusal of an English question, searched partly with the glossary's Chinese words,
+    // gives its reason in the asker's English words (the build before named 代购 and 形式,
+    // and the reply left the reason out as not in the asker's language).
+    let out = unconfigured(
+        &ws,
+        cache.path(),
+        &[
+            "ask",
+            "We're buying about CNY 400,000 of lab equipment. Does that need a formal tender, \
+             and can I accept a mooncake box from one of the bidders?",
+        ],
+        &[],
+    );
+    let (shown, _) = text(&out);
+    let why = shown
+        .split("Why: ")
+        .nth(1)
+        .and_then(|rest| rest.split("Words tried").next())
+        .unwrap_or_default();
+    assert!(why.contains("“buying”"), "{shown}");
+    assert!(
+        !why.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+        "{shown}"
+    );
+
     // The paraphrase asked, not only searched: answered from the same section.
     let out = unconfigured(
         &ws,

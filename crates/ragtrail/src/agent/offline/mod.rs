@@ -227,34 +227,49 @@ impl OfflinePlanner {
                 ),
             };
         }
-        let missing: Vec<String> = self
-            .question_words
-            .iter()
-            .filter(|(w, _)| {
+        let missing: Vec<String> =
+            self.askers_words(self.question_words.iter().map(|(w, _)| w).filter(|w| {
                 analysed(w)
                     .iter()
                     .any(|t| sufficiency.missing_terms.contains(t))
                     || sufficiency.missing_terms.contains(&w.to_lowercase())
-            })
-            .map(|(w, _)| w.clone())
-            .collect();
+            }));
         if !missing.is_empty() {
             return match lang {
                 Lang::Zh => format!("知识库中没有段落讲到{}", quoted(&missing)),
                 Lang::En => format!("no passage speaks of {}", quoted(&missing)),
             };
         }
-        let words: Vec<String> = self
-            .question_words
-            .iter()
-            .filter(|(_, weight)| *weight > 0.0)
-            .take(3)
-            .map(|(w, _)| w.clone())
-            .collect();
+        let words: Vec<String> = self.askers_words(
+            self.question_words
+                .iter()
+                .filter(|(_, weight)| *weight > 0.0)
+                .map(|(w, _)| w),
+        );
+        let words = &words[..words.len().min(3)];
         match lang {
-            Lang::Zh => format!("没有一段同时讲到{}", quoted(&words)),
-            Lang::En => format!("no passage speaks of {} together", quoted(&words)),
+            Lang::Zh => format!("没有一段同时讲到{}", quoted(words)),
+            Lang::En => format!("no passage speaks of {} together", quoted(words)),
         }
+    }
+}
+
+impl OfflinePlanner {
+    /// `words` as the asker put them, each once: a written word searched for an everyday one
+    /// (上级 for 老板) is shown as the asker's, who never said it.
+    fn askers_words<'w>(&self, words: impl Iterator<Item = &'w String>) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for word in words {
+            let own = self
+                .written
+                .iter()
+                .find(|(_, written, _)| written.contains(word))
+                .map_or(word, |(everyday, _, _)| everyday);
+            if !out.contains(own) {
+                out.push(own.clone());
+            }
+        }
+        out
     }
 }
 
