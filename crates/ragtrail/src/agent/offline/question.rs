@@ -12,11 +12,13 @@ use crate::text::{self, char_len};
 fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)> {
     let mut seen = HashSet::new();
     // HMM on: it finds words the dictionary lacks (年假), which the index matches by bigrams.
-    let tokens: Vec<String> = text::jieba()
-        .cut(question, true)
-        .into_iter()
-        .map(|t| t.word.trim().to_string())
-        .collect();
+    let tokens: Vec<String> = joined_figures(
+        text::jieba()
+            .cut(question, true)
+            .into_iter()
+            .map(|t| t.word.trim().to_string())
+            .collect(),
+    );
     let repaired = text::repaired_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t));
     let mut words: Vec<(String, f64)> = tokens
         .into_iter()
@@ -48,6 +50,31 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
     }
     words.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     words
+}
+
+/// The segmenter's pieces of a figure written with thousands separators ("50", ",", "000")
+/// joined back into the asker's "50,000": one word, shown and searched as written.
+fn joined_figures(tokens: Vec<String>) -> Vec<String> {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mut out: Vec<String> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let mut word = tokens[i].clone();
+        if digits(&word) && word.len() <= 3 {
+            while i + 2 < tokens.len()
+                && tokens[i + 1] == ","
+                && tokens[i + 2].len() == 3
+                && digits(&tokens[i + 2])
+            {
+                word.push(',');
+                word.push_str(&tokens[i + 2]);
+                i += 2;
+            }
+        }
+        out.push(word);
+        i += 1;
+    }
+    out
 }
 
 /// The content word right after `word` in `question` (jieba's words; spaces and 的 between
@@ -448,6 +475,26 @@ impl OfflinePlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_figure_with_thousands_separators_is_one_word() {
+        let cut = |q: &str| -> Vec<String> {
+            joined_figures(
+                text::jieba()
+                    .cut(q, true)
+                    .into_iter()
+                    .map(|t| t.word.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+            )
+        };
+        let words = cut("A gift worth 50,000 yen, or 1,250,000 in all, 3, 12 or 2024,5");
+        for figure in ["50,000", "1,250,000", "3", "12", "2024", "5"] {
+            assert!(words.iter().any(|w| w == figure), "{figure}: {words:?}");
+        }
+        assert!(!words.iter().any(|w| w == "000" || w == "250"), "{words:?}");
+        assert!(cut("报销5,000元以内").iter().any(|w| w == "5,000"));
+    }
 
     #[test]
     fn made_up_words_no_chunk_mentions_stand_for_their_dictionary_words() {
