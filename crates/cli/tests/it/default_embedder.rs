@@ -456,6 +456,25 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
         "{shown}"
     );
 
+    // "bring" is how the asker put it, the dog is what is asked about: the glossary's 纳入
+    // ("to bring into") was searched for it and an IT procurement rule was quoted. A verb
+    // missing alone is still the subject.
+    for (question, missing) in [
+        ("Can I bring my dog to the office?", "“dog”"),
+        ("Can I smoke in the office?", "“smoke”"),
+    ] {
+        let out = unconfigured(&ws, cache.path(), &["ask", "--json", question], &[]);
+        let reply = json(&out);
+        assert_eq!(reply["status"], "insufficient_evidence", "{reply}");
+        let reason = reply["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(missing), "{reply}");
+        assert!(!reason.contains("bring"), "{reply}");
+        for round in reply["rounds"].as_array().into_iter().flatten() {
+            let keywords = round["keywords"].as_array().into_iter().flatten();
+            assert!(!keywords.clone().any(|k| k == "纳入"), "{reply}");
+        }
+    }
+
     // The paraphrase asked, not only searched: answered from the same section.
     let out = unconfigured(
         &ws,

@@ -77,6 +77,27 @@ fn joined_figures(tokens: Vec<String>) -> Vec<String> {
     out
 }
 
+/// Whether the English `word` is a verb by its place in `question`: right after a subject
+/// pronoun, a modal or the infinitive's "to" ("can I bring", "we need", "to claim"). The
+/// segmenter tags no English part of speech; a verb says how the asker put the question, not
+/// what it is about, and is no subject to refuse for or to look up in the other language.
+fn verb_by_place(question: &str, word: &str) -> bool {
+    const BEFORE_A_VERB: &[&str] = &[
+        "i", "we", "you", "they", "he", "she", "to", "can", "could", "will", "would", "shall",
+        "should", "may", "might", "must", "do", "does", "did", "don't", "doesn't", "didn't",
+        "can't", "cannot", "won't",
+    ];
+    let words: Vec<String> = question
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.replace('’', "'").to_lowercase())
+        .collect();
+    let word = word.to_lowercase();
+    words
+        .windows(2)
+        .any(|pair| pair[1] == word && BEFORE_A_VERB.contains(&pair[0].as_str()))
+}
+
 /// The content word right after `word` in `question` (jieba's words; spaces and 的 between
 /// them skipped), if any.
 fn word_after(question: &str, word: &str) -> Option<String> {
@@ -327,7 +348,9 @@ impl OfflinePlanner {
             .into_iter()
             .map(|t| (t.word.trim().to_lowercase(), t.tag.to_string()))
             .collect();
+        let question = self.effective_question(ctx);
         let mut things: Vec<(&KeyTerm, String)> = Vec::new();
+        let mut verbs: Vec<(&KeyTerm, String)> = Vec::new();
         let mut all: Vec<String> = Vec::new();
         for k in &absent {
             let word = word_for(k);
@@ -338,15 +361,26 @@ impl OfflinePlanner {
             // list.
             let name = matches!(tag, "nr" | "ns" | "nt")
                 || word.chars().next().is_some_and(|c| c.is_ascii_uppercase());
-            if !name && (tag.starts_with('n') || tag == "eng" || tag == "x") {
+            if name || !(tag.starts_with('n') || tag == "eng" || tag == "x") {
+                continue;
+            }
+            if tag == "eng" && verb_by_place(&question, &word) {
+                verbs.push((k, word));
+            } else {
                 things.push((k, word));
             }
+        }
+        // An English verb no chunk uses is the subject only when nothing else is missing ("Can
+        // I smoke in the office?"); beside a missing thing it says what is done with it ("Can
+        // I bring my dog?": the dog is asked about, and "bring" is no word to look up in the
+        // other language).
+        if things.is_empty() {
+            things = verbs;
         }
         // A missing word that modifies the content word after it ("paternity leave", "洗衣服
         // 的费用") narrows that word to a kind the documents never name: the word it narrows
         // is part of the missing subject, not evidence of the rest ("leave" alone is not what
         // is asked about).
-        let question = self.effective_question(ctx);
         let narrowed: HashSet<String> = things
             .iter()
             .filter_map(|(_, w)| word_after(&question, w))
@@ -494,6 +528,16 @@ mod tests {
         }
         assert!(!words.iter().any(|w| w == "000" || w == "250"), "{words:?}");
         assert!(cut("报销5,000元以内").iter().any(|w| w == "5,000"));
+    }
+
+    #[test]
+    fn an_english_word_after_a_pronoun_a_modal_or_to_is_a_verb() {
+        assert!(verb_by_place("Can I bring my dog to the office?", "bring"));
+        assert!(verb_by_place("Do we need to book early?", "book"));
+        assert!(verb_by_place("I don't want to claim it", "claim"));
+        assert!(!verb_by_place("Can I bring my dog to the office?", "dog"));
+        assert!(!verb_by_place("Is there a book allowance?", "book"));
+        assert!(!verb_by_place("What is the dress code?", "dress"));
     }
 
     #[test]
