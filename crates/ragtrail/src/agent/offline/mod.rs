@@ -252,9 +252,7 @@ impl OfflinePlanner {
             Lang::En => format!("no passage speaks of {} together", quoted(words)),
         }
     }
-}
 
-impl OfflinePlanner {
     /// `words` as the asker put them, each once: a written word searched for an everyday one
     /// (上级 for 老板) is shown as the asker's, who never said it.
     fn askers_words<'w>(&self, words: impl Iterator<Item = &'w String>) -> Vec<String> {

@@ -78,14 +78,16 @@ fn joined_figures(tokens: Vec<String>) -> Vec<String> {
 }
 
 /// Whether the English `word` is a verb by its place in `question`: right after a subject
-/// pronoun, a modal or the infinitive's "to" ("can I bring", "we need", "to claim"). The
-/// segmenter tags no English part of speech; a verb says how the asker put the question, not
-/// what it is about, and is no subject to refuse for or to look up in the other language.
+/// pronoun ("can I bring"), the infinitive's "to" ("to claim"), or a modal that follows a
+/// pronoun ("we can bring", "I don't need"); a modal alone opens a question before its subject
+/// ("Can astronauts get …"). The segmenter tags no English part of speech; a verb says how the
+/// asker put the question, not what it is about, and is no subject to look up in the other
+/// language.
 fn verb_by_place(question: &str, word: &str) -> bool {
-    const BEFORE_A_VERB: &[&str] = &[
-        "i", "we", "you", "they", "he", "she", "to", "can", "could", "will", "would", "shall",
-        "should", "may", "might", "must", "do", "does", "did", "don't", "doesn't", "didn't",
-        "can't", "cannot", "won't",
+    const PRONOUNS: &[&str] = &["i", "we", "you", "they", "he", "she"];
+    const MODALS: &[&str] = &[
+        "can", "could", "will", "would", "shall", "should", "may", "might", "must", "do", "does",
+        "did", "don't", "doesn't", "didn't", "can't", "cannot", "won't",
     ];
     let words: Vec<String> = question
         .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
@@ -93,9 +95,13 @@ fn verb_by_place(question: &str, word: &str) -> bool {
         .map(|w| w.replace('’', "'").to_lowercase())
         .collect();
     let word = word.to_lowercase();
-    words
-        .windows(2)
-        .any(|pair| pair[1] == word && BEFORE_A_VERB.contains(&pair[0].as_str()))
+    let is = |at: usize, list: &[&str]| words.get(at).is_some_and(|w| list.contains(&w.as_str()));
+    (1..words.len()).any(|i| {
+        words[i] == word
+            && (is(i - 1, PRONOUNS)
+                || is(i - 1, &["to"])
+                || (is(i - 1, MODALS) && i >= 2 && is(i - 2, PRONOUNS)))
+    })
 }
 
 /// The content word right after `word` in `question` (jieba's words; spaces and 的 between
@@ -538,6 +544,9 @@ mod tests {
         assert!(!verb_by_place("Can I bring my dog to the office?", "dog"));
         assert!(!verb_by_place("Is there a book allowance?", "book"));
         assert!(!verb_by_place("What is the dress code?", "dress"));
+        // A modal opens a question before its subject; after a pronoun it comes before a verb.
+        assert!(!verb_by_place("Can astronauts get a permit?", "astronauts"));
+        assert!(verb_by_place("We can bring guests?", "bring"));
     }
 
     #[test]
