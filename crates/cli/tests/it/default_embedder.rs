@@ -348,6 +348,17 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     copy_dir(&repo_root().join("knowledge"), &ws.knowledge());
     let out = unconfigured(&ws, cache.path(), &["ingest", "knowledge"], &[]);
     assert!(out.status.success(), "{:?}", text(&out));
+    // A question asked under the default: its `--json` reply, and the reply a person reads.
+    let ask_json = |question: &str| {
+        json(&unconfigured(
+            &ws,
+            cache.path(),
+            &["ask", "--json", question],
+            &[],
+        ))
+    };
+    let ask_shown =
+        |question: &str| text(&unconfigured(&ws, cache.path(), &["ask", question], &[])).0;
     let first = |question: &str, env: &[(&str, &str)]| {
         let out = unconfigured(
             &ws,
@@ -399,13 +410,7 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
 
     // Three remote-work sections share "work" and "month"; ranked by those words alone the
     // evidence led with "A request that is turned down can be resubmitted after 3 months."
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &["ask", "--json", "Can I work from Bali for a month?"],
-        &[],
-    );
-    let reply = json(&out);
+    let reply = ask_json("Can I work from Bali for a month?");
     assert_eq!(reply["status"], "evidence", "{reply}");
     let first = &reply["citations"][0];
     assert_eq!(
@@ -418,13 +423,7 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     // The question's meaning was searched: no second search of the best hits' headings
     // (under hashing it takes one, `agent::searched_by_words_alone_…`), and the new joiner's
     // rule leads the evidence.
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &["ask", "--json", "年中才入职，今年的年假怎么算？"],
-        &[],
-    );
-    let reply = json(&out);
+    let reply = ask_json("年中才入职，今年的年假怎么算？");
     assert_eq!(reply["rounds"].as_array().map(Vec::len), Some(1), "{reply}");
     assert_eq!(
         reply["citations"][0]["titlePath"], "年休假管理办法 / 年假天数 / 新入职员工",
@@ -434,17 +433,10 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     // A refusal of an English question, searched partly with the glossary's Chinese words,
     // gives its reason in the asker's English words (the build before named 代购 and 形式,
     // and the reply left the reason out as not in the asker's language).
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &[
-            "ask",
-            "We're buying about CNY 400,000 of lab equipment. Does that need a formal tender, \
+    let shown = ask_shown(
+        "We're buying about CNY 400,000 of lab equipment. Does that need a formal tender, \
              and can I accept a mooncake box from one of the bidders?",
-        ],
-        &[],
     );
-    let (shown, _) = text(&out);
     let why = shown
         .split("Why: ")
         .nth(1)
@@ -463,8 +455,7 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
         ("Can I bring my dog to the office?", "“dog”"),
         ("Can I smoke in the office?", "“smoke”"),
     ] {
-        let out = unconfigured(&ws, cache.path(), &["ask", "--json", question], &[]);
-        let reply = json(&out);
+        let reply = ask_json(question);
         assert_eq!(reply["status"], "insufficient_evidence", "{reply}");
         let reason = reply["reason"].as_str().unwrap_or_default();
         assert!(reason.contains(missing), "{reply}");
@@ -476,13 +467,7 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     }
 
     // The paraphrase asked, not only searched: answered from the same section.
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &["ask", "--json", "老婆生孩子，男员工能休几天假？"],
-        &[],
-    );
-    let reply = json(&out);
+    let reply = ask_json("老婆生孩子，男员工能休几天假？");
     assert_eq!(reply["status"], "answered", "{reply}");
     assert_eq!(
         reply["citations"][0]["titlePath"], "生育与育儿假规定 / 陪产假",
@@ -492,47 +477,21 @@ fn under_the_default_paraphrases_find_their_sections_and_evidence_leads_by_meani
     // Paternity leave is written only in Chinese (陪产假) and no English passage says
     // "paternity": the glossary carries the phrase across, and the reply, in English, quotes
     // the Chinese section.
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &[
-            "ask",
-            "--json",
-            "How many days of paternity leave do I get?",
-        ],
-        &[],
-    );
-    let reply = json(&out);
+    let reply = ask_json("How many days of paternity leave do I get?");
     let status = reply["status"].as_str().unwrap_or_default();
     assert!(matches!(status, "answered" | "evidence"), "{reply}");
     let first = &reply["citations"][0];
     assert_eq!(first["titlePath"], "生育与育儿假规定 / 陪产假", "{reply}");
     let quote = first["quote"].as_str().unwrap_or_default();
     assert!(quote.contains("陪产假"), "{quote}");
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &["ask", "How many days of paternity leave do I get?"],
-        &[],
-    );
-    let (shown, _) = text(&out);
+    let shown = ask_shown("How many days of paternity leave do I get?");
     assert!(shown.contains("生育与育儿假规定 / 陪产假"), "{shown}");
     assert!(shown.contains("Sources:"), "{shown}");
 
     // No passage says "note"; the glossary's 笔记 ("notes") is written only inside 笔记本电脑
     // (laptops), never as a word of its own: it is not searched, and no laptop rule is
     // evidence for a doctor's note.
-    let out = unconfigured(
-        &ws,
-        cache.path(),
-        &[
-            "ask",
-            "--json",
-            "How many days of sick leave can I take without a doctor's note?",
-        ],
-        &[],
-    );
-    let reply = json(&out);
+    let reply = ask_json("How many days of sick leave can I take without a doctor's note?");
     for round in reply["rounds"].as_array().into_iter().flatten() {
         let keywords = round["keywords"].as_array().into_iter().flatten();
         assert!(!keywords.clone().any(|k| k == "笔记"), "{reply}");
