@@ -131,8 +131,12 @@ fn a_written_generation_reopens_mapped_and_reads_as_written() {
     let old = ChunkStore::open(dir.path()).expect("open old layout");
     assert!(!old.vectors().is_mapped());
     assert_eq!(observed(&old, &chunks), mapped);
-    // The vectors read whole equal the mapped ones, int8 copy and bounds included.
+    // The vectors read whole equal the mapped ones, and both int8 copies hold their bounds.
     assert_eq!(old.vectors(), store.vectors());
+    old.vectors()
+        .check_int8_copy()
+        .expect("int8 copy in memory");
+    store.vectors().check_int8_copy().expect("mapped int8 copy");
 }
 
 #[test]
@@ -275,9 +279,16 @@ fn a_truncated_or_corrupted_int8_copy_is_a_typed_error() {
 fn a_mapped_index_searches_and_grows_like_the_one_in_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = crate::seeded::SplitMix64(7);
+    // Rows sharing a direction, as a model's embeddings do.
+    let base = rng.vector(24);
+    let near_base = move |rng: &mut crate::seeded::SplitMix64| -> Vec<f32> {
+        (rng.vector(24).iter().zip(&base))
+            .map(|(x, b)| x + 2.0 * b)
+            .collect()
+    };
     let mut index = VectorIndex::new(24);
     for _ in 0..500 {
-        index.push(&rng.vector(24)).expect("push");
+        index.push(&near_base(&mut rng)).expect("push");
     }
     index.push(&[0.0; 24]).expect("zero row");
     let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
@@ -285,8 +296,11 @@ fn a_mapped_index_searches_and_grows_like_the_one_in_memory() {
     let mut mapped = VectorIndex::open(&rows, &q8, 24).expect("open");
     assert!(mapped.is_mapped());
     assert_eq!(mapped, index);
+    // These rows share a direction: the copy is centred.
+    assert!(mapped.is_centred());
+    mapped.check_int8_copy().expect("mapped int8 copy");
     for _ in 0..20 {
-        let q = rng.vector(24);
+        let q = near_base(&mut rng);
         assert_eq!(
             mapped.search(&q, 10, |r| r % 3 != 0).expect("mapped"),
             index.search_exact(&q, 10, |r| r % 3 != 0).expect("exact")
@@ -300,9 +314,161 @@ fn a_mapped_index_searches_and_grows_like_the_one_in_memory() {
         })
     ));
     // Pushing onto a mapped index copies it into memory first.
-    let extra = rng.vector(24);
+    let extra = near_base(&mut rng);
     mapped.push(&extra).expect("push");
     index.push(&extra).expect("push");
     assert!(!mapped.is_mapped());
     assert_eq!(mapped, index);
+    assert!(mapped.is_centred());
+    mapped.check_int8_copy().expect("grown int8 copy");
+    let q = near_base(&mut rng);
+    assert_eq!(
+        mapped.search(&q, 10, |_| true).expect("grown"),
+        index.search_exact(&q, 10, |_| true).expect("exact")
+    );
+}
+
+#[test]
+fn sparse_rows_keep_their_int8_copy_relative_to_zero() {
+    // Rows with a few non-zero components (as the hashing embedder's) quantise exactly where
+    // they are zero; taken relative to their mean they would not, so no center is used.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut index = VectorIndex::new(64);
+    for r in 0..200usize {
+        let mut v = vec![0.0; 64];
+        v[r % 64] = 1.0;
+        v[(r * 7 + 3) % 64] = -0.5;
+        index.push(&v).expect("push");
+    }
+    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
+    index.save_with_quantised(&rows, &q8).expect("save");
+    let mapped = VectorIndex::open(&rows, &q8, 64).expect("open");
+    assert!(!mapped.is_centred());
+    mapped.check_int8_copy().expect("mapped int8 copy");
+}
+
+#[test]
+fn a_mapped_index_reads_the_rows_asked_for_in_runs_and_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = crate::seeded::SplitMix64(5);
+    let mut index = VectorIndex::new(8);
+    for _ in 0..300 {
+        index.push(&rng.vector(8)).expect("push");
+    }
+    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
+    index.save_with_quantised(&rows, &q8).expect("save");
+    let mapped = VectorIndex::open(&rows, &q8, 8).expect("open");
+    // A run longer than one read, runs broken by gaps, single rows, the last row.
+    let wanted: Vec<usize> = (0..150).chain([151, 152, 200, 297, 299]).collect();
+    let mut seen = Vec::new();
+    mapped
+        .visit_rows(&wanted, |row, vector| {
+            assert_eq!(vector, index.row(row), "row {row}");
+            seen.push(row);
+        })
+        .expect("visit");
+    assert_eq!(seen, wanted);
+    assert!(matches!(
+        mapped.visit_rows(&[3, 300], |_, _| {}),
+        Err(VectorError::NoSuchRow {
+            row: 300,
+            rows: 300
+        })
+    ));
+}
+
+/// Resident kB of the mappings of `path` in this process (`/proc/self/smaps`).
+#[cfg(target_os = "linux")]
+fn resident_kb(path: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+    let name = path.to_string_lossy();
+    let mut in_mapping = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            in_mapping = line.ends_with(name.as_ref());
+        } else if in_mapping && let Some(rest) = line.strip_prefix("Rss:") {
+            kb += rest
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap_or(0);
+        }
+    }
+    kb
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_mapped_index_rescores_rows_without_bringing_the_rows_file_into_the_process() {
+    // 20,000 rows of 64 dims (5 MB): a k = 100 search re-scores 400 rows spread over the file,
+    // which the kernel's fault-around would map whole if they were read through the mapping.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = crate::seeded::SplitMix64(9);
+    let mut index = VectorIndex::with_capacity(64, 20_000);
+    for _ in 0..20_000 {
+        index.push(&rng.vector(64)).expect("push");
+    }
+    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
+    index.save_with_quantised(&rows, &q8).expect("save");
+    let mapped = VectorIndex::open(&rows, &q8, 64).expect("open");
+    let file_kb = std::fs::metadata(&rows).expect("metadata").len() / 1024;
+    let mut second_passes = 0;
+    for _ in 0..5 {
+        let q = rng.vector(64);
+        let (hits, stats) = mapped.search_with_stats(&q, 100, |_| true).expect("search");
+        assert_eq!(hits, index.search_exact(&q, 100, |_| true).expect("exact"));
+        assert!(stats.rescored >= 400, "{stats:?}");
+        second_passes += usize::from(stats.second_pass);
+    }
+    let resident = resident_kb(&rows);
+    assert!(
+        resident * 10 < file_kb,
+        "{resident} kB of the {file_kb} kB rows file mapped in ({second_passes} second passes)"
+    );
+    // Reading through the mapping, as `row` does, is what maps it.
+    let touched: f32 = (0..20_000).step_by(400).map(|r| mapped.row(r)[0]).sum();
+    assert!(touched.is_finite());
+    assert!(
+        resident_kb(&rows) > resident,
+        "the measure must see the mapping"
+    );
+}
+
+#[test]
+fn an_int8_copy_written_before_the_center_still_opens() {
+    // The copy's earlier format (`RTVQ8001`) is the current one without the center field.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = crate::seeded::SplitMix64(3);
+    let mut index = VectorIndex::new(16);
+    for _ in 0..300 {
+        index.push(&rng.vector(16)).expect("push");
+    }
+    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
+    index.save_with_quantised(&rows, &q8).expect("save");
+    let current = std::fs::read(&q8).expect("read");
+    assert_eq!(&current[..8], b"RTVQ8002");
+    let fixed = 8 + 4 + 8 + 4 + 4 + 32;
+    // Rows spread evenly around zero are saved relative to zero: the center field is zeros.
+    let saved = VectorIndex::open(&rows, &q8, 16).expect("open");
+    assert!(!saved.is_centred());
+    let mut older = b"RTVQ8001".to_vec();
+    older.extend_from_slice(&current[8..fixed]);
+    older.extend_from_slice(&current[fixed + 4 * 16..current.len() - 4]);
+    let crc = crc32fast::hash(&older);
+    older.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(&q8, &older).expect("write");
+    let opened = VectorIndex::open(&rows, &q8, 16).expect("open the older copy");
+    assert!(opened.is_mapped());
+    assert!(!opened.is_centred());
+    opened.check_int8_copy().expect("older int8 copy");
+    for _ in 0..10 {
+        let q = rng.vector(16);
+        assert_eq!(
+            opened.search(&q, 5, |_| true).expect("search"),
+            index.search_exact(&q, 5, |_| true).expect("exact")
+        );
+    }
 }

@@ -1,23 +1,28 @@
 //! A generation's vectors read in place: its `vectors.bin` (the f32 rows, see
 //! [`super::vectors`]) and `vectors.q8` (their int8 copy, written beside it at ingest) are
 //! mapped, not read, so opening a store of 100k chunks costs two `mmap`s and a check of the int8
-//! copy, and a search reads only the pages it scans (the int8 rows, a quarter of the f32 bytes,
-//! and the few f32 rows it re-scores). Before the copy was stored, every open read 147 MiB of
-//! rows, checked their SHA-256 and quantised them again.
+//! copy, and a search reads only what it scans: the int8 rows (a quarter of the f32 bytes) in
+//! place, and the few f32 rows it re-scores copied out with positioned reads
+//! ([`MappedRows::read_rows`]). Before the copy was stored, every open read 147 MiB of rows,
+//! checked their SHA-256 and quantised them again.
 //!
-//! # The int8 copy's file (`RTVQ8001`, all integers and floats little-endian)
+//! # The int8 copy's file (`RTVQ8002`, all integers and floats little-endian)
 //!
 //! | bytes | content |
 //! | --- | --- |
-//! | 8 | magic `RTVQ8001` |
+//! | 8 | magic `RTVQ8002` |
 //! | 4 | `dims`, u32 |
 //! | 8 | `rows`, u64 |
 //! | 4 | largest row quantisation residual, f32 |
-//! | 4 | largest dequantised row norm, f32 |
+//! | 4 | largest dequantised row norm, f32 (both of the rows less the center) |
 //! | 32 | the SHA-256 trailer of the `vectors.bin` this copy was made from |
+//! | 4·dims | the center the rows are quantised relative to (their mean), f32 |
 //! | 4·rows | per-row scale, f32 |
 //! | dims·rows | the int8 rows, row-major |
 //! | 4 | CRC-32 of all preceding bytes |
+//!
+//! A copy written before the center (`RTVQ8001`) has no center field and is read as one
+//! relative to zero.
 //!
 //! Opening checks both files' sizes against their headers, that the copy was made from this
 //! rows file (the SHA-256 it names is the one the rows file ends with) and the copy's CRC-32
@@ -29,22 +34,28 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
 use super::vectors::{CHECKSUM_LEN, HEADER_LEN, MAGIC, VectorError};
 
-/// First bytes of every int8 copy; the trailing digits version the format.
-pub const QUANTISED_MAGIC: &[u8; 8] = b"RTVQ8001";
+/// First bytes of the int8 copy this version writes; the trailing digits version the format.
+pub const QUANTISED_MAGIC: &[u8; 8] = b"RTVQ8002";
+/// The format before the center, still read.
+const QUANTISED_MAGIC_UNCENTRED: &[u8; 8] = b"RTVQ8001";
+/// The header's fixed fields (the center follows them in the current format).
 const QUANTISED_HEADER_LEN: usize = 8 + 4 + 8 + 4 + 4 + 32;
 const CRC_LEN: usize = 4;
 
 /// What the int8 copy's file holds, borrowed from the index that writes it.
 pub(super) struct Quantised<'a> {
     pub dims: usize,
-    pub quant: &'a [i8],
+    pub center: &'a [f32],
     pub scales: &'a [f32],
+    /// Appends row `r`'s int8 copy (`dims` values) to the buffer, rows asked for in order: the
+    /// copy is made as it is written, never held whole.
+    pub quant_row: &'a dyn Fn(usize, &mut Vec<i8>),
     pub max_residual: f32,
     pub max_quantised_norm: f32,
     /// The SHA-256 the rows' file ends with.
@@ -74,9 +85,16 @@ pub(super) fn write_quantised(tmp: &Path, q: &Quantised<'_>) -> Result<(), Vecto
     write(&q.max_residual.to_le_bytes())?;
     write(&q.max_quantised_norm.to_le_bytes())?;
     write(q.rows_digest)?;
+    let center: Vec<u8> = q.center.iter().flat_map(|c| c.to_le_bytes()).collect();
+    write(&center)?;
     let scales: Vec<u8> = q.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
     write(&scales)?;
-    write(bytemuck::cast_slice(q.quant))?;
+    let mut row = Vec::with_capacity(q.dims);
+    for r in 0..q.scales.len() {
+        row.clear();
+        (q.quant_row)(r, &mut row);
+        write(bytemuck::cast_slice(&row))?;
+    }
     let sum = crc.finalize();
     out.write_all(&sum.to_le_bytes()).map_err(io_err)?;
     let file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
@@ -86,9 +104,14 @@ pub(super) fn write_quantised(tmp: &Path, q: &Quantised<'_>) -> Result<(), Vecto
 /// A generation's rows and their int8 copy, mapped and checked (see the module).
 pub(super) struct MappedRows {
     rows_map: Mmap,
+    /// The rows file again, for [`MappedRows::read_rows`].
+    rows_file: File,
+    rows_path: PathBuf,
     quant_map: Mmap,
     dims: usize,
     rows: usize,
+    /// The center's length: `dims`, or 0 in a copy without one.
+    center_len: usize,
     max_residual: f32,
     max_quantised_norm: f32,
 }
@@ -118,13 +141,19 @@ impl MappedRows {
         })?;
         let rows_map = map(rows_path, &rows_file)?;
         let (dims, rows) = check_rows_file(rows_path, &rows_map)?;
-        let (max_residual, max_quantised_norm) =
-            check_quantised_file(quant_path, &quant_map, dims, rows, &rows_map)?;
+        let QuantisedLayout {
+            center_len,
+            max_residual,
+            max_quantised_norm,
+        } = check_quantised_file(quant_path, &quant_map, dims, rows, &rows_map)?;
         Ok(Some(Self {
             rows_map,
+            rows_file,
+            rows_path: rows_path.to_path_buf(),
             quant_map,
             dims,
             rows,
+            center_len,
             max_residual,
             max_quantised_norm,
         }))
@@ -152,15 +181,47 @@ impl MappedRows {
         bytemuck::cast_slice(&self.rows_map[start..start + 4 * self.dims * self.rows])
     }
 
+    /// Copies rows `first..` into `out` (whole rows, `out.len() / dims` of them, in the file)
+    /// with one positioned read, leaving the mapping untouched: the kernel maps the 64 kB
+    /// around every page a read through it faults in, so rows re-scored a few dozen kB apart
+    /// would bring the whole file into the process.
+    #[cfg(unix)]
+    pub(super) fn read_rows(&self, first: usize, out: &mut [f32]) -> Result<(), VectorError> {
+        use std::os::unix::fs::FileExt;
+        let offset = HEADER_LEN + 4 * (first * self.dims) as u64;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        (self.rows_file)
+            .read_exact_at(bytes, offset)
+            .map_err(|source| VectorError::Io {
+                path: self.rows_path.clone(),
+                source,
+            })
+    }
+
+    /// Elsewhere the rows are copied from the mapping.
+    #[cfg(not(unix))]
+    pub(super) fn read_rows(&self, first: usize, out: &mut [f32]) -> Result<(), VectorError> {
+        let start = first * self.dims;
+        out.copy_from_slice(&self.data()[start..start + out.len()]);
+        Ok(())
+    }
+
+    /// The center the int8 rows are relative to; empty in a copy without one (checked at
+    /// open).
+    pub(super) fn center(&self) -> &[f32] {
+        let start = QUANTISED_HEADER_LEN;
+        bytemuck::cast_slice(&self.quant_map[start..start + 4 * self.center_len])
+    }
+
     /// Per-row scales (checked at open).
     pub(super) fn scales(&self) -> &[f32] {
-        let start = QUANTISED_HEADER_LEN;
+        let start = QUANTISED_HEADER_LEN + 4 * self.center_len;
         bytemuck::cast_slice(&self.quant_map[start..start + 4 * self.rows])
     }
 
     /// The int8 rows, row-major.
     pub(super) fn quant(&self) -> &[i8] {
-        let start = QUANTISED_HEADER_LEN + 4 * self.rows;
+        let start = QUANTISED_HEADER_LEN + 4 * self.center_len + 4 * self.rows;
         bytemuck::cast_slice(&self.quant_map[start..start + self.dims * self.rows])
     }
 }
@@ -247,15 +308,23 @@ fn check_rows_file(path: &Path, bytes: &[u8]) -> Result<(usize, usize), VectorEr
     Ok((dims, rows))
 }
 
-/// The copy's two bounds, once its size, its binding to `rows_bytes`, its CRC-32 and its
-/// scales are checked.
+/// What [`check_quantised_file`] reads from a copy's header.
+struct QuantisedLayout {
+    /// `dims`, or 0 for a copy without a center.
+    center_len: usize,
+    max_residual: f32,
+    max_quantised_norm: f32,
+}
+
+/// The copy's layout and two bounds, once its size, its binding to `rows_bytes`, its CRC-32,
+/// its center and its scales are checked.
 fn check_quantised_file(
     path: &Path,
     bytes: &[u8],
     dims: usize,
     rows: usize,
     rows_bytes: &[u8],
-) -> Result<(f32, f32), VectorError> {
+) -> Result<QuantisedLayout, VectorError> {
     let corrupt = |reason: String| VectorError::Corrupt {
         path: path.to_path_buf(),
         reason,
@@ -264,18 +333,23 @@ fn check_quantised_file(
     if bytes.len() < least {
         check_len(path, bytes.len(), least)?;
     }
-    if &bytes[..8] != QUANTISED_MAGIC {
-        return Err(VectorError::BadMagic {
-            path: path.to_path_buf(),
-        });
-    }
+    let center_len = match &bytes[..8] {
+        m if m == QUANTISED_MAGIC => dims,
+        m if m == QUANTISED_MAGIC_UNCENTRED => 0,
+        _ => {
+            return Err(VectorError::BadMagic {
+                path: path.to_path_buf(),
+            });
+        }
+    };
     let (q_dims, q_rows) = (le_u32(bytes, 8), le_u64(bytes, 12));
     if u64::from(q_dims) != dims as u64 || q_rows != rows as u64 {
         return Err(corrupt(format!(
             "{q_dims} dims × {q_rows} rows, but the rows file holds {dims} × {rows}"
         )));
     }
-    let expected = file_len(QUANTISED_HEADER_LEN, 4 + dims as u64, q_rows, CRC_LEN)
+    let header = QUANTISED_HEADER_LEN + 4 * center_len;
+    let expected = file_len(header, 4 + dims as u64, q_rows, CRC_LEN)
         .ok_or_else(|| corrupt(format!("{dims} dims × {rows} rows does not fit")))?;
     check_len(path, bytes.len(), expected)?;
     let rows_digest = &rows_bytes[rows_bytes.len() - CHECKSUM_LEN as usize..];
@@ -297,15 +371,27 @@ fn check_quantised_file(
     }
     let max_residual = f32::from_bits(le_u32(bytes, 20));
     let max_quantised_norm = f32::from_bits(le_u32(bytes, 24));
-    let scales = bytemuck::try_cast_slice::<u8, f32>(
-        &bytes[QUANTISED_HEADER_LEN..QUANTISED_HEADER_LEN + 4 * rows],
-    )
-    .map_err(|e| corrupt(format!("scales not readable in place: {e:?}")))?;
+    let center = bytemuck::try_cast_slice::<u8, f32>(&bytes[QUANTISED_HEADER_LEN..header])
+        .map_err(|e| corrupt(format!("center not readable in place: {e:?}")))?;
+    let scales = bytemuck::try_cast_slice::<u8, f32>(&bytes[header..header + 4 * rows])
+        .map_err(|e| corrupt(format!("scales not readable in place: {e:?}")))?;
     let sound = |x: f32| x.is_finite() && x >= 0.0;
     if !sound(max_residual) || !sound(max_quantised_norm) || !scales.iter().all(|&s| sound(s)) {
         return Err(corrupt(
             "a scale or bound is negative or not finite".to_string(),
         ));
     }
-    Ok((max_residual, max_quantised_norm))
+    // The bound's f32 rounding slack assumes the center is at most a unit vector (a mean of
+    // unit rows is).
+    let center_norm: f64 = center.iter().map(|&c| f64::from(c) * f64::from(c)).sum();
+    if !center.iter().all(|c| c.is_finite()) || center_norm > 1.0 + 1e-3 {
+        return Err(corrupt(
+            "the center is not finite or longer than a unit vector".to_string(),
+        ));
+    }
+    Ok(QuantisedLayout {
+        center_len,
+        max_residual,
+        max_quantised_norm,
+    })
 }

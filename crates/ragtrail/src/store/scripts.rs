@@ -10,7 +10,7 @@
 use crate::text::is_cjk;
 
 use super::vector_leg::{SimilaritySpread, sampled_spread};
-use super::vectors::VectorIndex;
+use super::vectors::{VectorError, VectorIndex};
 
 /// The script a chunk is written in, and whether it borrows from the other one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,23 +58,23 @@ pub(super) fn other_script_rows(
     query: &[f32],
     k: usize,
     allow: impl Fn(usize) -> bool,
-) -> Result<Vec<(usize, f32)>, super::vectors::VectorError> {
+) -> Result<Vec<(usize, f32)>, VectorError> {
     if query.len() != vectors.dims() || written.len() != vectors.len() {
         return Ok(Vec::new());
     }
-    let spread = |script: bool| -> Option<SimilaritySpread> {
+    let spread = |script: bool| -> Result<Option<SimilaritySpread>, VectorError> {
         let rows: Vec<usize> = (0..vectors.len())
             .filter(|&i| written[i].cjk == script && allow(i))
             .collect();
         if rows.len() < MIN_ROWS {
-            return None;
+            return Ok(None);
         }
-        sampled_spread(vectors, query, &rows, SAMPLE).filter(|s| s.spread > 1e-9)
+        Ok(sampled_spread(vectors, query, &rows, SAMPLE)?.filter(|s| s.spread > 1e-9))
     };
-    let Some(in_cjk) = spread(true) else {
+    let Some(in_cjk) = spread(true)? else {
         return Ok(Vec::new());
     };
-    let Some(in_other) = spread(false) else {
+    let Some(in_other) = spread(false)? else {
         return Ok(Vec::new());
     };
     // The script the query is nearer to keeps its cosines; the farther one's are re-expressed.

@@ -206,19 +206,21 @@ impl SampleRuns {
     }
 }
 
-/// The mean and spread of `query`'s cosine over `rows`, every one of them or an even sample of
-/// at most `sample` ([`SampleRuns`]); `None` for no rows.
+/// The mean and spread of `query`'s cosine over `rows` (ascending), every one of them or an
+/// even sample of at most `sample` ([`SampleRuns`]); `None` for no rows.
 pub(super) fn sampled_spread(
     vectors: &super::vectors::VectorIndex,
     query: &[f32],
     rows: &[usize],
     sample: usize,
-) -> Option<SimilaritySpread> {
-    let sims: Vec<f64> = SampleRuns::of(sample)
+) -> Result<Option<SimilaritySpread>, super::vectors::VectorError> {
+    let taken: Vec<usize> = SampleRuns::of(sample)
         .indices(rows.len())
-        .map(|i| cosine(query, vectors.row(rows[i])))
+        .map(|i| rows[i])
         .collect();
-    SimilaritySpread::of(&sims)
+    let mut sims = Vec::with_capacity(taken.len());
+    vectors.visit_rows(&taken, |_, vector| sims.push(cosine(query, vector)))?;
+    Ok(SimilaritySpread::of(&sims))
 }
 
 impl VectorLeg for EmbeddedVectorLeg<'_> {
@@ -260,7 +262,8 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
         if visible.len() < min_visible || visible.is_empty() {
             return Ok(None);
         }
-        Ok(sampled_spread(vectors, query, &visible, sample))
+        sampled_spread(vectors, query, &visible, sample)
+            .map_err(|e| VectorLegError::Scan(e.to_string()))
     }
 
     fn search_other_script(
@@ -281,11 +284,16 @@ impl VectorLeg for EmbeddedVectorLeg<'_> {
 
     fn similarity(&self, query: &[f32], chunk_id: &str) -> Result<Option<f64>, VectorLegError> {
         let vectors = self.store.vectors();
-        Ok(self
-            .store
-            .position(chunk_id)
+        let Some(row) = (self.store.position(chunk_id))
             .filter(|&i| i < vectors.len() && query.len() == vectors.dims())
-            .map(|i| cosine(query, vectors.row(i))))
+        else {
+            return Ok(None);
+        };
+        let mut similarity = None;
+        vectors
+            .visit_rows(&[row], |_, vector| similarity = Some(cosine(query, vector)))
+            .map_err(|e| VectorLegError::Scan(e.to_string()))?;
+        Ok(similarity)
     }
 }
 
