@@ -140,6 +140,7 @@ impl MappedRows {
             source,
         })?;
         let rows_map = map(rows_path, &rows_file)?;
+        read_at_random(&rows_file, &rows_map);
         let (dims, rows) = check_rows_file(rows_path, &rows_map)?;
         let QuantisedLayout {
             center_len,
@@ -225,6 +226,22 @@ impl MappedRows {
         bytemuck::cast_slice(&self.quant_map[start..start + self.dims * self.rows])
     }
 }
+
+/// Tells the kernel the rows file is read at scattered offsets ([`MappedRows::read_rows`]) and
+/// its mapping touched in a few places (the header and the checksum at open): otherwise each
+/// read or fault of a cold page cache reads ahead around it (`read_ahead_kb`, 8 MB on some
+/// disks), and a few hundred rows read the whole file. A refused advice leaves the default.
+#[cfg(target_os = "linux")]
+fn read_at_random(file: &File, mapping: &Mmap) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the call's duration; the advice changes only what the
+    // page cache reads ahead, never what a read returns.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let _ = mapping.advise(memmap2::Advice::Random);
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_at_random(_file: &File, _mapping: &Mmap) {}
 
 fn map(path: &Path, file: &File) -> Result<Mmap, VectorError> {
     // SAFETY: the mapping is read-only and private; generation files are written once, renamed
