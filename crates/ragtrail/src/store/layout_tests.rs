@@ -403,8 +403,9 @@ fn resident_kb(path: &Path) -> u64 {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_mapped_index_rescores_rows_without_bringing_the_rows_file_into_the_process() {
-    // 20,000 rows of 64 dims (5 MB): a k = 100 search re-scores 400 rows spread over the file,
-    // which the kernel's fault-around would map whole if they were read through the mapping.
+    // 20,000 rows of 64 dims (5 MB): a k = 100 search re-scores at least 100 rows spread over
+    // the file, which the kernel's fault-around would map whole if they were read through the
+    // mapping.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = crate::seeded::SplitMix64(9);
     let mut index = VectorIndex::with_capacity(64, 20_000);
@@ -420,7 +421,7 @@ fn a_mapped_index_rescores_rows_without_bringing_the_rows_file_into_the_process(
         let q = rng.vector(64);
         let (hits, stats) = mapped.search_with_stats(&q, 100, |_| true).expect("search");
         assert_eq!(hits, index.search_exact(&q, 100, |_| true).expect("exact"));
-        assert!(stats.rescored >= 400, "{stats:?}");
+        assert!(stats.rescored >= 100, "{stats:?}");
         second_passes += usize::from(stats.second_pass);
     }
     let resident = resident_kb(&rows);

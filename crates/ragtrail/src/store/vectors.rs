@@ -592,7 +592,8 @@ impl VectorIndex {
     }
 
     /// Steps 1 and 2 of the quantised scan: the `shortlist` best rows by integer score, and the
-    /// top `k` of them re-scored with the f32 rows; `query` is normalised.
+    /// top `k` of them re-scored with the f32 rows, best integer score first, until the rows
+    /// left cannot reach the k-th exact score even at the error bound; `query` is normalised.
     fn shortlist_step(
         &self,
         query: &[f32],
@@ -618,22 +619,40 @@ impl VectorIndex {
         for (row, score) in self.integer_scores(&q8, q_scale, q_center, allow) {
             coarse.offer(Candidate { score, row });
         }
-        let mut kept: Vec<usize> = coarse.heap.iter().map(|c| c.row).collect();
-        kept.sort_unstable();
+        let (full, weakest_kept) = (coarse.is_full(), coarse.worst_score());
+        let bound = self.error_bound(q_residual);
+        let kept = coarse.heap.into_sorted_vec(); // best integer score first
         let mut exact = TopK::new(k);
-        self.visit_rows(&kept, |row, vector| {
-            exact.offer(Candidate {
-                score: dot(query, vector),
-                row,
-            })
-        })?;
+        let (mut rescored, mut proven) = (0, false);
+        let mut rows = Vec::with_capacity(RESCORE_STEP);
+        for step in kept.chunks(RESCORE_STEP) {
+            // A row scores at most its integer score + bound, and the rest of the shortlist and
+            // every row left out score lower (strictly: a tie could win on row number).
+            if let (true, Some(kth)) = (exact.is_full(), exact.worst_score())
+                && f64::from(step[0].score) + bound < f64::from(kth)
+            {
+                proven = true;
+                break;
+            }
+            rows.clear();
+            rows.extend(step.iter().map(|c| c.row));
+            rows.sort_unstable();
+            self.visit_rows(&rows, |row, vector| {
+                exact.offer(Candidate {
+                    score: dot(query, vector),
+                    row,
+                })
+            })?;
+            rescored += rows.len();
+        }
         Ok(Shortlist {
-            full: coarse.is_full(),
-            weakest_kept: coarse.worst_score(),
-            rescored: coarse.heap.len(),
+            full,
+            weakest_kept,
+            proven,
+            bound,
+            rescored,
             q8,
             q_scale,
-            q_residual,
             q_center,
             exact,
         })
@@ -651,22 +670,18 @@ impl VectorIndex {
         let Shortlist {
             q8,
             q_scale,
-            q_residual,
             q_center,
             full: shortlist_full,
             weakest_kept,
+            proven,
+            bound,
             rescored,
             exact,
         } = self.shortlist_step(query, k, shortlist, allow)?;
         stats.rescored = rescored;
-        // With x − c = x̂ + e_x (c the center, 0 for none) and q = q̂ + e_q, the exact score is
-        // x·q = c·q + x̂·q̂ + e_x·q + x̂·e_q, so by Cauchy–Schwarz |exact − integer score| ≤
-        // ‖e_x‖·‖q‖ + ‖x̂‖·‖e_q‖, with ‖q‖ = 1; plus f32 rounding, in c·q too (‖c‖ ≤ 1).
-        let norm = f64::from(self.max_quantised_norm);
-        let bound = f64::from(self.max_residual)
-            + norm * f64::from(q_residual)
-            + rounding_slack(self.dims) * norm.max(1.0)
-            + rounding_slack(self.dims);
+        if proven {
+            return Ok((exact.into_hits(), stats));
+        }
         // Step 3: a row left out scores at most weakest_kept + bound. If that is below the k-th
         // exact score (strictly: a tie could win on row number), the shortlist held the top k.
         let (Some(weakest_kept), Some(kth)) = (weakest_kept, exact.worst_score()) else {
@@ -704,6 +719,18 @@ impl VectorIndex {
         rescore(&batch)?;
         stats.rescored += batch.len();
         Ok((exact.into_hits(), stats))
+    }
+
+    /// How far an integer score can be from the exact one, for a query quantised with error
+    /// `q_residual`. With x − c = x̂ + e_x (c the center, 0 for none) and q = q̂ + e_q, the exact
+    /// score is x·q = c·q + x̂·q̂ + e_x·q + x̂·e_q, so by Cauchy–Schwarz |exact − integer score|
+    /// ≤ ‖e_x‖·‖q‖ + ‖x̂‖·‖e_q‖, with ‖q‖ = 1; plus f32 rounding, in c·q too (‖c‖ ≤ 1).
+    fn error_bound(&self, q_residual: f32) -> f64 {
+        let norm = f64::from(self.max_quantised_norm);
+        f64::from(self.max_residual)
+            + norm * f64::from(q_residual)
+            + rounding_slack(self.dims) * norm.max(1.0)
+            + rounding_slack(self.dims)
     }
 
     /// Calls `visit(row, vector)` for each of `rows`, given in ascending order. A mapped
@@ -1239,6 +1266,9 @@ pub struct ScanStats {
 /// Most consecutive rows [`VectorIndex::visit_rows`] reads at once (96 kB of 384-dim rows).
 const READ_RUN_ROWS: usize = 64;
 
+/// Shortlist rows re-scored between two checks of whether the rest can still enter the top k.
+const RESCORE_STEP: usize = 8;
+
 /// Rows the second pass collects before re-scoring them.
 const RESCORE_BATCH: usize = 1024;
 
@@ -1350,14 +1380,17 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 
 /// What the shortlist step leaves for the completeness proof.
 struct Shortlist {
-    /// The quantised query, its scale and its quantisation error (for a second integer pass).
+    /// The quantised query and its scale (for a second integer pass).
     q8: Vec<i8>,
     q_scale: f32,
-    q_residual: f32,
     /// The query's f32 score against the center the int8 rows are relative to (0 for none).
     q_center: f32,
     /// The shortlist held as many rows as it may (rows were left out).
     full: bool,
+    /// The re-scoring stopped early: no row left could enter the top k.
+    proven: bool,
+    /// How far an integer score can be from the exact one ([`VectorIndex::error_bound`]).
+    bound: f64,
     /// The lowest integer score kept in the shortlist.
     weakest_kept: Option<f32>,
     /// Rows re-scored with f32 dot products.
@@ -1750,6 +1783,7 @@ mod tests {
         }
         assert_eq!(index.quantised_bytes(), rows * dims + rows * 4);
         let (mut found, mut wanted, mut proven) = (0, 0, 0);
+        let mut rescored_k100 = 0;
         for _ in 0..30 {
             let q = rng.vector(dims);
             let unit = normalize(&q, dims).unwrap().unwrap();
@@ -1759,6 +1793,9 @@ mod tests {
                 assert_eq!(got, exact, "k = {k}");
                 assert!(stats.rescored < rows / 4, "{stats:?}");
                 proven += usize::from(!stats.second_pass);
+                if k == 100 {
+                    rescored_k100 += stats.rescored;
+                }
                 // The scores are the f32 ones, bit for bit, not dequantised approximations.
                 for &(row, score) in &got {
                     assert_eq!(score.to_bits(), dot(&unit, index.row(row)).to_bits());
@@ -1776,6 +1813,13 @@ mod tests {
         let recall = found as f64 / wanted as f64;
         assert!(recall >= 0.99, "shortlist recall {recall}");
         assert!(proven >= 80, "proven {proven} of 90");
+        // Re-scoring stops once the rows left cannot reach the k-th exact score: well short of
+        // the shortlist's 400 rows on these scattered scores.
+        assert!(
+            rescored_k100 / 30 < 300,
+            "{} rows re-scored",
+            rescored_k100 / 30
+        );
     }
 
     #[test]
