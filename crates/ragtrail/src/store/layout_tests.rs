@@ -275,6 +275,23 @@ fn a_truncated_or_corrupted_int8_copy_is_a_typed_error() {
     assert!(message.contains("ingest --rebuild"), "{message}");
 }
 
+/// `index` saved with its int8 copy under `dir`, and opened mapped: (rows file, copy, mapped).
+fn saved_and_mapped(dir: &Path, index: &VectorIndex) -> (PathBuf, PathBuf, VectorIndex) {
+    let (rows, q8) = (dir.join("v.bin"), dir.join("v.q8"));
+    index.save_with_quantised(&rows, &q8).expect("save");
+    let mapped = VectorIndex::open(&rows, &q8, index.dims()).expect("open");
+    (rows, q8, mapped)
+}
+
+/// `rows` rows of `dims` components drawn from `rng`.
+fn random_index(rng: &mut crate::seeded::SplitMix64, dims: usize, rows: usize) -> VectorIndex {
+    let mut index = VectorIndex::with_capacity(dims, rows);
+    for _ in 0..rows {
+        index.push(&rng.vector(dims)).expect("push");
+    }
+    index
+}
+
 #[test]
 fn a_mapped_index_searches_and_grows_like_the_one_in_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -291,9 +308,7 @@ fn a_mapped_index_searches_and_grows_like_the_one_in_memory() {
         index.push(&near_base(&mut rng)).expect("push");
     }
     index.push(&[0.0; 24]).expect("zero row");
-    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
-    index.save_with_quantised(&rows, &q8).expect("save");
-    let mut mapped = VectorIndex::open(&rows, &q8, 24).expect("open");
+    let (rows, q8, mut mapped) = saved_and_mapped(dir.path(), &index);
     assert!(mapped.is_mapped());
     assert_eq!(mapped, index);
     // These rows share a direction: the copy is centred.
@@ -340,9 +355,7 @@ fn sparse_rows_keep_their_int8_copy_relative_to_zero() {
         v[(r * 7 + 3) % 64] = -0.5;
         index.push(&v).expect("push");
     }
-    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
-    index.save_with_quantised(&rows, &q8).expect("save");
-    let mapped = VectorIndex::open(&rows, &q8, 64).expect("open");
+    let (_, _, mapped) = saved_and_mapped(dir.path(), &index);
     assert!(!mapped.is_centred());
     mapped.check_int8_copy().expect("mapped int8 copy");
 }
@@ -351,13 +364,8 @@ fn sparse_rows_keep_their_int8_copy_relative_to_zero() {
 fn a_mapped_index_reads_the_rows_asked_for_in_runs_and_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = crate::seeded::SplitMix64(5);
-    let mut index = VectorIndex::new(8);
-    for _ in 0..300 {
-        index.push(&rng.vector(8)).expect("push");
-    }
-    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
-    index.save_with_quantised(&rows, &q8).expect("save");
-    let mapped = VectorIndex::open(&rows, &q8, 8).expect("open");
+    let index = random_index(&mut rng, 8, 300);
+    let (_, _, mapped) = saved_and_mapped(dir.path(), &index);
     // A run longer than one read, runs broken by gaps, single rows, the last row.
     let wanted: Vec<usize> = (0..150).chain([151, 152, 200, 297, 299]).collect();
     let mut seen = Vec::new();
@@ -408,13 +416,8 @@ fn a_mapped_index_rescores_rows_without_bringing_the_rows_file_into_the_process(
     // mapping.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = crate::seeded::SplitMix64(9);
-    let mut index = VectorIndex::with_capacity(64, 20_000);
-    for _ in 0..20_000 {
-        index.push(&rng.vector(64)).expect("push");
-    }
-    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
-    index.save_with_quantised(&rows, &q8).expect("save");
-    let mapped = VectorIndex::open(&rows, &q8, 64).expect("open");
+    let index = random_index(&mut rng, 64, 20_000);
+    let (rows, _, mapped) = saved_and_mapped(dir.path(), &index);
     let file_kb = std::fs::metadata(&rows).expect("metadata").len() / 1024;
     let mut second_passes = 0;
     for _ in 0..5 {
@@ -443,18 +446,13 @@ fn an_int8_copy_written_before_the_center_still_opens() {
     // The copy's earlier format (`RTVQ8001`) is the current one without the center field.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = crate::seeded::SplitMix64(3);
-    let mut index = VectorIndex::new(16);
-    for _ in 0..300 {
-        index.push(&rng.vector(16)).expect("push");
-    }
-    let (rows, q8) = (dir.path().join("v.bin"), dir.path().join("v.q8"));
-    index.save_with_quantised(&rows, &q8).expect("save");
+    let index = random_index(&mut rng, 16, 300);
+    let (rows, q8, saved) = saved_and_mapped(dir.path(), &index);
+    // Rows spread evenly around zero are saved relative to zero: the center field is zeros.
+    assert!(!saved.is_centred());
     let current = std::fs::read(&q8).expect("read");
     assert_eq!(&current[..8], b"RTVQ8002");
     let fixed = 8 + 4 + 8 + 4 + 4 + 32;
-    // Rows spread evenly around zero are saved relative to zero: the center field is zeros.
-    let saved = VectorIndex::open(&rows, &q8, 16).expect("open");
-    assert!(!saved.is_centred());
     let mut older = b"RTVQ8001".to_vec();
     older.extend_from_slice(&current[8..fixed]);
     older.extend_from_slice(&current[fixed + 4 * 16..current.len() - 4]);
