@@ -23,8 +23,8 @@ use crate::search::{
     self, RankedRequest, SearchError, SearchRequest, SearchResponse, SearchSettings, Searcher,
 };
 use crate::store::embed_journal::{EmbedJournal, text_key};
-use crate::store::vectors::{VectorError, VectorIndex};
-use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreError, VectorLeg};
+use crate::store::vectors::VectorError;
+use crate::store::{ChunkStore, EmbeddedVectorLeg, StoreError, VectorLeg, VectorWriter};
 use crate::text::Glossary;
 
 #[derive(Debug, thiserror::Error)]
@@ -589,12 +589,19 @@ impl Engine {
                 chunks.extend(list.into_iter().flatten().map(|c| (*c).clone()));
             }
         }
+        // What is left are the scanned chunks of unchanged documents, which keep their stored
+        // ones: not held through embedding and indexing.
+        drop(new_chunks_by_source);
         documents.sort_by(|a, b| a.source.cmp(&b.source));
-        let vectors = self.embed_chunks(&chunks, options.rebuild, progress)?;
+        let (next, mut vectors) = self
+            .store
+            .start_generation(self.embedder.info().dims as usize, chunks.len())?;
+        self.embed_chunks(&chunks, options.rebuild, &mut vectors, progress)?;
         let next = self.store.write_generation(
+            next,
+            vectors,
             documents,
             chunks,
-            vectors,
             self.embedder.info(),
             Some(root.display().to_string()),
         )?;
@@ -638,14 +645,16 @@ impl Engine {
         }
     }
 
-    /// Vectors for `chunks`, reusing the stored vector of any chunk whose content hash is
-    /// unchanged (same embedder), so re-ingesting never re-embeds unchanged text.
+    /// Writes the vectors of `chunks` into `vectors` (row `i` for chunk `i`), reusing the
+    /// stored vector of any chunk whose content hash is unchanged (same embedder), so
+    /// re-ingesting never re-embeds unchanged text.
     fn embed_chunks(
         &self,
         chunks: &[Chunk],
         rebuild: bool,
+        vectors: &mut VectorWriter,
         progress: &mut dyn FnMut(IngestProgress),
-    ) -> Result<VectorIndex, EngineError> {
+    ) -> Result<(), EngineError> {
         let info = self.embedder.info();
         let dims = info.dims as usize;
         let reusable = !rebuild && self.store.manifest().embedder.as_ref() == Some(&info);
@@ -661,32 +670,50 @@ impl Engine {
         } else {
             HashMap::new()
         };
-        let mut missing: Vec<usize> = (0..chunks.len())
-            .filter(|&i| !old.contains_key(&reuse_key(&chunks[i])))
-            .collect();
+        // Each old row reused, with the new rows it becomes: read in ascending order, so a
+        // mapped store's rows are copied out in runs rather than mapped whole.
+        let mut reused: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        let mut missing: Vec<usize> = Vec::new();
+        for (i, chunk) in chunks.iter().enumerate() {
+            match old.get(&reuse_key(chunk)) {
+                Some(&row) => reused.entry(row).or_default().push(i),
+                None => missing.push(i),
+            }
+        }
+        let failed = |e: VectorError| -> EngineError {
+            match e {
+                // Reading the stored rows or writing the new ones, not the model.
+                VectorError::Io { path, source } => StoreError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
+                .into(),
+                e => EmbedError::Failed {
+                    model: info.model.clone(),
+                    message: e.to_string(),
+                }
+                .into(),
+            }
+        };
+        let old_rows: Vec<usize> = reused.keys().copied().collect();
+        let mut result = Ok(());
+        self.store
+            .vectors()
+            .visit_rows(&old_rows, |row, v| {
+                for &i in reused.get(&row).into_iter().flatten() {
+                    if result.is_ok() {
+                        result = vectors.set_row(i, v);
+                    }
+                }
+            })
+            .and(result)
+            .map_err(failed)?;
         // What an ingest that stopped before committing had embedded already.
         let journal_path = self.data_dir.join(EMBED_JOURNAL_FILE);
         let mut journal = match self.embedder.is_costly() && !missing.is_empty() {
             true => Some(EmbedJournal::open(&journal_path, &info)?),
             false => None,
         };
-        // Each vector is written into its row as it comes (a row never set stays zero, and
-        // never matches), so an ingest holds the vectors once.
-        let mut index = VectorIndex::zeroed(dims, chunks.len());
-        let failed = |e: VectorError| -> EngineError {
-            EmbedError::Failed {
-                model: info.model.clone(),
-                message: e.to_string(),
-            }
-            .into()
-        };
-        for (i, chunk) in chunks.iter().enumerate() {
-            if let Some(&row) = old.get(&reuse_key(chunk)) {
-                index
-                    .set_row(i, self.store.vectors().row(row))
-                    .map_err(failed)?;
-            }
-        }
         if let Some(j) = journal.as_ref().filter(|j| !j.is_empty()) {
             let mut kept = 0;
             let mut result = Ok(());
@@ -694,7 +721,7 @@ impl Engine {
                 Some(v) => {
                     kept += 1;
                     if result.is_ok() {
-                        result = index.set_row(i, v);
+                        result = vectors.set_row(i, v);
                     }
                     false
                 }
@@ -712,9 +739,8 @@ impl Engine {
             dims,
             journal.as_mut(),
             &mut |done| progress(IngestProgress::Embedded { done }),
-            &mut |i, v| index.set_row(i, &v).map_err(failed),
-        )?;
-        Ok(index)
+            &mut |i, v| vectors.set_row(i, &v).map_err(failed),
+        )
     }
 
     /// A [`Searcher`] for one caller: `searchDocs`, rankings and the agent's evidence lookups
@@ -852,12 +878,16 @@ impl Engine {
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<IngestSummary, EngineError> {
         let Writing { index, update, .. } = self.start_writing(false)?;
-        let vectors = self.embed_chunks(&chunks, false, progress)?;
+        let (next, mut vectors) = self
+            .store
+            .start_generation(self.embedder.info().dims as usize, chunks.len())?;
+        self.embed_chunks(&chunks, false, &mut vectors, progress)?;
         let added = documents.iter().map(|d| d.source.clone()).collect();
         let next = self.store.write_generation(
+            next,
+            vectors,
             documents,
             chunks,
-            vectors,
             self.embedder.info(),
             origin,
         )?;

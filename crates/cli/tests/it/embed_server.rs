@@ -396,8 +396,11 @@ fn a_server_that_goes_away_mid_ingest_leaves_the_previous_index_and_the_next_ing
         text.contains(&format!("127.0.0.1:{}", server.port)),
         "the error names the endpoint: {text}"
     );
-    // Nothing of the failed ingest is visible: same generation, the old chunk still found.
+    // Nothing of the failed ingest is visible: same generation, the old chunk still found,
+    // and the next generation's folder, whose vectors were being written, is gone.
     assert_eq!(engine.store().generation(), before);
+    let next_folder = engine.store().dir().join(format!("gen-{}", before + 1));
+    assert!(!next_folder.exists(), "{} is left", next_folder.display());
     assert_eq!(engine.store().documents().len(), 1);
     // BM25 alone: the vector leg needs the server to embed the query.
     let hits = search(&engine, &["陪产假"], Some(Fusion::Bm25Only));

@@ -381,23 +381,34 @@ fn a_renamed_heading_over_unchanged_text_gets_a_new_vector() {
     ws.ingest(&mut engine);
     let before = counting.count();
     ws.write("hr/leave.md", TWO_SECTIONS_RENAMED);
+    // A file that sorts first moves the unchanged section to another row.
+    ws.write(
+        "finance/a.md",
+        "# Meals\n\nDinner is paid up to 40 euros.\n",
+    );
     ws.ingest(&mut engine);
-    // A vector embeds the heading path with the text: only the renamed section is embedded.
-    assert_eq!(counting.count() - before, 1);
+    // A vector embeds the heading path with the text: only the renamed section and the new
+    // file are embedded.
+    assert_eq!(counting.count() - before, 2);
     let store = engine.store();
-    let (row, chunk) = store
-        .chunks()
-        .expect("chunk records")
-        .iter()
-        .enumerate()
-        .find(|(_, c)| c.title_path.ends_with("Illness"))
-        .expect("the renamed section");
-    let want = ragtrail::HashingEmbedder::default().embed_batch(&[format!(
-        "{}\n{}",
-        chunk.title_path, chunk.text
-    )
-    .as_str()]);
-    assert_eq!(store.vectors().row(row), want[0].as_slice());
+    let chunks = store.chunks().expect("chunk records");
+    assert!(chunks.iter().any(|c| c.title_path.ends_with("Illness")));
+    // Each row, the one reused as the one embedded anew, is its own chunk's vector, read from
+    // the files the ingest wrote.
+    assert!(store.vectors().is_mapped());
+    for (row, chunk) in chunks.iter().enumerate() {
+        let want = ragtrail::HashingEmbedder::default().embed_batch(&[format!(
+            "{}\n{}",
+            chunk.title_path, chunk.text
+        )
+        .as_str()]);
+        assert_eq!(
+            store.vectors().row(row),
+            want[0].as_slice(),
+            "{}",
+            chunk.title_path
+        );
+    }
 }
 
 #[test]

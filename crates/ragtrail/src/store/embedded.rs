@@ -10,6 +10,7 @@ use super::StoreError;
 use super::chunk_table::ChunkTable;
 use super::records::Records;
 use super::terms::ChunkTerms;
+use super::vector_writer::VectorWriter;
 use super::vectors::VectorIndex;
 use crate::access::{AccessContext, private};
 use crate::embed::EmbedderInfo;
@@ -308,16 +309,14 @@ impl ChunkStore {
         self.records.position_of_id64(id64)
     }
 
-    /// Writes a new generation (not yet current). Call [`ChunkStore::make_current`] after the
-    /// derived index has committed, so a crash in between is noticed (generations differ).
-    pub fn write_generation(
+    /// Starts the next generation's folder (not yet current), with a writer for its `rows`
+    /// vectors of `dims` floats: an ingest writes each vector to the file as it comes, then
+    /// [`ChunkStore::write_generation`] writes the rest.
+    pub fn start_generation(
         &self,
-        documents: Vec<Document>,
-        chunks: Vec<Chunk>,
-        vectors: VectorIndex,
-        embedder: EmbedderInfo,
-        knowledge_root: Option<String>,
-    ) -> Result<ChunkStore, StoreError> {
+        dims: usize,
+        rows: usize,
+    ) -> Result<(NextGeneration, VectorWriter), StoreError> {
         let generation = self.manifest.generation + 1;
         let gen_dir = self.dir.join(format!("gen-{generation}"));
         if gen_dir.exists() {
@@ -328,6 +327,47 @@ impl ChunkStore {
         // narrowed here, on the writer's path, since readers write nothing.
         private::own_dir(&self.dir).map_err(io_err(&self.dir))?;
         private::create_dir_all(&gen_dir).map_err(io_err(&gen_dir))?;
+        let next = NextGeneration {
+            generation,
+            dir: gen_dir,
+            written: false,
+        };
+        let vectors_path = next.dir.join(VECTORS);
+        // On an error `next` is dropped, and the folder with it.
+        let vectors = VectorWriter::create(&vectors_path, &next.dir.join(QUANTISED), dims, rows)
+            .map_err(|e| StoreError::Vectors {
+                path: vectors_path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        Ok((next, vectors))
+    }
+
+    /// Writes the generation `next` (not yet current): its `vectors` (from
+    /// [`ChunkStore::start_generation`], one per chunk), then the chunks and the manifest.
+    /// Call [`ChunkStore::make_current`] after the derived index has committed, so a crash in
+    /// between is noticed (generations differ).
+    pub fn write_generation(
+        &self,
+        mut next: NextGeneration,
+        vectors: VectorWriter,
+        documents: Vec<Document>,
+        chunks: Vec<Chunk>,
+        embedder: EmbedderInfo,
+        knowledge_root: Option<String>,
+    ) -> Result<ChunkStore, StoreError> {
+        let (generation, gen_dir) = (next.generation, next.dir.clone());
+        let vectors_path = gen_dir.join(VECTORS);
+        let vectors_err = |message: String| StoreError::Vectors {
+            path: vectors_path.display().to_string(),
+            message,
+        };
+        if vectors.len() != chunks.len() {
+            return Err(vectors_err(format!(
+                "{} vectors for {} chunks",
+                vectors.len(),
+                chunks.len()
+            )));
+        }
         let manifest = StoreManifest {
             format: FORMAT,
             generation,
@@ -365,19 +405,14 @@ impl ChunkStore {
             .map_err(|e| io_err(&chunks_path)(e.into_error()))?;
         file.sync_all().map_err(io_err(&chunks_path))?;
         ChunkTable::write(&gen_dir.join(CHUNK_TABLE), &chunks, &offsets, at)?;
-        let vectors_path = gen_dir.join(VECTORS);
-        vectors
-            .save_with_quantised(&vectors_path, &gen_dir.join(QUANTISED))
-            .map_err(|e| StoreError::Vectors {
-                path: vectors_path.display().to_string(),
-                message: e.to_string(),
-            })?;
+        let vectors = vectors.finish().map_err(|e| vectors_err(e.to_string()))?;
         let manifest_path = gen_dir.join(MANIFEST);
         let json = serde_json::to_vec_pretty(&manifest).map_err(|e| StoreError::Io {
             path: manifest_path.display().to_string(),
             source: e.into(),
         })?;
         write_synced(&manifest_path, &json)?;
+        next.written = true;
         Ok(Self::from_parts(
             self.dir.clone(),
             manifest,
@@ -408,6 +443,22 @@ impl ChunkStore {
             }
         }
         Ok(())
+    }
+}
+
+/// The next generation's folder, being written (see [`ChunkStore::start_generation`]). Dropped
+/// before [`ChunkStore::write_generation`] wrote it (a failed ingest), the folder is removed.
+pub struct NextGeneration {
+    generation: u64,
+    dir: PathBuf,
+    written: bool,
+}
+
+impl Drop for NextGeneration {
+    fn drop(&mut self) {
+        if !self.written {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

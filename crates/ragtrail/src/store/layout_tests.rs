@@ -60,16 +60,18 @@ fn written_store(n: usize) -> (tempfile::TempDir, Vec<Chunk>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let chunks: Vec<Chunk> = (0..n).map(chunk).collect();
     let embedder = HashingEmbedder::default();
-    let mut vectors = VectorIndex::new(Embedder::info(&embedder).dims as usize);
-    for c in &chunks {
-        vectors.push(&embedder.embed(&c.text)).expect("push");
-    }
     let empty = ChunkStore::open(dir.path()).expect("empty store");
+    let dims = Embedder::info(&embedder).dims as usize;
+    let (next, mut vectors) = empty.start_generation(dims, n).expect("start");
+    for (i, c) in chunks.iter().enumerate() {
+        vectors.set_row(i, &embedder.embed(&c.text)).expect("row");
+    }
     let next = empty
         .write_generation(
+            next,
+            vectors,
             Vec::new(),
             chunks.clone(),
-            vectors,
             Embedder::info(&embedder),
             None,
         )

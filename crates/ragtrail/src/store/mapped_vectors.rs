@@ -48,6 +48,9 @@ const QUANTISED_MAGIC_UNCENTRED: &[u8; 8] = b"RTVQ8001";
 const QUANTISED_HEADER_LEN: usize = 8 + 4 + 8 + 4 + 4 + 32;
 const CRC_LEN: usize = 4;
 
+/// Appends row `r`'s int8 values to the buffer.
+pub(super) type QuantRow<'a> = dyn FnMut(usize, &mut Vec<i8>) -> Result<(), VectorError> + 'a;
+
 /// What the int8 copy's file holds, borrowed from the index that writes it.
 pub(super) struct Quantised<'a> {
     pub dims: usize,
@@ -55,7 +58,7 @@ pub(super) struct Quantised<'a> {
     pub scales: &'a [f32],
     /// Appends row `r`'s int8 copy (`dims` values) to the buffer, rows asked for in order: the
     /// copy is made as it is written, never held whole.
-    pub quant_row: &'a dyn Fn(usize, &mut Vec<i8>),
+    pub quant_row: &'a mut QuantRow<'a>,
     pub max_residual: f32,
     pub max_quantised_norm: f32,
     /// The SHA-256 the rows' file ends with.
@@ -63,7 +66,7 @@ pub(super) struct Quantised<'a> {
 }
 
 /// Writes the int8 copy's file at `tmp` (a new file, synced).
-pub(super) fn write_quantised(tmp: &Path, q: &Quantised<'_>) -> Result<(), VectorError> {
+pub(super) fn write_quantised(tmp: &Path, q: &mut Quantised<'_>) -> Result<(), VectorError> {
     let io_err = |source| VectorError::Io {
         path: tmp.to_path_buf(),
         source,
@@ -92,7 +95,7 @@ pub(super) fn write_quantised(tmp: &Path, q: &Quantised<'_>) -> Result<(), Vecto
     let mut row = Vec::with_capacity(q.dims);
     for r in 0..q.scales.len() {
         row.clear();
-        (q.quant_row)(r, &mut row);
+        (q.quant_row)(r, &mut row)?;
         write(bytemuck::cast_slice(&row))?;
     }
     let sum = crc.finalize();

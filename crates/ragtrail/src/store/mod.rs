@@ -19,12 +19,14 @@ mod records;
 mod scripts;
 mod terms;
 pub mod vector_leg;
+mod vector_writer;
 pub mod vectors;
 pub mod versions;
 
 pub use embedded::ChunkStore;
 pub use terms::ChunkTerms;
 pub use vector_leg::{EmbeddedVectorLeg, SimilaritySpread, VectorLeg, VectorLegError};
+pub use vector_writer::VectorWriter;
 pub use versions::{ChunkVersion, KeepVersions, VersionLog};
 
 #[derive(Debug, thiserror::Error)]

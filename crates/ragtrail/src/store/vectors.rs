@@ -25,7 +25,8 @@
 //! taken relative to the rows' mean when that narrows the bound (a model's embeddings share
 //! most of their direction, see [`VectorIndex::center`]), and opens both mapped: the int8 scan
 //! reads the copy in place, and the few f32 rows re-scored are copied out of `vectors.bin`
-//! rather than read through its mapping. [`VectorIndex::load`] reads a file alone and rebuilds
+//! rather than read through its mapping. An ingest writes the two files without holding the
+//! rows ([`super::vector_writer`]). [`VectorIndex::load`] reads a file alone and rebuilds
 //! the int8 copy (one pass over the rows), as for a generation written before the copy was
 //! stored.
 
@@ -366,48 +367,6 @@ impl VectorIndex {
     /// True when there are no rows.
     pub fn is_empty(&self) -> bool {
         self.rows == 0
-    }
-
-    /// An index of `rows` zero rows (which never match), to be filled with
-    /// [`set_row`](Self::set_row): an ingest writes each vector into its row as it comes,
-    /// without holding them all a second time first.
-    pub fn zeroed(dims: usize, rows: usize) -> Self {
-        let floats = dims.saturating_mul(rows);
-        Self {
-            dims,
-            rows,
-            storage: Storage::Owned {
-                data: vec![0.0; floats],
-                quant: vec![0; floats],
-                scales: vec![0.0; rows],
-                center: Vec::new(),
-            },
-            max_residual: 0.0,
-            max_quantised_norm: 0.0,
-        }
-    }
-
-    /// Stores `v`, L2-normalised, as row `i`: the row [`push`](Self::push) would have stored.
-    /// Meant for a row still zero (the bounds of the int8 scan only grow).
-    pub fn set_row(&mut self, i: usize, v: &[f32]) -> Result<(), VectorError> {
-        if i >= self.rows {
-            return Err(VectorError::NoSuchRow {
-                row: i,
-                rows: self.rows,
-            });
-        }
-        let normalized = normalize(v, self.dims)?;
-        let stored = normalized.as_deref().unwrap_or(v);
-        let dims = self.dims;
-        let mut q8 = Vec::with_capacity(dims);
-        let (data, quant, scales, center) = self.owned();
-        let q = quantise_row(stored, center, &mut q8);
-        data[i * dims..(i + 1) * dims].copy_from_slice(stored);
-        quant[i * dims..(i + 1) * dims].copy_from_slice(&q8);
-        scales[i] = q.scale;
-        self.max_residual = self.max_residual.max(q.residual);
-        self.max_quantised_norm = self.max_quantised_norm.max(q.norm);
-        Ok(())
     }
 
     /// Appends a copy of `v`, L2-normalised, and returns its row number. A zero vector is stored
@@ -860,90 +819,38 @@ impl VectorIndex {
     /// embedder's sparse rows, which quantise exactly where they are zero) relative to zero.
     pub fn save_with_quantised(&self, path: &Path, quantised: &Path) -> Result<(), VectorError> {
         let digest = self.save_rows(path)?;
-        let centred = self.centred_copy();
-        let (center, scales, max_residual, max_quantised_norm) = match &centred {
-            Some(c) => (
-                &c.center[..],
-                &c.scales[..],
-                c.max_residual,
-                c.max_quantised_norm,
-            ),
-            None => (
-                self.center(),
-                self.scales(),
-                self.max_residual,
-                self.max_quantised_norm,
-            ),
-        };
-        // The file always has a center; none is the zero vector.
-        let zero_center = vec![0.0; if center.is_empty() { self.dims } else { 0 }];
-        let quant_row = |r: usize, out: &mut Vec<i8>| match &centred {
-            Some(c) => {
-                quantise_row(self.row(r), &c.center, out);
-            }
-            None => out.extend_from_slice(&self.quant()[r * self.dims..(r + 1) * self.dims]),
-        };
-        write_atomically(quantised, |tmp| {
-            super::mapped_vectors::write_quantised(
-                tmp,
-                &super::mapped_vectors::Quantised {
-                    dims: self.dims,
-                    center: if center.is_empty() {
-                        &zero_center
-                    } else {
-                        center
-                    },
-                    scales,
-                    quant_row: &quant_row,
-                    max_residual,
-                    max_quantised_norm,
-                    rows_digest: &digest,
+        // A mapped copy already centred keeps its center.
+        let centred = match self.center().is_empty() {
+            true => centred_copy(
+                self.dims,
+                (self.max_residual, self.max_quantised_norm),
+                |visit| {
+                    self.data().chunks_exact(self.dims.max(1)).for_each(visit);
+                    Ok(())
                 },
-            )
-        })
-    }
-
-    /// The int8 copy's scales and bounds relative to the rows' mean, when that gives a tighter
-    /// bound than the copy relative to zero, measured as `residual · (1 + norm)` (the bound of
-    /// a query quantised as coarsely as the worst row).
-    fn centred_copy(&self) -> Option<CentredCopy> {
-        if self.dims == 0 || !self.center().is_empty() {
-            // A mapped copy already centred keeps its center; zero dims have nothing to center.
-            return None;
-        }
-        let mut sum = vec![0.0f64; self.dims];
-        let mut counted = 0usize;
-        for (row, &scale) in self.data().chunks_exact(self.dims).zip(self.scales()) {
-            if scale != 0.0 {
-                counted += 1;
-                for (s, &x) in sum.iter_mut().zip(row) {
-                    *s += f64::from(x);
+            )?,
+            false => None,
+        };
+        let copy = match &centred {
+            Some(c) => Int8Copy::centred(c),
+            None => Int8Copy {
+                center: self.center(),
+                scales: self.scales(),
+                max_residual: self.max_residual,
+                max_quantised_norm: self.max_quantised_norm,
+            },
+        };
+        // Each row is quantised as it is written: the copy is never held a second time.
+        let mut quant_row = |r: usize, out: &mut Vec<i8>| {
+            match &centred {
+                Some(c) => {
+                    quantise_row(self.row(r), &c.center, out);
                 }
+                None => out.extend_from_slice(&self.quant()[r * self.dims..(r + 1) * self.dims]),
             }
-        }
-        if counted == 0 {
-            return None;
-        }
-        let center: Vec<f32> = sum.iter().map(|&s| (s / counted as f64) as f32).collect();
-        let mut scales = Vec::with_capacity(self.rows);
-        let (mut max_residual, mut max_quantised_norm) = (0.0f32, 0.0f32);
-        let mut scratch = Vec::with_capacity(self.dims);
-        for row in self.data().chunks_exact(self.dims) {
-            scratch.clear();
-            let q = quantise_row(row, &center, &mut scratch);
-            scales.push(q.scale);
-            max_residual = max_residual.max(q.residual);
-            max_quantised_norm = max_quantised_norm.max(q.norm);
-        }
-        let worst = |residual: f32, norm: f32| f64::from(residual) * (1.0 + f64::from(norm));
-        (worst(max_residual, max_quantised_norm)
-            < worst(self.max_residual, self.max_quantised_norm))
-        .then_some(CentredCopy {
-            center,
-            scales,
-            max_residual,
-            max_quantised_norm,
-        })
+            Ok(())
+        };
+        write_int8_copy(quantised, self.dims, &copy, &digest, &mut quant_row)
     }
 
     /// Writes the rows' file and returns its checksum.
@@ -1103,41 +1010,44 @@ pub(super) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&Path) -> Result<(), VectorError>,
 ) -> Result<(), VectorError> {
-    let io_err = |source| VectorError::Io {
+    let tmp = tmp_path_for(path)?;
+    let result = write(&tmp).and_then(|()| rename_into_place(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A temporary file's name beside `path`, unique in this process and among processes.
+pub(super) fn tmp_path_for(path: &Path) -> Result<PathBuf, VectorError> {
+    let file_name = path.file_name().ok_or_else(|| VectorError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"),
+    })?;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    Ok(path.with_file_name(format!(
+        ".{}.tmp-{}-{}",
+        file_name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, AtomicOrdering::Relaxed)
+    )))
+}
+
+/// Renames the written and synced `tmp` over `path` (in the same directory), then syncs the
+/// directory so the rename itself persists (best effort, as not every filesystem supports it).
+pub(super) fn rename_into_place(tmp: &Path, path: &Path) -> Result<(), VectorError> {
+    fs::rename(tmp, path).map_err(|source| VectorError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let file_name = path.file_name().ok_or_else(|| {
-        io_err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "path has no file name",
-        ))
     })?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        file_name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, AtomicOrdering::Relaxed)
-    ));
-    let result = write(&tmp).and_then(|()| fs::rename(&tmp, path).map_err(io_err));
-    match result {
-        Ok(()) => {
-            // Persist the rename itself; best effort, as not every filesystem supports it.
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-            Ok(())
-        }
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
-        }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
     }
+    Ok(())
 }
 
 /// `read_exact` that reports end-of-file as the caller's truncation error.
@@ -1157,7 +1067,7 @@ fn read_exact(
 }
 
 /// Checks `v` and returns its L2-normalised copy, or `None` for the zero vector.
-fn normalize(v: &[f32], dims: usize) -> Result<Option<Vec<f32>>, VectorError> {
+pub(super) fn normalize(v: &[f32], dims: usize) -> Result<Option<Vec<f32>>, VectorError> {
     if v.len() != dims {
         return Err(VectorError::DimensionMismatch {
             expected: dims,
@@ -1284,8 +1194,109 @@ fn rounding_slack(dims: usize) -> f64 {
     4.0 * dims as f64 * f64::from(f32::EPSILON) + 1e-6
 }
 
-/// The int8 copy relative to the rows' mean, as [`VectorIndex::save_with_quantised`] writes it.
-struct CentredCopy {
+/// The int8 copy relative to the mean of the non-zero rows, when that gives a tighter bound
+/// than `uncentred` (the copy relative to zero: its largest residual and dequantised norm),
+/// measured as `residual · (1 + norm)` (the bound of a query quantised as coarsely as the
+/// worst row). `each_row` visits every row in order, each time it is called (twice).
+pub(super) fn centred_copy(
+    dims: usize,
+    uncentred: (f32, f32),
+    mut each_row: impl FnMut(&mut dyn FnMut(&[f32])) -> Result<(), VectorError>,
+) -> Result<Option<CentredCopy>, VectorError> {
+    if dims == 0 {
+        return Ok(None);
+    }
+    let mut sum = vec![0.0f64; dims];
+    let mut counted = 0usize;
+    each_row(&mut |row| {
+        // Only a zero row has no scale (see `quantise_into`); it takes no part in the mean.
+        if row.iter().any(|&x| x != 0.0) {
+            counted += 1;
+            for (s, &x) in sum.iter_mut().zip(row) {
+                *s += f64::from(x);
+            }
+        }
+    })?;
+    if counted == 0 {
+        return Ok(None);
+    }
+    let center: Vec<f32> = sum.iter().map(|&s| (s / counted as f64) as f32).collect();
+    let mut scales = Vec::new();
+    let (mut max_residual, mut max_quantised_norm) = (0.0f32, 0.0f32);
+    let mut scratch = Vec::with_capacity(dims);
+    each_row(&mut |row| {
+        scratch.clear();
+        let q = quantise_row(row, &center, &mut scratch);
+        scales.push(q.scale);
+        max_residual = max_residual.max(q.residual);
+        max_quantised_norm = max_quantised_norm.max(q.norm);
+    })?;
+    let worst = |residual: f32, norm: f32| f64::from(residual) * (1.0 + f64::from(norm));
+    Ok(
+        (worst(max_residual, max_quantised_norm) < worst(uncentred.0, uncentred.1)).then_some(
+            CentredCopy {
+                center,
+                scales,
+                max_residual,
+                max_quantised_norm,
+            },
+        ),
+    )
+}
+
+/// What the int8 copy's file holds besides its rows.
+pub(super) struct Int8Copy<'a> {
+    /// Empty: relative to zero.
+    pub center: &'a [f32],
+    pub scales: &'a [f32],
+    pub max_residual: f32,
+    pub max_quantised_norm: f32,
+}
+
+impl<'a> Int8Copy<'a> {
+    pub fn centred(c: &'a CentredCopy) -> Self {
+        Self {
+            center: &c.center,
+            scales: &c.scales,
+            max_residual: c.max_residual,
+            max_quantised_norm: c.max_quantised_norm,
+        }
+    }
+}
+
+/// Writes the int8 copy to `quantised` atomically, bound to the rows' file by its checksum
+/// `rows_digest`; `quant_row` appends row `r`'s int8 values, rows asked for in order.
+pub(super) fn write_int8_copy(
+    quantised: &Path,
+    dims: usize,
+    copy: &Int8Copy<'_>,
+    rows_digest: &[u8; 32],
+    quant_row: &mut super::mapped_vectors::QuantRow<'_>,
+) -> Result<(), VectorError> {
+    // The file always has a center; none is the zero vector.
+    let zero_center = vec![0.0; if copy.center.is_empty() { dims } else { 0 }];
+    write_atomically(quantised, |tmp| {
+        super::mapped_vectors::write_quantised(
+            tmp,
+            &mut super::mapped_vectors::Quantised {
+                dims,
+                center: if copy.center.is_empty() {
+                    &zero_center
+                } else {
+                    copy.center
+                },
+                scales: copy.scales,
+                quant_row,
+                max_residual: copy.max_residual,
+                max_quantised_norm: copy.max_quantised_norm,
+                rows_digest,
+            },
+        )
+    })
+}
+
+/// The int8 copy relative to the rows' mean, as [`centred_copy`] finds it.
+pub(super) struct CentredCopy {
     center: Vec<f32>,
     scales: Vec<f32>,
     max_residual: f32,
@@ -1294,13 +1305,13 @@ struct CentredCopy {
 
 /// One vector's int8 quantisation: `v ≈ scale * q`.
 #[derive(Debug, Clone, Copy)]
-struct Quantised {
+pub(super) struct Quantised {
     /// 0 exactly for the zero vector (and only for it).
-    scale: f32,
+    pub scale: f32,
     /// ‖v − scale·q‖, rounded up.
-    residual: f32,
+    pub residual: f32,
     /// ‖scale·q‖, rounded up.
-    norm: f32,
+    pub norm: f32,
 }
 
 /// Appends `v` quantised to int8 with one symmetric scale (`max |x|` maps to 127). The norms
@@ -1339,7 +1350,7 @@ fn quantise_into(v: &[f32], out: &mut Vec<i8>) -> Quantised {
 /// Appends row `v`'s int8 copy relative to `center` (empty: none) to `out`: the quantisation of
 /// `v − center`, except that a zero row stays the zero copy with scale 0 (it never matches) and
 /// a row equal to the center gets the smallest scale (it is still a row).
-fn quantise_row(v: &[f32], center: &[f32], out: &mut Vec<i8>) -> Quantised {
+pub(super) fn quantise_row(v: &[f32], center: &[f32], out: &mut Vec<i8>) -> Quantised {
     if center.is_empty() || v.iter().all(|&x| x == 0.0) {
         return quantise_into(v, out);
     }
