@@ -1,6 +1,6 @@
 //! A new generation's vectors written to its `vectors.bin` as an ingest computes them, in any
-//! order, so the ingest never holds them (147 MiB at 100k rows of 384 dimensions, and as much
-//! again for the int8 copy the search needs); then the file's checksum and the int8 copy, each
+//! order, so the ingest never holds them (147 MiB at 100k rows of 384 dimensions, and 37 MiB
+//! more for the int8 copy the search needs); then the file's checksum and the int8 copy, each
 //! from the rows read back in order. The two files are byte for byte those
 //! [`VectorIndex::save_with_quantised`] writes for the same rows.
 
@@ -52,7 +52,8 @@ impl VectorWriter {
             reason: format!("{rows} rows of {dims} dims"),
         };
         let dims_u32 = u32::try_from(dims).map_err(|_| too_large())?;
-        let data_len = rows
+        // Header and rows; the checksum is appended by `finish`.
+        let file_len = rows
             .checked_mul(dims)
             .and_then(|floats| floats.checked_mul(4))
             .and_then(|bytes| u64::try_from(bytes).ok())
@@ -75,7 +76,7 @@ impl VectorWriter {
         // The rows not yet written read as zeros (a sparse file until then).
         let written = file
             .write_all(&header)
-            .and_then(|()| file.set_len(data_len));
+            .and_then(|()| file.set_len(file_len));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(io_err(e));
