@@ -593,17 +593,12 @@ impl Engine {
         // ones: not held through embedding and indexing.
         drop(new_chunks_by_source);
         documents.sort_by(|a, b| a.source.cmp(&b.source));
-        let (next, mut vectors) = self
-            .store
-            .start_generation(self.embedder.info().dims as usize, chunks.len())?;
-        self.embed_chunks(&chunks, options.rebuild, &mut vectors, progress)?;
-        let next = self.store.write_generation(
-            next,
-            vectors,
+        let next = self.next_generation(
             documents,
             chunks,
-            self.embedder.info(),
+            options.rebuild,
             Some(root.display().to_string()),
+            progress,
         )?;
         let generation = next.generation();
         let reindex = match options.rebuild || !in_step {
@@ -643,6 +638,26 @@ impl Engine {
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => None,
         }
+    }
+
+    /// The store's next generation (written, not yet current) holding `documents` and
+    /// `chunks`, each chunk's vector written to its file as it is embedded (or reused).
+    fn next_generation(
+        &self,
+        documents: Vec<Document>,
+        chunks: Vec<Chunk>,
+        rebuild: bool,
+        origin: Option<String>,
+        progress: &mut dyn FnMut(IngestProgress),
+    ) -> Result<ChunkStore, EngineError> {
+        let info = self.embedder.info();
+        let (next, mut vectors) = self
+            .store
+            .start_generation(info.dims as usize, chunks.len())?;
+        self.embed_chunks(&chunks, rebuild, &mut vectors, progress)?;
+        Ok(self
+            .store
+            .write_generation(next, vectors, documents, chunks, info, origin)?)
     }
 
     /// Writes the vectors of `chunks` into `vectors` (row `i` for chunk `i`), reusing the
@@ -878,19 +893,8 @@ impl Engine {
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<IngestSummary, EngineError> {
         let Writing { index, update, .. } = self.start_writing(false)?;
-        let (next, mut vectors) = self
-            .store
-            .start_generation(self.embedder.info().dims as usize, chunks.len())?;
-        self.embed_chunks(&chunks, false, &mut vectors, progress)?;
         let added = documents.iter().map(|d| d.source.clone()).collect();
-        let next = self.store.write_generation(
-            next,
-            vectors,
-            documents,
-            chunks,
-            self.embedder.info(),
-            origin,
-        )?;
+        let next = self.next_generation(documents, chunks, false, origin, progress)?;
         let generation = next.generation();
         self.commit_generation(
             update,
