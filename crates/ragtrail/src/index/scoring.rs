@@ -12,7 +12,6 @@
 //! union adds them in that order); and the top list keeps the best scores, ties to the lower
 //! (segment, document) address.
 
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use tantivy::InvertedIndexReader;
@@ -25,18 +24,46 @@ use tantivy::{DocAddress, Score, Term};
 const K1: Score = 1.2;
 const B: Score = 0.75;
 
-/// `k1 · (1 - b + b · length / average)` per length id of a field, as tantivy tabulates it.
-pub(super) type LengthTable = [Score; 256];
+/// Term frequencies whose factor is tabulated; a term written more often in one text is rare.
+const TABULATED_TF: usize = 8;
+
+/// A field's length terms over one scope, tabulated once per searcher generation: per length
+/// id, `k1 · (1 - b + b · length / average)` as tantivy tabulates it, and the term-frequency
+/// factor `tf / (tf + norm)` for a term written up to [`TABULATED_TF`] times (nearly every
+/// posting), so that those need no division per query.
+pub(super) struct LengthTable {
+    norms: [Score; 256],
+    factors: [[Score; 256]; TABULATED_TF],
+}
+
+impl LengthTable {
+    /// `tf / (tf + norm)` of a term written `tf` times in a text of length id `id`.
+    #[inline]
+    fn factor(&self, tf: u32, id: u8) -> Score {
+        match self.factors.get((tf as usize).wrapping_sub(1)) {
+            Some(row) => row[usize::from(id)],
+            None => {
+                let tf = tf as Score;
+                tf / (tf + self.norms[usize::from(id)])
+            }
+        }
+    }
+}
 
 /// The length table of a field whose average length (in its scope) is `average`.
 pub(super) fn length_table(average: Score) -> LengthTable {
-    let mut table = [0.0; 256];
-    for (id, slot) in table.iter_mut().enumerate() {
+    let mut norms = [0.0; 256];
+    for (id, slot) in norms.iter_mut().enumerate() {
         let length = FieldNormReader::id_to_fieldnorm(id as u8) as Score;
         // Written as tantivy writes it, so the same rounding.
         *slot = K1 * (1.0 - B + B * length / average);
     }
-    table
+    // The same f32 operations as the factor computed per posting, so the same values.
+    let factors = std::array::from_fn(|i| {
+        let tf = (i + 1) as Score;
+        norms.map(|norm| tf / (tf + norm))
+    });
+    LengthTable { norms, factors }
 }
 
 /// tantivy's BM25 idf of a term in `doc_freq` of `docs` documents.
@@ -120,67 +147,128 @@ pub(super) fn top(
     if limit == 0 {
         return Ok(Vec::new());
     }
-    // The best `limit` so far, the worst of them on top: most documents are turned away by one
-    // comparison with it.
-    // (Room made as it fills: a caller's depth may be far more than the matches.)
-    let mut best: BinaryHeap<Ranked> = BinaryHeap::with_capacity(limit.min(1024));
-    let mut scores: Vec<Score> = Vec::new();
-    let mut seen: Vec<u64> = Vec::new();
-    let mut touched: Vec<u32> = Vec::new();
-    for (ord, segment) in segments.iter().enumerate() {
-        let max_doc = segment.max_doc() as usize;
-        scores.clear();
-        scores.resize(max_doc, 0.0);
-        seen.clear();
-        seen.resize(max_doc.div_ceil(64), 0);
-        touched.clear();
-        for (c, clause) in clauses.iter().enumerate() {
-            let Some(info) = &infos[ord][c] else {
-                continue;
-            };
-            let (inverted, norms) = &readers[ord][slots[c]];
-            let mut block =
-                inverted.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
-            let weight = weights[c];
-            loop {
-                let block_docs = block.docs();
-                if block_docs.is_empty() {
-                    break;
-                }
-                for (i, &doc) in block_docs.iter().enumerate() {
-                    let tf = block.freq(i) as Score;
-                    let norm = clause.lengths[usize::from(norms.fieldnorm_id(doc))];
-                    let d = doc as usize;
-                    let (word, bit) = (d / 64, 1u64 << (d % 64));
-                    if seen[word] & bit == 0 {
-                        seen[word] |= bit;
-                        touched.push(doc);
+    let mut best = Best::new(limit);
+    SCRATCH.with_borrow_mut(|scratch| -> tantivy::Result<()> {
+        let Scratch { scores, touched } = scratch;
+        for (ord, segment) in segments.iter().enumerate() {
+            // A clause's score is positive (idf, boosts and the tf factor are), so a document
+            // still at 0 has not been touched yet. (An idf rounds to 0 only for a term in every
+            // one of millions of chunks: then a document may be listed twice, made once below.)
+            scores.clear();
+            scores.resize(segment.max_doc() as usize, 0.0);
+            touched.clear();
+            for (c, clause) in clauses.iter().enumerate() {
+                let Some(info) = &infos[ord][c] else {
+                    continue;
+                };
+                let (inverted, norms) = &readers[ord][slots[c]];
+                let mut block = inverted
+                    .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+                let weight = weights[c];
+                let table = clause.lengths;
+                loop {
+                    let (block_docs, freqs) = (block.docs(), block.freqs());
+                    if block_docs.is_empty() {
+                        break;
                     }
-                    scores[d] += weight * (tf / (tf + norm));
+                    for (&doc, &tf) in block_docs.iter().zip(freqs) {
+                        let factor = table.factor(tf, norms.fieldnorm_id(doc));
+                        let score = &mut scores[doc as usize];
+                        if *score == 0.0 {
+                            touched.push(doc);
+                        }
+                        *score += weight * factor;
+                    }
+                    block.advance();
                 }
-                block.advance();
+            }
+            if weights.contains(&0.0) {
+                touched.sort_unstable();
+                touched.dedup();
+            }
+            let alive = segment.alive_bitset();
+            for &doc in touched.iter() {
+                if alive.is_some_and(|a| a.is_deleted(doc)) {
+                    continue;
+                }
+                best.offer(Ranked(
+                    scores[doc as usize],
+                    DocAddress::new(ord as u32, doc),
+                ));
             }
         }
-        let alive = segment.alive_bitset();
-        for &doc in &touched {
-            if alive.is_some_and(|a| a.is_deleted(doc)) {
-                continue;
-            }
-            let hit = Ranked(scores[doc as usize], DocAddress::new(ord as u32, doc));
-            if best.len() < limit {
-                best.push(hit);
-            } else if let Some(mut worst) = best.peek_mut()
-                && hit < *worst
-            {
-                *worst = hit;
-            }
-        }
-    }
+        Ok(())
+    })?;
     Ok(best
-        .into_sorted_vec()
+        .into_sorted()
         .into_iter()
         .map(|Ranked(score, addr)| (score, addr))
         .collect())
+}
+
+/// A query's per-document scores and the documents it touched, kept per thread between
+/// queries: a segment of 100k chunks would otherwise cost a fresh 400 KB of zeroed pages each
+/// time. A thread keeps at most 8 bytes per chunk of the largest segment it searched.
+#[derive(Default)]
+struct Scratch {
+    scores: Vec<Score>,
+    touched: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// The best `limit` documents offered, kept by selection rather than a heap: offers gather up
+/// to twice the limit, then the best `limit` are selected and the worst of them becomes the bar
+/// the next offers must beat, one comparison each (a heap would re-order itself for every
+/// document that beats its worst).
+struct Best {
+    limit: usize,
+    kept: Vec<Ranked>,
+    bar: Option<Ranked>,
+    /// The bar's score, or -∞ while there is no bar.
+    bar_score: Score,
+}
+
+impl Best {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            // Room made as it fills: a caller's depth may be far more than the matches.
+            kept: Vec::with_capacity(limit.min(1024) * 2),
+            bar: None,
+            bar_score: Score::NEG_INFINITY,
+        }
+    }
+
+    #[inline]
+    fn offer(&mut self, hit: Ranked) {
+        // Most offers lose on the score alone.
+        if hit.0 < self.bar_score || self.bar.is_some_and(|bar| hit >= bar) {
+            return;
+        }
+        self.kept.push(hit);
+        if self.kept.len() >= self.limit * 2 {
+            self.keep_best();
+            self.bar = self.kept.last().copied();
+            self.bar_score = self.bar.map_or(Score::NEG_INFINITY, |bar| bar.0);
+        }
+    }
+
+    /// Keeps the best `limit` of those gathered, in no order.
+    fn keep_best(&mut self) {
+        if self.kept.len() > self.limit {
+            self.kept.select_nth_unstable(self.limit - 1);
+            self.kept.truncate(self.limit);
+        }
+    }
+
+    fn into_sorted(mut self) -> Vec<Ranked> {
+        self.keep_best();
+        self.kept.sort_unstable();
+        self.kept
+    }
 }
 
 /// A scored document, ordered best first: higher score, then lower address (tantivy's order).

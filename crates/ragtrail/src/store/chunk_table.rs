@@ -130,6 +130,15 @@ impl IdKeys {
         found.sort_unstable_by_key(|&(p, _)| std::cmp::Reverse(p));
         found.into_iter()
     }
+
+    /// The last position whose id is numeric and has `key`: the first numeric one
+    /// [`IdKeys::positions`] gives, found without a list (the BM25 leg asks once per hit). A
+    /// numeric entry sorts after every other of its key, so it is the key's last entry.
+    pub fn last_numeric(&self, key: u64) -> Option<usize> {
+        let end = self.0.partition_point(|&(k, _)| k <= key);
+        let &(k, entry) = self.0.get(end.checked_sub(1)?)?;
+        (k == key && entry & NUMERIC != 0).then_some((entry & !NUMERIC) as usize)
+    }
 }
 
 /// A generation's chunk table, read into memory (a few MB at 100k chunks).
@@ -322,5 +331,31 @@ impl<'a> Reader<'a> {
         let mut b = [0u8; 4];
         b.copy_from_slice(self.take(4)?);
         Ok(u32::from_le_bytes(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Keys drawn from a few values, so that ids share keys, numeric and not, at any place.
+        #[test]
+        fn the_last_numeric_position_is_the_first_numeric_one_listed(
+            entries in proptest::collection::vec((0u64..6, any::<bool>()), 0..40),
+        ) {
+            let mut keys: Vec<(u64, u32)> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, &(key, numeric))| (key, i as u32 | if numeric { NUMERIC } else { 0 }))
+                .collect();
+            keys.sort_unstable();
+            let keys = IdKeys(keys);
+            for key in 0..7 {
+                let listed = keys.positions(key).find(|&(_, numeric)| numeric).map(|(p, _)| p);
+                prop_assert_eq!(keys.last_numeric(key), listed);
+            }
+        }
     }
 }

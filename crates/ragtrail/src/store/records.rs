@@ -158,10 +158,7 @@ impl Records {
 
     /// Where the chunk of numeric id `id64` is (the BM25 index's fast field).
     pub fn position_of_id64(&self, id64: u64) -> Option<usize> {
-        self.keys
-            .positions(id64)
-            .find(|&(_, numeric)| numeric)
-            .map(|(p, _)| p)
+        self.keys.last_numeric(id64)
     }
 
     /// The script each chunk is written in.
