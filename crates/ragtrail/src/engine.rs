@@ -570,6 +570,11 @@ impl Engine {
                 .or_default()
                 .push(c);
         }
+        // The scanned chunks of unchanged documents, which keep their stored ones, are let go
+        // before the stored ones are read (at 100k chunks, about 100 MB each).
+        let stored_sources = self.store.chunk_sources()?;
+        new_chunks_by_source
+            .retain(|source, _| touched.contains(source) || !stored_sources.contains(source));
         let mut old_chunks_by_source: HashMap<&str, Vec<&Chunk>> = HashMap::new();
         for c in self.store.chunks()? {
             old_chunks_by_source
@@ -579,8 +584,7 @@ impl Engine {
         }
         for doc in scan.documents.iter().chain(kept_old.iter().copied()) {
             documents.push(doc.clone());
-            let from_scan = touched.contains(&doc.source)
-                || !old_chunks_by_source.contains_key(doc.source.as_str());
+            let from_scan = touched.contains(&doc.source) || !stored_sources.contains(&doc.source);
             if from_scan {
                 let list = new_chunks_by_source.remove(doc.source.as_str());
                 chunks.extend(list.into_iter().flatten());
@@ -589,9 +593,6 @@ impl Engine {
                 chunks.extend(list.into_iter().flatten().map(|c| (*c).clone()));
             }
         }
-        // What is left are the scanned chunks of unchanged documents, which keep their stored
-        // ones: not held through embedding and indexing.
-        drop(new_chunks_by_source);
         documents.sort_by(|a, b| a.source.cmp(&b.source));
         let next = self.next_generation(
             documents,

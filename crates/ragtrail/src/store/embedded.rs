@@ -257,6 +257,11 @@ impl ChunkStore {
         self.records.all()
     }
 
+    /// The documents that have a chunk in the store, read without decoding whole chunks.
+    pub fn chunk_sources(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.records.sources()
+    }
+
     /// How many chunks the store holds.
     pub fn len(&self) -> usize {
         self.records.len()

@@ -126,13 +126,21 @@ fn a_written_generation_reopens_mapped_and_reads_as_written() {
     assert_eq!(store.get("legacy-id-99"), None);
     assert_eq!(store.position_of_id64(42), None);
     let mapped = observed(&store, &chunks);
+    // The documents that have chunks, read from the records' sources alone (none decoded
+    // whole yet), then from the decoded records.
+    let sources: std::collections::HashSet<String> =
+        chunks.iter().map(|c| c.source.clone()).collect();
+    assert_eq!(sources.len(), 10);
+    assert_eq!(store.chunk_sources().expect("sources"), sources);
     assert_eq!(store.chunks().expect("all"), chunks.as_slice());
+    assert_eq!(store.chunk_sources().expect("sources"), sources);
     // The older layout (no table, no int8 copy) reads the same, whole.
     std::fs::remove_file(gen_file(dir.path(), "chunks.idx")).expect("rm");
     std::fs::remove_file(gen_file(dir.path(), "vectors.q8")).expect("rm");
     let old = ChunkStore::open(dir.path()).expect("open old layout");
     assert!(!old.vectors().is_mapped());
     assert_eq!(observed(&old, &chunks), mapped);
+    assert_eq!(old.chunk_sources().expect("sources"), sources);
     // The vectors read whole equal the mapped ones, and both int8 copies hold their bounds.
     assert_eq!(old.vectors(), store.vectors());
     old.vectors()

@@ -3,6 +3,7 @@
 //! for. A CLI question over 100k chunks decodes the few dozen records of its hits; a command
 //! that walks every chunk (an ingest, a reindex, `status`) decodes them all once.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -44,6 +45,12 @@ struct Mapped {
 impl Mapped {
     /// Parses the record at `position` (in range).
     fn decode(&self, position: usize) -> Result<Chunk, StoreError> {
+        self.decode_as(position)
+    }
+
+    /// Parses the record at `position` (in range) as `T`: a chunk, or the few of its fields a
+    /// caller needs.
+    fn decode_as<T: serde::de::DeserializeOwned>(&self, position: usize) -> Result<T, StoreError> {
         let (start, end) = (
             self.offsets[position] as usize,
             self.offsets[position + 1] as usize,
@@ -159,6 +166,30 @@ impl Records {
     /// Where the chunk of numeric id `id64` is (the BM25 index's fast field).
     pub fn position_of_id64(&self, id64: u64) -> Option<usize> {
         self.keys.last_numeric(id64)
+    }
+
+    /// The documents that have a chunk here, each once; a mapped store reads only each
+    /// record's `source`, so that a caller who needs no more does not hold every chunk.
+    pub fn sources(&self) -> Result<HashSet<String>, StoreError> {
+        let m = match &self.source {
+            Source::Loaded(chunks) => return Ok(chunks.iter().map(|c| c.source.clone()).collect()),
+            Source::Mapped(m) => m,
+        };
+        if let Some(chunks) = m.all.get() {
+            return Ok(chunks.iter().map(|c| c.source.clone()).collect());
+        }
+        #[derive(serde::Deserialize)]
+        struct SourceOnly {
+            source: String,
+        }
+        let mut sources = HashSet::new();
+        for position in 0..self.len() {
+            let record: SourceOnly = m.decode_as(position)?;
+            if !sources.contains(&record.source) {
+                sources.insert(record.source);
+            }
+        }
+        Ok(sources)
     }
 
     /// The script each chunk is written in.
