@@ -575,29 +575,25 @@ impl Engine {
         let stored_sources = self.store.chunk_sources()?;
         new_chunks_by_source
             .retain(|source, _| touched.contains(source) || !stored_sources.contains(source));
-        let mut old_chunks_by_source: HashMap<&str, Vec<&Chunk>> = HashMap::new();
-        for c in self.store.chunks()? {
-            old_chunks_by_source
-                .entry(c.source.as_str())
-                .or_default()
-                .push(c);
-        }
+        // The stored chunks of untouched documents are taken over, not copied.
+        let Stored {
+            reuse,
+            mut kept_by_source,
+        } = self.read_stored(options.rebuild, |source| !touched.contains(source))?;
         for doc in scan.documents.iter().chain(kept_old.iter().copied()) {
             documents.push(doc.clone());
             let from_scan = touched.contains(&doc.source) || !stored_sources.contains(&doc.source);
-            if from_scan {
-                let list = new_chunks_by_source.remove(doc.source.as_str());
-                chunks.extend(list.into_iter().flatten());
-            } else {
-                let list = old_chunks_by_source.get(doc.source.as_str());
-                chunks.extend(list.into_iter().flatten().map(|c| (*c).clone()));
-            }
+            let list = match from_scan {
+                true => new_chunks_by_source.remove(doc.source.as_str()),
+                false => kept_by_source.remove(doc.source.as_str()),
+            };
+            chunks.extend(list.into_iter().flatten());
         }
         documents.sort_by(|a, b| a.source.cmp(&b.source));
         let next = self.next_generation(
             documents,
             chunks,
-            options.rebuild,
+            &reuse,
             Some(root.display().to_string()),
             progress,
         )?;
@@ -647,7 +643,7 @@ impl Engine {
         &self,
         documents: Vec<Document>,
         chunks: Vec<Chunk>,
-        rebuild: bool,
+        reuse: &ReuseRows,
         origin: Option<String>,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<ChunkStore, EngineError> {
@@ -655,43 +651,58 @@ impl Engine {
         let (next, mut vectors) = self
             .store
             .start_generation(info.dims as usize, chunks.len())?;
-        self.embed_chunks(&chunks, rebuild, &mut vectors, progress)?;
+        self.embed_chunks(&chunks, reuse, &mut vectors, progress)?;
         Ok(self
             .store
             .write_generation(next, vectors, documents, chunks, info, origin)?)
     }
 
+    /// One pass over the stored records (each decoded once, none kept by the store): the
+    /// stored row of each chunk's [`reuse_key`] when the stored vectors can be reused (not a
+    /// rebuild, the same embedder), and the chunks of the documents `keep` names, by document.
+    fn read_stored(
+        &self,
+        rebuild: bool,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Stored, EngineError> {
+        let reusable =
+            !rebuild && self.store.manifest().embedder.as_ref() == Some(&self.embedder.info());
+        let mut stored = Stored::default();
+        for (row, chunk) in self.store.decode_chunks().enumerate() {
+            let chunk = chunk?;
+            if reusable {
+                // The last of equal keys, as a map built in chunk order keeps.
+                stored.reuse.insert(reuse_key(&chunk), row);
+            }
+            if keep(&chunk.source) {
+                stored
+                    .kept_by_source
+                    .entry(chunk.source.clone())
+                    .or_default()
+                    .push(chunk);
+            }
+        }
+        Ok(stored)
+    }
+
     /// Writes the vectors of `chunks` into `vectors` (row `i` for chunk `i`), reusing the
-    /// stored vector of any chunk whose content hash is unchanged (same embedder), so
-    /// re-ingesting never re-embeds unchanged text.
+    /// stored vector of any chunk whose text and heading path are unchanged (`reuse`, empty
+    /// when none may be), so re-ingesting never re-embeds unchanged text.
     fn embed_chunks(
         &self,
         chunks: &[Chunk],
-        rebuild: bool,
+        reuse: &ReuseRows,
         vectors: &mut VectorWriter,
         progress: &mut dyn FnMut(IngestProgress),
     ) -> Result<(), EngineError> {
         let info = self.embedder.info();
         let dims = info.dims as usize;
-        let reusable = !rebuild && self.store.manifest().embedder.as_ref() == Some(&info);
-        // A vector embeds the heading path with the text: a renamed heading over the same
-        // text needs a new one.
-        let old: HashMap<(&str, &str), usize> = if reusable {
-            self.store
-                .chunks()?
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (reuse_key(c), i))
-                .collect()
-        } else {
-            HashMap::new()
-        };
         // Each old row reused, with the new rows it becomes: read in ascending order, so a
         // mapped store's rows are copied out in runs rather than mapped whole.
         let mut reused: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         let mut missing: Vec<usize> = Vec::new();
         for (i, chunk) in chunks.iter().enumerate() {
-            match old.get(&reuse_key(chunk)) {
+            match reuse.get(&reuse_key(chunk)) {
                 Some(&row) => reused.entry(row).or_default().push(i),
                 None => missing.push(i),
             }
@@ -876,8 +887,18 @@ fn embedding_text(chunk: &Chunk) -> String {
 }
 
 /// Chunks with equal keys embed the same text ([`embedding_text`]), so share a vector.
-fn reuse_key(chunk: &Chunk) -> (&str, &str) {
-    (chunk.content_hash.as_str(), chunk.title_path.as_str())
+fn reuse_key(chunk: &Chunk) -> (String, String) {
+    (chunk.content_hash.clone(), chunk.title_path.clone())
+}
+
+/// The stored row of each [`reuse_key`], the last of equal ones.
+type ReuseRows = HashMap<(String, String), usize>;
+
+/// What [`Engine::read_stored`] read of the stored records.
+#[derive(Default)]
+struct Stored {
+    reuse: ReuseRows,
+    kept_by_source: HashMap<String, Vec<Chunk>>,
 }
 
 /// Content that does not come from a knowledge folder (an evaluation corpus, another system's
@@ -895,7 +916,8 @@ impl Engine {
     ) -> Result<IngestSummary, EngineError> {
         let Writing { index, update, .. } = self.start_writing(false)?;
         let added = documents.iter().map(|d| d.source.clone()).collect();
-        let next = self.next_generation(documents, chunks, false, origin, progress)?;
+        let Stored { reuse, .. } = self.read_stored(false, |_| false)?;
+        let next = self.next_generation(documents, chunks, &reuse, origin, progress)?;
         let generation = next.generation();
         self.commit_generation(
             update,

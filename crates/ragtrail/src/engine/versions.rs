@@ -6,6 +6,7 @@
 //! processes sharing a database) with one write per changed text, keeps searches read-only,
 //! and needs no write access where traces are made.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::{Backend, Engine, EngineError};
@@ -53,13 +54,16 @@ impl Engine {
             return Ok(());
         }
         let log = VersionLog::in_store(next.dir());
-        log.record([
-            (
-                self.store.chunks()?,
-                self.store.manifest().updated_at.as_str(),
-            ),
-            (next.chunks()?, next.manifest().updated_at.as_str()),
-        ])?;
+        // The replaced generation's records are read one at a time, not all held: beside the
+        // next generation's chunks they would double an ingest's memory.
+        let before = self.store.manifest().updated_at.as_str();
+        let now = next.manifest().updated_at.as_str();
+        let replaced = self
+            .store
+            .decode_chunks()
+            .map(|chunk| Ok((Cow::Owned(chunk?), before)));
+        let written = next.chunks()?.iter().map(|c| Ok((Cow::Borrowed(c), now)));
+        log.record(replaced.chain(written))?;
         Ok(())
     }
 

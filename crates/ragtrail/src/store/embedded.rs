@@ -257,6 +257,12 @@ impl ChunkStore {
         self.records.all()
     }
 
+    /// Every chunk record in chunk order, decoded anew for the caller to keep or drop: a store
+    /// opened from its files holds none of them (see [`ChunkStore::chunks`]).
+    pub fn decode_chunks(&self) -> impl Iterator<Item = Result<Chunk, StoreError>> + '_ {
+        self.records.decode_each()
+    }
+
     /// The documents that have a chunk in the store, read without decoding whole chunks.
     pub fn chunk_sources(&self) -> Result<std::collections::HashSet<String>, StoreError> {
         self.records.sources()

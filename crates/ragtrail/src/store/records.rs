@@ -134,6 +134,19 @@ impl Records {
         Ok(m.all.get_or_init(|| chunks))
     }
 
+    /// Every record in chunk order, each decoded anew and handed over: a mapped store keeps
+    /// none of them, for a caller that takes the chunks over or looks at each once.
+    pub fn decode_each(&self) -> Box<dyn Iterator<Item = Result<Chunk, StoreError>> + '_> {
+        let m = match &self.source {
+            Source::Loaded(chunks) => return Box::new(chunks.iter().cloned().map(Ok)),
+            Source::Mapped(m) => m,
+        };
+        match m.all.get() {
+            Some(chunks) => Box::new(chunks.iter().cloned().map(Ok)),
+            None => Box::new((0..m.decoded.len()).map(|position| m.decode(position))),
+        }
+    }
+
     /// The record at `position` (`None` past the end).
     pub fn at(&self, position: usize) -> Result<Option<&Chunk>, StoreError> {
         let m = match &self.source {

@@ -7,6 +7,7 @@
 //! file is never rewritten, except by pruning (`--keep-versions`), which replaces a dropped
 //! version's line by a short tombstone so an audit can say "pruned" instead of "unknown".
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -132,19 +133,18 @@ impl VersionLog {
         }
     }
 
-    /// Appends every chunk whose (id, content hash) is not kept yet, each batch's chunks
-    /// stamped with that batch's indexing time; returns how many.
+    /// Appends every chunk whose (id, content hash) is not kept yet, each stamped with its
+    /// indexing time; returns how many. The chunks come one at a time: a stored generation's
+    /// records, decoded as they are read, are never all held at once.
     pub fn record<'a>(
         &self,
-        batches: impl IntoIterator<Item = (&'a [Chunk], &'a str)>,
+        chunks: impl IntoIterator<Item = Result<(Cow<'a, Chunk>, &'a str), StoreError>>,
     ) -> Result<usize, StoreError> {
         let mut kept = self.keys()?;
         let mut out: Option<BufWriter<std::fs::File>> = None;
         let mut added = 0;
-        for (chunk, now) in batches
-            .into_iter()
-            .flat_map(|(chunks, now)| chunks.iter().map(move |c| (c, now)))
-        {
+        for item in chunks {
+            let (chunk, now) = item?;
             // A pruned text indexed again is kept again (its later line wins).
             if kept.insert((chunk.id.clone(), chunk.content_hash.clone()), true) == Some(true) {
                 continue;
@@ -158,7 +158,7 @@ impl VersionLog {
                 out = Some(BufWriter::new(file));
             }
             if let Some(out) = out.as_mut() {
-                write_line(out, &ChunkVersion::of(chunk, now), &self.path)?;
+                write_line(out, &ChunkVersion::of(&chunk, now), &self.path)?;
             }
             added += 1;
         }
@@ -323,22 +323,22 @@ mod tests {
             chunk("c_1", "three"),
         );
         assert_eq!(
-            log.record([(std::slice::from_ref(&a1), "t1")])
+            log.record([Ok((Cow::Borrowed(&a1), "t1"))])
                 .expect("record"),
             1
         );
         assert_eq!(
-            log.record([(std::slice::from_ref(&a1), "t2")])
+            log.record([Ok((Cow::Borrowed(&a1), "t2"))])
                 .expect("record"),
             0
         );
         assert_eq!(
-            log.record([(std::slice::from_ref(&a2), "t2")])
+            log.record([Ok((Cow::Borrowed(&a2), "t2"))])
                 .expect("record"),
             1
         );
         assert_eq!(
-            log.record([(std::slice::from_ref(&a3), "t3")])
+            log.record([Ok((Cow::Borrowed(&a3), "t3"))])
                 .expect("record"),
             1
         );
@@ -366,12 +366,12 @@ mod tests {
         );
         // A pruned text indexed again is kept again, once.
         assert_eq!(
-            log.record([(std::slice::from_ref(&a1), "t5")])
+            log.record([Ok((Cow::Borrowed(&a1), "t5"))])
                 .expect("record"),
             1
         );
         assert_eq!(
-            log.record([(std::slice::from_ref(&a1), "t6")])
+            log.record([Ok((Cow::Borrowed(&a1), "t6"))])
                 .expect("record"),
             0
         );
