@@ -657,6 +657,12 @@ impl Engine {
             .write_generation(next, vectors, documents, chunks, info, origin)?)
     }
 
+    /// Whether the stored vectors may stand for unchanged chunks: not a rebuild, and the store
+    /// was embedded by this engine's embedder.
+    fn vectors_reusable(&self, rebuild: bool) -> bool {
+        !rebuild && self.store.manifest().embedder.as_ref() == Some(&self.embedder.info())
+    }
+
     /// One pass over the stored records (each decoded once, none kept by the store): the
     /// stored row of each chunk's [`reuse_key`] when the stored vectors can be reused (not a
     /// rebuild, the same embedder), and the chunks of the documents `keep` names, by document.
@@ -665,8 +671,7 @@ impl Engine {
         rebuild: bool,
         keep: impl Fn(&str) -> bool,
     ) -> Result<Stored, EngineError> {
-        let reusable =
-            !rebuild && self.store.manifest().embedder.as_ref() == Some(&self.embedder.info());
+        let reusable = self.vectors_reusable(rebuild);
         let mut stored = Stored::default();
         for (row, chunk) in self.store.decode_chunks().enumerate() {
             let chunk = chunk?;
@@ -916,7 +921,11 @@ impl Engine {
     ) -> Result<IngestSummary, EngineError> {
         let Writing { index, update, .. } = self.start_writing(false)?;
         let added = documents.iter().map(|d| d.source.clone()).collect();
-        let Stored { reuse, .. } = self.read_stored(false, |_| false)?;
+        // Nothing is kept of the stored chunks: they are read only for their vectors' rows.
+        let reuse = match self.vectors_reusable(false) {
+            true => self.read_stored(false, |_| false)?.reuse,
+            false => ReuseRows::new(),
+        };
         let next = self.next_generation(documents, chunks, &reuse, origin, progress)?;
         let generation = next.generation();
         self.commit_generation(

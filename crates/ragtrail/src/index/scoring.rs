@@ -249,7 +249,7 @@ impl Best {
             return;
         }
         self.kept.push(hit);
-        if self.kept.len() >= self.limit * 2 {
+        if self.kept.len() >= self.limit.saturating_mul(2) {
             self.keep_best();
             self.bar = self.kept.last().copied();
             self.bar_score = self.bar.map_or(Score::NEG_INFINITY, |bar| bar.0);

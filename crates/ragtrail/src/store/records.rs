@@ -196,7 +196,7 @@ impl Records {
             source: String,
         }
         let mut sources = HashSet::new();
-        for position in 0..self.len() {
+        for position in 0..m.decoded.len() {
             let record: SourceOnly = m.decode_as(position)?;
             if !sources.contains(&record.source) {
                 sources.insert(record.source);
