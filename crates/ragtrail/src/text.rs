@@ -43,7 +43,9 @@ impl Tokenizer for MixedTokenizer {
             .filter(|t| t.word.chars().any(char::is_alphanumeric))
             .map(|t| (t.byte_start, t.byte_end))
             .collect();
-        let words: std::collections::HashSet<(usize, usize)> = spans.iter().copied().collect();
+        // The dictionary words' spans, made only for a text with a CJK bigram (Latin text,
+        // most of an English corpus, has none).
+        let mut words: Option<std::collections::HashSet<(usize, usize)>> = None;
         let mut prev: Option<(usize, char)> = None;
         for (i, c) in text.char_indices() {
             if is_cjk(c) {
@@ -51,6 +53,7 @@ impl Tokenizer for MixedTokenizer {
                     && is_cjk(p)
                 {
                     let span = (start, i + c.len_utf8());
+                    let words = words.get_or_insert_with(|| spans.iter().copied().collect());
                     if !words.contains(&span) {
                         spans.push(span);
                     }
