@@ -204,3 +204,73 @@ fn a_word_the_segmenter_cut_across_the_question_is_not_held_against_the_passages
         "{result:#}"
     );
 }
+
+/// `ask --json` over a knowledge folder of the test's own.
+fn ask_json_over(dir: &Path, knowledge: &Path, question: &str) -> Value {
+    let out = ragtrail_over(
+        dir,
+        &dir.join("data"),
+        knowledge,
+        &["ask", "--json", question],
+    );
+    let (stdout, stderr) = text(&out);
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"))
+}
+
+#[test]
+fn a_list_is_quoted_with_its_lead_in_and_a_lead_in_never_answers_alone() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let knowledge = tmp.path().join("knowledge");
+    std::fs::create_dir_all(&knowledge).expect("knowledge folder");
+    std::fs::write(
+        knowledge.join("injury.md"),
+        "# 工伤认定办法\n\n## 认定情形\n\n第十四条 职工有下列情形之一的，应当认定为工伤：\n\n\
+         (一)在工作时间和工作场所内，因工作原因受到事故伤害的；\n\n(二)患职业病的；\n\n\
+         (三)在上下班途中，受到非本人主要责任的交通事故伤害的；\n\n\
+         (四)法律、行政法规规定应当认定为工伤的其他情形。\n\n## 申请时限\n\n\
+         用人单位应当自事故伤害发生之日起30日内提出工伤认定申请。\n",
+    )
+    .expect("write");
+    std::fs::write(
+        knowledge.join("receipts.md"),
+        "# Receipts\n\n## Expenses requiring receipts\n\nThe following expenses require receipts:\n\n\
+         - Hotels\n- Rental cars and gas for rental cars\n- Any other expense exceeding $75\n\n\
+         ## Submitting a claim\n\nSubmit every claim within 30 days of the end of the trip.\n",
+    )
+    .expect("write");
+
+    // The item that speaks of the question is quoted under the lead-in that says what it is.
+    let result = ask_json_over(tmp.path(), &knowledge, "上下班途中出了交通事故，算工伤吗？");
+    let status = result["status"].as_str().expect("status");
+    assert!(matches!(status, "answered" | "evidence"), "{result:#}");
+    let quote = citations(&result)
+        .iter()
+        .find(|c| c["titlePath"] == "工伤认定办法 / 认定情形")
+        .and_then(|c| c["quote"].as_str())
+        .unwrap_or_else(|| panic!("the list's section is cited: {result:#}"));
+    assert_eq!(
+        quote,
+        "第十四条 职工有下列情形之一的，应当认定为工伤：\n…(三)在上下班途中，受到非本人主要责任的交通事故伤害的；",
+        "{result:#}"
+    );
+
+    // A lead-in states nothing: the answer, if any, is an item, cited with its lead-in.
+    let result = ask_json_over(tmp.path(), &knowledge, "Which expenses require receipts?");
+    let answer = result["answer"].as_str().expect("answer");
+    assert!(
+        !answer
+            .contains("According to the knowledge base: The following expenses require receipts:"),
+        "{answer}"
+    );
+    let quote = citations(&result)
+        .iter()
+        .find(|c| c["titlePath"] == "Receipts / Expenses requiring receipts")
+        .and_then(|c| c["quote"].as_str())
+        .unwrap_or_else(|| panic!("the list's section is cited: {result:#}"));
+    assert!(
+        quote.starts_with("The following expenses require receipts:\n"),
+        "{quote}"
+    );
+    assert!(quote.lines().count() >= 2, "{quote}");
+}

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::asked::{self, asked_parts};
+use super::lists;
 use super::{
     EVIDENCE_SPREAD, MAX_CITED_CHUNKS, MAX_EVIDENCE, MAX_SENTENCE_CHARS, MAX_STANDOUT_CITED,
     MEANING_WEIGHT, MIN_CITATION_GAIN, OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, SUBJECT_SHARE,
@@ -135,6 +136,7 @@ impl OfflinePlanner {
             };
             let found = in_order.iter().copied().find(|s| {
                 !delegates(s.sentence)
+                    && !lists::is_lead_in(s.sentence)
                     && asked::states(s.sentence, *kind)
                     && share(s).max(inherited(s)) >= SUBJECT_SHARE
             });
@@ -153,7 +155,7 @@ impl OfflinePlanner {
                 }
             }
         }
-        answer_text(ctx, &stating)
+        answer_text(ctx, &weights, &stating)
     }
 }
 
@@ -283,7 +285,7 @@ impl OfflinePlanner {
                 break;
             }
             if let Some(s) = scored_sentences(ctx, &weights, &[c]).first() {
-                citations.push(quoted(ctx, s));
+                citations.push(quoted(ctx, &weights, s));
             }
         }
         (!citations.is_empty()).then_some(PlannerAction::Evidence { reason, citations })
@@ -343,12 +345,27 @@ fn quotable(sentence: &str) -> bool {
     }
 }
 
-/// A scored sentence as a citation: a table row quoted with its table's header row.
-fn quoted(ctx: &PlannerContext<'_>, s: &Scored<'_>) -> ProposedCitation {
+/// A scored sentence as a citation: a table row quoted with its table's header row, a list's
+/// lead-in with its item that best matches the question (`weights`), an item with its lead-in.
+fn quoted(
+    ctx: &PlannerContext<'_>,
+    weights: &HashMap<String, f64>,
+    s: &Scored<'_>,
+) -> ProposedCitation {
+    let score = |line: &str| -> f64 {
+        let terms: HashSet<String> = text::terms(line).into_iter().map(|t| t.text).collect();
+        weights
+            .iter()
+            .filter(|(t, _)| terms.contains(*t))
+            .map(|(_, w)| w)
+            .sum()
+    };
     let quote = ctx
         .lookup
         .returned_chunk_text(&s.chunk)
-        .and_then(|text| with_header_row(text, s.sentence))
+        .and_then(|text| {
+            with_header_row(text, s.sentence).or_else(|| lists::with_list(text, s.sentence, &score))
+        })
         .unwrap_or_else(|| s.sentence.to_string());
     ProposedCitation {
         chunk_id: s.chunk.clone(),
@@ -396,7 +413,7 @@ impl OfflinePlanner {
                 continue;
             };
             if let Some(s) = scored_sentences(ctx, &weights, &[c]).first() {
-                citations.push(quoted(ctx, s));
+                citations.push(quoted(ctx, &weights, s));
             }
         }
         (!citations.is_empty()).then(|| PlannerAction::Evidence {
@@ -423,7 +440,7 @@ pub(super) fn candidates<'h>(
                 .collect();
             let sentences: Vec<(&str, HashSet<String>)> = sentences(text)
                 .into_iter()
-                .filter(|s| quotable(s))
+                .filter(|s| quotable(s) && !lists::bare_lead_in(text, s))
                 .map(|sentence| {
                     let terms = text::terms(sentence).into_iter().map(|t| t.text).collect();
                     (sentence, terms)
@@ -590,7 +607,11 @@ fn scored_sentences<'h>(
 
 /// The answer text: one line per sentence with its citation number, in the question's
 /// language; each chunk cited once, quoting its first sentence in the answer.
-fn answer_text(ctx: &PlannerContext<'_>, picked: &[&Scored<'_>]) -> PlannerAction {
+fn answer_text(
+    ctx: &PlannerContext<'_>,
+    weights: &HashMap<String, f64>,
+    picked: &[&Scored<'_>],
+) -> PlannerAction {
     let question = ctx.question;
     let mut order: Vec<String> = Vec::new();
     let mut citations = Vec::new();
@@ -600,7 +621,7 @@ fn answer_text(ctx: &PlannerContext<'_>, picked: &[&Scored<'_>]) -> PlannerActio
             Some(i) => i + 1,
             None => {
                 order.push(s.chunk.clone());
-                citations.push(quoted(ctx, s));
+                citations.push(quoted(ctx, weights, s));
                 order.len()
             }
         };

@@ -19,12 +19,14 @@
 //! The planner's parts, by job: `question` reads the question (its content words, nouns no
 //! chunk mentions, small talk, a follow-up leaning on the previous turn), `references` mines a
 //! chunk's text for the references and names it points at, `follow` chooses the next search,
-//! `answer` chooses the chunks to cite and writes the answer.
+//! `answer` chooses the chunks to cite and writes the answer, `lists` quotes a list's lead-in
+//! and items together.
 
 mod answer;
 mod asked;
 mod everyday;
 mod follow;
+mod lists;
 mod other_language;
 mod question;
 mod references;

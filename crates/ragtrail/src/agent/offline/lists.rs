@@ -1,0 +1,362 @@
+//! A list quoted whole enough to be read: policies and laws state many rules as a lead-in
+//! ("职工有下列情形之一的，应当认定为工伤：", "do the following as quickly as possible:") and
+//! the items under it. A lead-in alone says nothing, and an item alone ("(六)在上下班途中…")
+//! loses what it is a case of, so each is quoted with the other: the lead-in with the item
+//! that best matches the question, an item with its lead-in. Like a table row quoted under its
+//! header row, the quote is several lines of the chunk, each verbatim.
+
+use crate::agent::citations::MAX_QUOTE_CHARS;
+use crate::text::char_len;
+
+/// An item line longer than this is quoted by its first sentence only.
+const MAX_ITEM_CHARS: usize = 220;
+
+/// Whether `line` opens with a list marker: `(一)`, `（1）`, `一、`, `1.`, `1、`, `a)`, `-`,
+/// `*`, `•`.
+fn is_item(line: &str) -> bool {
+    let s = line.trim_start();
+    if let Some(rest) = s.strip_prefix(['-', '*', '•', '·']) {
+        return rest.starts_with(' ');
+    }
+    let numeral = |c: char| c.is_ascii_digit() || "一二三四五六七八九十".contains(c);
+    if let Some(rest) = s.strip_prefix(['(', '（']) {
+        let inside: String = rest
+            .chars()
+            .take_while(|c| *c != ')' && *c != '）')
+            .collect();
+        let closed = rest[inside.len()..].starts_with([')', '）']);
+        return closed
+            && (1..=3).contains(&inside.chars().count())
+            && (inside.chars().all(numeral) || inside.chars().all(|c| c.is_ascii_lowercase()));
+    }
+    let head: String = s.chars().take_while(|c| numeral(*c)).collect();
+    let rest = &s[head.len()..];
+    if !head.is_empty() && head.chars().count() <= 3 {
+        // "1. Follow…", "1、", "一、"; not "3.5 days" or "2024年".
+        return rest.starts_with('、')
+            || rest.starts_with(". ")
+            || rest.starts_with(") ")
+            || (head.chars().all(|c| c.is_ascii_digit()) && rest.starts_with('）'));
+    }
+    false
+}
+
+/// Whether `sentence` introduces a list: it ends with a colon. A lead-in states nothing by
+/// itself ("The following expenses require receipts:"): never an answer's sentence.
+pub(super) fn is_lead_in(sentence: &str) -> bool {
+    sentence.trim_end().ends_with([':', '：'])
+}
+
+/// The chunk's lines, trimmed, with their index; blank lines kept (they end a plain list).
+fn lines(text: &str) -> Vec<&str> {
+    text.lines().map(str::trim).collect()
+}
+
+/// The items under the lead-in on line `at`: the marked lines that follow (blank lines between
+/// them allowed, a marked item's unmarked continuation skipped), else the unmarked lines of the
+/// lead-in's own paragraph block.
+fn items_after<'t>(lines: &[&'t str], at: usize) -> Vec<(usize, &'t str)> {
+    let mut next = (at + 1..lines.len()).skip_while(|&i| lines[i].is_empty());
+    let Some(first) = next.next() else {
+        return Vec::new();
+    };
+    if is_item(lines[first]) {
+        let mut items = vec![(first, lines[first])];
+        let mut blank = false;
+        for (i, &line) in lines.iter().enumerate().skip(first + 1) {
+            if line.is_empty() {
+                blank = true;
+            } else if is_item(line) {
+                items.push((i, line));
+                blank = false;
+            } else if blank {
+                // A paragraph after the list: the list has ended.
+                break;
+            }
+        }
+        return items;
+    }
+    // An unmarked list is the block of lines that follows, up to a blank line.
+    (first..lines.len())
+        .take_while(|&i| !lines[i].is_empty())
+        .map(|i| (i, lines[i]))
+        .collect()
+}
+
+/// The lead-in over the item on line `at`: the nearest line above that ends with a colon,
+/// across marked items, their continuation lines and the blank lines between them; for an
+/// unmarked line, within its block or right above it.
+fn lead_in_above(lines: &[&str], at: usize) -> Option<usize> {
+    let marked = is_item(lines[at]);
+    let mut blank = false;
+    for i in (0..at).rev() {
+        let line = lines[i];
+        if line.is_empty() {
+            blank = true;
+            continue;
+        }
+        if is_lead_in(line) {
+            return Some(i);
+        }
+        let continues = if marked {
+            // Another item, or an item's unmarked continuation line.
+            is_item(line) || (i > 0 && is_item(lines[i - 1]))
+        } else {
+            !blank
+        };
+        if !continues {
+            return None;
+        }
+        blank = false;
+    }
+    None
+}
+
+/// An item line as quoted: whole when short, else its first sentence.
+fn item_quote(line: &str) -> &str {
+    if char_len(line) <= MAX_ITEM_CHARS {
+        return line;
+    }
+    super::sentences(line).into_iter().next().unwrap_or(line)
+}
+
+/// Whether `sentence`, quoted from `text`, is a lead-in with no list under it in the chunk:
+/// a fragment that cannot be quoted.
+pub(super) fn bare_lead_in(text: &str, sentence: &str) -> bool {
+    if !is_lead_in(sentence) {
+        return false;
+    }
+    let lines = lines(text);
+    match lines.iter().position(|l| l.ends_with(sentence.trim())) {
+        Some(at) => items_after(&lines, at).is_empty(),
+        None => true,
+    }
+}
+
+/// `sentence` of `text` quoted with its list: a lead-in with the item that adds most to its
+/// `score` (else with the list's first items), an item with its lead-in, within the longest
+/// quote a citation may have; `None` when the sentence belongs to no list.
+/// A line with other lines of the chunk between it and the one before starts with `…`.
+pub(super) fn with_list(text: &str, sentence: &str, score: &dyn Fn(&str) -> f64) -> Option<String> {
+    let sentence = sentence.trim();
+    let lines = lines(text);
+    // Lines with only blank lines between them are next to each other.
+    let joined = |upper: &str, from: usize, lower: &str, to: usize| {
+        let adjacent = lines[from + 1..to].iter().all(|l| l.is_empty());
+        let gap = if adjacent { "" } else { "…" };
+        format!("{upper}\n{gap}{lower}")
+    };
+    if is_lead_in(sentence) {
+        let at = lines.iter().position(|l| l.ends_with(sentence))?;
+        let items = items_after(&lines, at);
+        // Scored with the lead-in: the item that adds the question's words it lacks.
+        let alone = score(sentence);
+        let mut best: Option<(usize, &str, f64)> = None;
+        for &(i, item) in &items {
+            let s = score(&format!("{sentence}\n{item}"));
+            if best.is_none_or(|(_, _, b)| s > b) {
+                best = Some((i, item, s));
+            }
+        }
+        let (i, item, s) = best?;
+        if s > alone {
+            return fits(joined(sentence, at, item_quote(item), i));
+        }
+        // No item adds the question's words: the list from its start, as much of it as a
+        // quote holds, `…` after the last item shown when more follow.
+        let mut quote = sentence.to_string();
+        let (mut shown, mut previous) = (0, at);
+        for &(i, item) in &items {
+            let longer = joined(&quote, previous, item_quote(item), i);
+            if char_len(&longer) >= MAX_QUOTE_CHARS {
+                break;
+            }
+            (quote, shown, previous) = (longer, shown + 1, i);
+        }
+        if shown == 0 {
+            return None;
+        }
+        if shown < items.len() {
+            quote.push('…');
+        }
+        return Some(quote);
+    }
+    let at = lines.iter().position(|l| l.starts_with(sentence))?;
+    let above = lead_in_above(&lines, at)?;
+    // Only the lead-in's own sentence: the line may open with others ("第十四条 …" is one).
+    let lead_in = super::sentences(lines[above])
+        .into_iter()
+        .last()
+        .unwrap_or(lines[above]);
+    fits(joined(lead_in, above, sentence, at))
+}
+
+/// A quote the citation check accepts ([`MAX_QUOTE_CHARS`]): else the sentence is quoted
+/// alone.
+fn fits(quote: String) -> Option<String> {
+    (char_len(&quote) <= MAX_QUOTE_CHARS).then_some(quote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAW: &str = "第十四条 职工有下列情形之一的，应当认定为工伤：\n\n\
+        (一)在工作时间和工作场所内，因工作原因受到事故伤害的；\n\n\
+        (六)在上下班途中，受到非本人主要责任的交通事故伤害的；\n\n\
+        第十五条 职工有下列情形之一的，视同工伤：\n\n\
+        (一)在工作时间和工作岗位，突发疾病死亡的；";
+
+    const STEPS: &str = "For lost work laptops, phones, etc., do the following as quickly as possible:\n\n\
+        1. Follow the GSA-wide steps.\n2. Inform your team.\nYour access may be removed.\n3. Inform IT.\n\n\
+        If your equipment is returned to you, do not use it.";
+
+    const PLAIN: &str = "The following expenses need no receipt, provided that each is under $75:\n\n\
+        Airplane wifi\nLaundry expenses, if official travel is at least 4 nights\n\n\
+        Everything else needs a receipt.";
+
+    fn words(w: &'static [&'static str]) -> impl Fn(&str) -> f64 {
+        move |line: &str| w.iter().filter(|x| line.contains(*x)).count() as f64
+    }
+
+    #[test]
+    fn list_markers_are_told_from_numbers_that_open_a_sentence() {
+        for item in [
+            "(一)矿山井下作业；",
+            "（12）其他",
+            "一、总则：",
+            "1. Follow",
+            "2、报销",
+            "- item",
+            "(a) first",
+            "3） 第三",
+        ] {
+            assert!(is_item(item), "{item}");
+        }
+        for not in [
+            "3.5 days of leave",
+            "2024年11月1日之前",
+            "(注)见附件",
+            "-5 degrees",
+            "第一条 总则",
+            "1.5倍工资",
+        ] {
+            assert!(!is_item(not), "{not}");
+        }
+    }
+
+    #[test]
+    fn a_lead_in_is_quoted_with_the_item_that_best_matches() {
+        let quote = with_list(
+            LAW,
+            "第十四条 职工有下列情形之一的，应当认定为工伤：",
+            &words(&["上下班"]),
+        );
+        assert_eq!(
+            quote.as_deref(),
+            Some(
+                "第十四条 职工有下列情形之一的，应当认定为工伤：\n…(六)在上下班途中，受到非本人主要责任的交通事故伤害的；"
+            )
+        );
+        // No item adds the question's words: the list from its start, as much as fits.
+        let quote = with_list(
+            STEPS,
+            "For lost work laptops, phones, etc., do the following as quickly as possible:",
+            &words(&[]),
+        );
+        assert_eq!(
+            quote.as_deref(),
+            Some(
+                "For lost work laptops, phones, etc., do the following as quickly as possible:\n1. Follow the GSA-wide steps.\n2. Inform your team.\n…3. Inform IT."
+            )
+        );
+        // A long list: its first items, and `…` for the rest.
+        let long: String = std::iter::once("须提供下列材料：".to_string())
+            .chain(
+                (1..=12)
+                    .map(|n| format!("{n}. 第{n}项材料的名称与份数，须加盖公章并由经办人签字确认")),
+            )
+            .collect::<Vec<_>>()
+            .join("\n");
+        let quote = with_list(&long, "须提供下列材料：", &words(&[])).unwrap_or_default();
+        assert!(quote.starts_with("须提供下列材料：\n1. 第1项"), "{quote}");
+        assert!(quote.ends_with('…') && !quote.contains("12. "), "{quote}");
+        assert!(char_len(&quote) <= MAX_QUOTE_CHARS);
+        assert!(crate::text::quote_in_text(&quote, &long));
+        // An unmarked list: the lines of the lead-in's block.
+        let quote = with_list(
+            PLAIN,
+            "The following expenses need no receipt, provided that each is under $75:",
+            &words(&["Laundry"]),
+        );
+        assert_eq!(
+            quote.as_deref(),
+            Some(
+                "The following expenses need no receipt, provided that each is under $75:\n…Laundry expenses, if official travel is at least 4 nights"
+            )
+        );
+    }
+
+    #[test]
+    fn an_item_is_quoted_with_its_own_lead_in() {
+        let quote = with_list(
+            LAW,
+            "(一)在工作时间和工作岗位，突发疾病死亡的；",
+            &words(&[]),
+        );
+        assert_eq!(
+            quote.as_deref(),
+            Some(
+                "第十五条 职工有下列情形之一的，视同工伤：\n(一)在工作时间和工作岗位，突发疾病死亡的；"
+            )
+        );
+        let quote = with_list(STEPS, "3. Inform IT.", &words(&[]));
+        assert_eq!(
+            quote.as_deref(),
+            Some(
+                "For lost work laptops, phones, etc., do the following as quickly as possible:\n…3. Inform IT."
+            )
+        );
+        let quote = with_list(PLAIN, "Airplane wifi", &words(&[]));
+        assert_eq!(
+            quote.as_deref(),
+            Some(
+                "The following expenses need no receipt, provided that each is under $75:\nAirplane wifi"
+            )
+        );
+        // Every line of the quote is the chunk's own.
+        assert!(crate::text::quote_in_text(
+            quote.as_deref().unwrap_or_default(),
+            PLAIN
+        ));
+    }
+
+    #[test]
+    fn sentences_outside_a_list_and_lone_lead_ins() {
+        assert_eq!(
+            with_list(
+                STEPS,
+                "If your equipment is returned to you, do not use it.",
+                &words(&[])
+            ),
+            None
+        );
+        assert_eq!(
+            with_list(PLAIN, "Everything else needs a receipt.", &words(&[])),
+            None
+        );
+        assert!(bare_lead_in("附录：\n\n", "附录："));
+        // A list too long for a quote with its lead-in: the sentence is quoted alone.
+        let wide = format!("须提供下列材料：\n(一){}", "材".repeat(MAX_QUOTE_CHARS));
+        assert_eq!(with_list(&wide, "须提供下列材料：", &words(&["材"])), None);
+        assert!(bare_lead_in("须提供以下材料：", "须提供以下材料："));
+        assert!(!bare_lead_in(
+            LAW,
+            "第十四条 职工有下列情形之一的，应当认定为工伤："
+        ));
+        assert!(!bare_lead_in(
+            LAW,
+            "(一)在工作时间和工作场所内，因工作原因受到事故伤害的；"
+        ));
+    }
+}
