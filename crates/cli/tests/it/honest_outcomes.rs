@@ -274,3 +274,44 @@ fn a_list_is_quoted_with_its_lead_in_and_a_lead_in_never_answers_alone() {
     );
     assert!(quote.lines().count() >= 2, "{quote}");
 }
+
+#[test]
+fn a_missing_word_narrows_no_verb_and_a_colloquial_zi_noun_never_refuses() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // 夜车 is in no passage; 睡 after it is a verb, not part of what is missing: the passage
+    // on sleeper trains and hotels is shown.
+    let (code, result) = ask_json(
+        tmp.path(),
+        "坐夜车睡卧铺那晚没住酒店，还给不给没住酒店的那笔钱？",
+    );
+    assert_eq!(result["status"], "evidence", "{result:#}");
+    assert_eq!(code, Some(4));
+    assert_eq!(
+        citations(&result)[0]["titlePath"],
+        "铁路电子客票报销规定 / 常见问题 / 卧铺与住宿的关系",
+        "{result:#}"
+    );
+    // "vendor" is in no English passage; "offered" says what the vendor did.
+    let (_, result) = ask_json(
+        tmp.path(),
+        "A vendor offered to fly me out to their conference for free. Can I say yes?",
+    );
+    assert_eq!(result["status"], "evidence", "{result:#}");
+    assert!(
+        citations(&result).iter().any(|c| c["titlePath"]
+            == "Gifts, Hospitality and Conflicts of Interest Policy / Hospitality / Travel and Accommodation Offered by Others"),
+        "{result:#}"
+    );
+    // 单子 is 单 as the documents write it (退单, 报销单), not a subject they lack.
+    let (_, result) = ask_json(tmp.path(), "财务老把我的单子打回来，一般都是啥原因？");
+    assert_eq!(result["status"], "evidence", "{result:#}");
+    assert!(
+        citations(&result)
+            .iter()
+            .any(|c| c["titlePath"] == "发票与税务信息管理规定 / 常见退票原因"),
+        "{result:#}"
+    );
+    // An absent subject still refuses: 婚假 is in no passage.
+    let (_, result) = ask_json(tmp.path(), "结婚能休几天婚假？");
+    assert_eq!(result["status"], "insufficient_evidence", "{result:#}");
+}

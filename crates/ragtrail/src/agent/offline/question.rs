@@ -104,6 +104,25 @@ fn verb_by_place(question: &str, word: &str) -> bool {
     })
 }
 
+/// The character a one-character Chinese noun with the colloquial suffix 子 or 儿 stands for
+/// (单子 → 单), or `term` itself when it is one Chinese character.
+fn one_character(term: &str) -> Option<char> {
+    let mut chars = term.chars();
+    let first = chars.next().filter(|c| text::is_cjk(*c))?;
+    match (chars.next(), chars.next()) {
+        (None, _) => Some(first),
+        (Some('子' | '儿'), None) => Some(first),
+        _ => None,
+    }
+}
+
+/// Whether an English word is a past participle or past tense by its ending ("offered",
+/// "hired"): a verb, not a noun a word before it could narrow.
+fn participle(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    lower.chars().count() >= 5 && lower.ends_with("ed")
+}
+
 /// The content word right after `word` in `question` (jieba's words; spaces and 的 between
 /// them skipped), if any.
 fn word_after(question: &str, word: &str) -> Option<String> {
@@ -335,13 +354,27 @@ impl OfflinePlanner {
             .partition(|k| !ctx.lookup.mentions(&word_for(k)));
         // One Chinese character (报, 交) is never an index term of its own, so that none is
         // "mentioned" says nothing about the documents: it never refuses, and weighs only in
-        // the passages read for the answer, by how they write it.
-        let (single, absent): (Vec<KeyTerm>, Vec<KeyTerm>) = absent
-            .into_iter()
-            .partition(|k| k.term.chars().all(text::is_cjk) && char_len(&k.term) == 1);
+        // the passages read for the answer, by how they write it. A colloquial noun made of
+        // one character and the suffix 子 or 儿 (单子, 本子, 事儿) is that character, as the
+        // documents write it in their words (报销单, 退单).
+        let mut single: Vec<(String, KeyTerm)> = Vec::new();
+        let mut rest: Vec<KeyTerm> = Vec::new();
+        for k in absent {
+            match one_character(&k.term) {
+                Some(c) => single.push((
+                    k.term.clone(),
+                    KeyTerm {
+                        term: c.to_string(),
+                        ..k
+                    },
+                )),
+                None => rest.push(k),
+            }
+        }
+        let absent = rest;
         self.verdict_keys
-            .retain(|k| single.iter().all(|s| s.term != k.term));
-        self.characters = single;
+            .retain(|k| single.iter().all(|(term, _)| *term != k.term));
+        self.characters = single.into_iter().map(|(_, k)| k).collect();
         if absent.is_empty() {
             return;
         }
@@ -387,9 +420,16 @@ impl OfflinePlanner {
         // 的费用") narrows that word to a kind the documents never name: the word it narrows
         // is part of the missing subject, not evidence of the rest ("leave" alone is not what
         // is asked about).
+        // A verb is never narrowed: after the missing word it says what that does ("a vendor
+        // offered", 坐夜车睡卧铺), and is no part of it.
+        let head_noun = |next: &str| match tags.get(&next.to_lowercase()).map(String::as_str) {
+            Some("eng") | None => !participle(next),
+            Some(tag) => !tag.starts_with('v'),
+        };
         let narrowed: HashSet<String> = things
             .iter()
             .filter_map(|(_, w)| word_after(&question, w))
+            .filter(|next| head_noun(next))
             .flat_map(|next| analysed(&next).into_iter().chain([next.to_lowercase()]))
             .collect();
         let mut thing_keys: Vec<&KeyTerm> = things.iter().map(|(k, _)| *k).collect();
@@ -547,6 +587,22 @@ mod tests {
         // A modal opens a question before its subject; after a pronoun it comes before a verb.
         assert!(!verb_by_place("Can astronauts get a permit?", "astronauts"));
         assert!(verb_by_place("We can bring guests?", "bring"));
+    }
+
+    #[test]
+    fn a_noun_with_the_suffix_zi_or_er_is_its_one_character() {
+        assert_eq!(one_character("单子"), Some('单'));
+        assert_eq!(one_character("事儿"), Some('事'));
+        assert_eq!(one_character("报"), Some('报'));
+        for not in ["孩子们", "子女", "单据", "kid", "a子", ""] {
+            assert_eq!(one_character(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn an_english_word_ending_in_ed_is_a_verb_form_not_a_head_noun() {
+        assert!(participle("offered") && participle("Hired"));
+        assert!(!participle("leave") && !participle("code") && !participle("need"));
     }
 
     #[test]
