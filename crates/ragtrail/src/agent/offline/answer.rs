@@ -345,8 +345,9 @@ fn quotable(sentence: &str) -> bool {
     }
 }
 
-/// A scored sentence as a citation: a table row quoted with its table's header row, a list's
-/// lead-in with its item that best matches the question (`weights`), an item with its lead-in.
+/// A scored sentence as a citation: a clause ending in `；` as its whole sentence, a table row
+/// quoted with its table's header row, a list's lead-in with its item that best matches the
+/// question (`weights`), an item with its lead-in.
 fn quoted(
     ctx: &PlannerContext<'_>,
     weights: &HashMap<String, f64>,
@@ -364,7 +365,11 @@ fn quoted(
         .lookup
         .returned_chunk_text(&s.chunk)
         .and_then(|text| {
-            with_header_row(text, s.sentence).or_else(|| lists::with_list(text, s.sentence, &score))
+            let whole = lists::whole_sentence(text, s.sentence);
+            let sentence = whole.unwrap_or(s.sentence);
+            with_header_row(text, sentence)
+                .or_else(|| lists::with_list(text, sentence, &score))
+                .or_else(|| whole.map(str::to_string))
         })
         .unwrap_or_else(|| s.sentence.to_string());
     ProposedCitation {

@@ -120,6 +120,29 @@ fn item_quote(line: &str) -> &str {
     super::sentences(line).into_iter().next().unwrap_or(line)
 }
 
+/// The whole sentence a clause ending in `；` belongs to, when it is short enough to quote:
+/// "财务退单最常见的原因有：抬头或税号错误；" is the first of a run of clauses that say together
+/// what the sentence says. `None` for any other sentence, or a whole one too long.
+pub(super) fn whole_sentence<'t>(text: &'t str, clause: &str) -> Option<&'t str> {
+    let clause = clause.trim();
+    if !clause.ends_with('；') {
+        return None;
+    }
+    let at = text.find(clause)?;
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let stops = ['。', '！', '？'];
+    // Each stop is three bytes in UTF-8.
+    let start = text[line_start..at]
+        .rfind(stops)
+        .map_or(line_start, |i| line_start + i + 3);
+    let end = text[at..line_end]
+        .find(stops)
+        .map_or(line_end, |i| at + i + 3);
+    let whole = text[start..end].trim();
+    (whole != clause && char_len(whole) <= MAX_ITEM_CHARS).then_some(whole)
+}
+
 /// Whether `sentence`, quoted from `text`, is a lead-in with no list under it in the chunk:
 /// a fragment that cannot be quoted.
 pub(super) fn bare_lead_in(text: &str, sentence: &str) -> bool {
@@ -329,6 +352,43 @@ mod tests {
             quote.as_deref().unwrap_or_default(),
             PLAIN
         ));
+    }
+
+    #[test]
+    fn a_clause_is_quoted_as_the_whole_sentence_it_belongs_to() {
+        let text = "首段。财务退单最常见的原因有：抬头或税号错误；应开专票而开了普票；重复报销。其后一句。\n\
+            (一)劳务报酬所得，属于一次性收入的，以取得该项收入为一次；属于连续性收入的，以一个月内取得的收入为一次。";
+        assert_eq!(
+            whole_sentence(text, "财务退单最常见的原因有：抬头或税号错误；"),
+            Some("财务退单最常见的原因有：抬头或税号错误；应开专票而开了普票；重复报销。")
+        );
+        assert_eq!(
+            whole_sentence(text, "应开专票而开了普票；"),
+            Some("财务退单最常见的原因有：抬头或税号错误；应开专票而开了普票；重复报销。")
+        );
+        assert_eq!(
+            whole_sentence(
+                text,
+                "(一)劳务报酬所得，属于一次性收入的，以取得该项收入为一次；"
+            ),
+            Some(
+                "(一)劳务报酬所得，属于一次性收入的，以取得该项收入为一次；属于连续性收入的，以一个月内取得的收入为一次。"
+            )
+        );
+        // A whole sentence, a clause that ends its line, a sentence too long to quote.
+        assert_eq!(whole_sentence(text, "其后一句。"), None);
+        assert_eq!(
+            whole_sentence(
+                LAW,
+                "(一)在工作时间和工作场所内，因工作原因受到事故伤害的；"
+            ),
+            None
+        );
+        let long = format!("{}；{}。", "甲".repeat(150), "乙".repeat(150));
+        assert_eq!(
+            whole_sentence(&long, &format!("{}；", "甲".repeat(150))),
+            None
+        );
     }
 
     #[test]
