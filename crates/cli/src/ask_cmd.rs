@@ -542,7 +542,7 @@ fn sources_text(o: &AgentOutcome, answer: &FinalAnswer, lang: Lang, seen: bool) 
             output::terminal_safe(&c.title_path),
             output::terminal_safe(&c.source_uri),
             c.chunk_id,
-            output::terminal_safe(&c.quote)
+            output::quote_lines(&c.quote, "      ")
         ));
     }
     out

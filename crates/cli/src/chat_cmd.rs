@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::ask_cmd;
-use super::output::{Lang, terminal_safe};
+use super::output::{Lang, quote_lines, terminal_safe};
 use crate::global::GlobalArgs;
 use crate::open::open_current_engine;
 use ragtrail::SessionStore;
@@ -109,7 +109,7 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                             i + 1,
                             terminal_safe(&c.title_path),
                             terminal_safe(&c.source_uri),
-                            terminal_safe(&c.quote)
+                            quote_lines(&c.quote, "    ")
                         )?;
                     }
                 }
@@ -182,7 +182,11 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> anyhow::Result<ExitCode> {
                                         terminal_safe(&c.title_path)
                                     )?;
                                     if outcome.status == RunStatus::Evidence {
-                                        writeln!(out, "        “{}”", terminal_safe(&c.quote))?;
+                                        writeln!(
+                                            out,
+                                            "        “{}”",
+                                            quote_lines(&c.quote, "        ")
+                                        )?;
                                     }
                                 }
                             }

@@ -10,6 +10,13 @@ pub fn terminal_safe(s: &str) -> String {
     ragtrail::review::report::plain(s)
 }
 
+/// A quote made terminal-safe, its lines after the first indented by `indent` and one space more,
+/// so that a quote of several lines (a list under its lead-in, a table row under its header row)
+/// stays aligned inside its opening “.
+pub fn quote_lines(quote: &str, indent: &str) -> String {
+    terminal_safe(quote).replace('\n', &format!("\n{indent} "))
+}
+
 pub use ragtrail::Lang;
 
 /// Exit status for errors (2 is clap's usage error and is not reused).
@@ -277,5 +284,14 @@ mod tests {
     #[test]
     fn escape_sequences_are_neutralised() {
         assert_eq!(terminal_safe("a\u{1b}[31mb\rc"), "a\u{fffd}[31mb\u{fffd}c");
+    }
+
+    #[test]
+    fn a_quote_of_several_lines_stays_inside_its_opening_mark() {
+        assert_eq!(
+            quote_lines("应当认定为工伤：\n…(六)在上下班途中\u{1b}", "  "),
+            "应当认定为工伤：\n   …(六)在上下班途中\u{fffd}"
+        );
+        assert_eq!(quote_lines("one line", "      "), "one line");
     }
 }
