@@ -218,6 +218,15 @@ fn ask_json_over(dir: &Path, knowledge: &Path, question: &str) -> Value {
         .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"))
 }
 
+/// The quote of the citation of the section `title`, which must be cited.
+fn cited_quote<'r>(result: &'r Value, title: &str) -> &'r str {
+    citations(result)
+        .iter()
+        .find(|c| c["titlePath"] == title)
+        .and_then(|c| c["quote"].as_str())
+        .unwrap_or_else(|| panic!("{title} is cited: {result:#}"))
+}
+
 #[test]
 fn a_list_is_quoted_with_its_lead_in_and_a_lead_in_never_answers_alone() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -244,11 +253,7 @@ fn a_list_is_quoted_with_its_lead_in_and_a_lead_in_never_answers_alone() {
     let result = ask_json_over(tmp.path(), &knowledge, "上下班途中出了交通事故，算工伤吗？");
     let status = result["status"].as_str().expect("status");
     assert!(matches!(status, "answered" | "evidence"), "{result:#}");
-    let quote = citations(&result)
-        .iter()
-        .find(|c| c["titlePath"] == "工伤认定办法 / 认定情形")
-        .and_then(|c| c["quote"].as_str())
-        .unwrap_or_else(|| panic!("the list's section is cited: {result:#}"));
+    let quote = cited_quote(&result, "工伤认定办法 / 认定情形");
     assert_eq!(
         quote,
         "第十四条 职工有下列情形之一的，应当认定为工伤：\n…(三)在上下班途中，受到非本人主要责任的交通事故伤害的；",
@@ -263,11 +268,7 @@ fn a_list_is_quoted_with_its_lead_in_and_a_lead_in_never_answers_alone() {
             .contains("According to the knowledge base: The following expenses require receipts:"),
         "{answer}"
     );
-    let quote = citations(&result)
-        .iter()
-        .find(|c| c["titlePath"] == "Receipts / Expenses requiring receipts")
-        .and_then(|c| c["quote"].as_str())
-        .unwrap_or_else(|| panic!("the list's section is cited: {result:#}"));
+    let quote = cited_quote(&result, "Receipts / Expenses requiring receipts");
     assert!(
         quote.starts_with("The following expenses require receipts:\n"),
         "{quote}"

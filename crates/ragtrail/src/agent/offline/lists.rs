@@ -47,14 +47,14 @@ pub(super) fn is_lead_in(sentence: &str) -> bool {
     sentence.trim_end().ends_with([':', '：'])
 }
 
-/// The chunk's lines, trimmed, with their index; blank lines kept (they end a plain list).
+/// The chunk's lines, trimmed; blank lines kept (they end an unmarked list).
 fn lines(text: &str) -> Vec<&str> {
     text.lines().map(str::trim).collect()
 }
 
-/// The items under the lead-in on line `at`: the marked lines that follow (blank lines between
-/// them allowed, a marked item's unmarked continuation skipped), else the unmarked lines of the
-/// lead-in's own paragraph block.
+/// The items under the lead-in on line `at`, with their line numbers: the marked lines that
+/// follow (blank lines between them allowed, a marked item's unmarked continuation skipped),
+/// else the block of unmarked lines that follows (up to a blank line).
 fn items_after<'t>(lines: &[&'t str], at: usize) -> Vec<(usize, &'t str)> {
     let mut next = (at + 1..lines.len()).skip_while(|&i| lines[i].is_empty());
     let Some(first) = next.next() else {

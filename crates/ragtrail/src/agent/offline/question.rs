@@ -419,9 +419,8 @@ impl OfflinePlanner {
         // A missing word that modifies the content word after it ("paternity leave", "洗衣服
         // 的费用") narrows that word to a kind the documents never name: the word it narrows
         // is part of the missing subject, not evidence of the rest ("leave" alone is not what
-        // is asked about).
-        // A verb is never narrowed: after the missing word it says what that does ("a vendor
-        // offered", 坐夜车睡卧铺), and is no part of it.
+        // is asked about). A verb is never narrowed: after the missing word it says what that
+        // does ("a vendor offered", 坐夜车睡卧铺), and is no part of it.
         let head_noun = |next: &str| match tags.get(&next.to_lowercase()).map(String::as_str) {
             Some("eng") | None => !participle(next),
             Some(tag) => !tag.starts_with('v'),
