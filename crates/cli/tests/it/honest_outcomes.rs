@@ -316,3 +316,26 @@ fn a_missing_word_narrows_no_verb_and_a_colloquial_zi_noun_never_refuses() {
     let (_, result) = ask_json(tmp.path(), "结婚能休几天婚假？");
     assert_eq!(result["status"], "insufficient_evidence", "{result:#}");
 }
+
+#[test]
+fn a_modifier_counts_only_beside_its_noun() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The rail policy's "不存在纸质车票丢失的问题" under the heading 电子发票找不到了 holds 纸质,
+    // 发票 and 丢失, but is about paper tickets: not the answer for a lost paper invoice.
+    let (_, result) = ask_json(tmp.path(), "纸质发票弄丢了，还能报销吗？");
+    assert_ne!(result["status"], "answered", "{result:#}");
+    assert!(
+        citations(&result)
+            .iter()
+            .any(|c| c["titlePath"] == "发票与税务信息管理规定 / 发票遗失 / 遗失处理办法"),
+        "{result:#}"
+    );
+    // For a lost paper ticket the same sentence is the answer.
+    let (code, result) = ask_json(tmp.path(), "纸质车票丢了能报销吗？");
+    assert_eq!(result["status"], "answered", "{result:#}");
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        citations(&result)[0]["quote"],
+        "电子客票进站只需身份证件，不存在纸质车票丢失的问题。"
+    );
+}

@@ -81,6 +81,7 @@ impl OfflinePlanner {
         let chosen = chosen(ctx, &candidates, &keys);
         let scored = scored_sentences(ctx, &weights, &chosen);
         let parts = asked_parts(ctx.question);
+        let compounds = compounds(&self.effective_question(ctx));
         // A sentence that points to another rule ("见《铁路客票规定》") states nothing itself;
         // the rule it points to, once followed, answers for it and inherits its subject.
         let followed: Vec<(&str, String)> = chosen
@@ -121,7 +122,7 @@ impl OfflinePlanner {
             } else {
                 part_keys(clause, &passage_keys)
             };
-            let share = |s: &Scored<'_>| subject_share(s, &part, &self.written);
+            let share = |s: &Scored<'_>| subject_share(s, &part, &self.written, &compounds);
             let inherited = |s: &Scored<'_>| {
                 followed
                     .iter()
@@ -235,11 +236,14 @@ fn part_keys(clause: &str, keys: &[KeyTerm]) -> QuestionKeys {
 }
 
 /// The share of `keys` a sentence covers together with the headings it stands under; a key
-/// standing for an everyday word is covered by any of its written words (孩子: 子女 or 生育).
+/// standing for an everyday word is covered by any of its written words (孩子: 子女 or 生育), and
+/// the first noun of a compound (`compounds`: 纸质 of 纸质发票) only where the two are written
+/// together.
 fn subject_share(
     s: &Scored<'_>,
     keys: &QuestionKeys,
     written: &[(String, Vec<String>, String)],
+    compounds: &[(String, String)],
 ) -> f64 {
     let terms: HashSet<String> = text::terms(s.title)
         .into_iter()
@@ -257,7 +261,28 @@ fn subject_share(
             present.insert(key.clone());
         }
     }
+    // A modifier counts only beside its noun: 纸质 in 纸质车票 is no part of 纸质发票.
+    for (modifier, whole) in compounds {
+        if !lower.contains(whole.as_str()) {
+            present.remove(modifier);
+        }
+    }
     keys.share(&present)
+}
+
+/// The question's Chinese noun pairs written together (纸质发票: 纸质, then 发票), each as the
+/// first noun and the two together.
+fn compounds(question: &str) -> Vec<(String, String)> {
+    let tagged = text::jieba().tag(question, true);
+    tagged
+        .windows(2)
+        .filter(|w| {
+            w.iter().all(|t| {
+                t.tag.starts_with('n') && !t.word.is_empty() && t.word.chars().all(text::is_cjk)
+            })
+        })
+        .map(|w| (w[0].word.to_string(), format!("{}{}", w[0].word, w[1].word)))
+        .collect()
 }
 
 impl OfflinePlanner {
@@ -640,4 +665,21 @@ fn answer_text(
     };
     let text = format!("{lead}{}", lines.join("\n- "));
     PlannerAction::Answer { text, citations }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_nouns_written_together_make_a_compound_its_modifier_belongs_to() {
+        let found = compounds("纸质发票弄丢了，还能报销吗？");
+        assert!(
+            found.contains(&("纸质".to_string(), "纸质发票".to_string())),
+            "{found:?}"
+        );
+        // A verb between them, or Latin words, make none.
+        assert!(compounds("发票丢了").iter().all(|(m, _)| m != "丢"));
+        assert!(compounds("Can I expense a paper invoice?").is_empty());
+    }
 }
