@@ -223,6 +223,57 @@ fn fits(quote: String) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces chunk lines are made of: markers, lead-ins, clauses, blank lines.
+    const PIECES: &[&str] = &[
+        "(一)",
+        "（2）",
+        "1. ",
+        "一、",
+        "- ",
+        "须提供下列材料：",
+        "do the following:",
+        "报销单",
+        "；",
+        "。",
+        "Receipts are kept.",
+        "\n",
+        "\n\n",
+        "：",
+        "金额500元以上",
+        "a) ",
+        " ",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the chunk's shape, every quote made of a sentence of it is the chunk's own,
+        /// line by line, and fits the citation check.
+        #[test]
+        fn every_list_quote_is_verbatim_and_fits(
+            pieces in prop::collection::vec(0..PIECES.len(), 1..40),
+            weighted in prop::collection::vec(0..PIECES.len(), 0..3),
+        ) {
+            let text: String = pieces.iter().map(|&i| PIECES[i]).collect();
+            let words: Vec<&str> = weighted.iter().map(|&i| PIECES[i].trim()).collect();
+            let score = |line: &str| words.iter().filter(|w| !w.is_empty() && line.contains(*w)).count() as f64;
+            for sentence in super::super::sentences(&text) {
+                let whole = whole_sentence(&text, sentence);
+                if let Some(w) = whole {
+                    prop_assert!(text.contains(w));
+                    prop_assert!(w.contains(sentence.trim()));
+                }
+                let quoted = with_list(&text, whole.unwrap_or(sentence), &score);
+                if let Some(q) = quoted {
+                    prop_assert!(crate::text::quote_in_text(&q, &text), "{q:?} not in {text:?}");
+                    prop_assert!(char_len(&q) <= MAX_QUOTE_CHARS);
+                }
+                let _ = bare_lead_in(&text, sentence);
+            }
+        }
+    }
 
     const LAW: &str = "第十四条 职工有下列情形之一的，应当认定为工伤：\n\n\
         (一)在工作时间和工作场所内，因工作原因受到事故伤害的；\n\n\
