@@ -81,7 +81,12 @@ impl OfflinePlanner {
         let chosen = chosen(ctx, &candidates, &keys);
         let scored = scored_sentences(ctx, &weights, &chosen);
         let parts = asked_parts(ctx.question);
-        let compounds = compounds(&self.effective_question(ctx));
+        // Only a compound the knowledge base writes as one (纸质发票), not two nouns that
+        // merely meet in the question (乘意险 | 公司给报吗: a topic, then who pays).
+        let compounds: Vec<(String, String)> = compounds(&self.effective_question(ctx))
+            .into_iter()
+            .filter(|(_, whole)| ctx.lookup.writes(whole))
+            .collect();
         // A sentence that points to another rule ("见《铁路客票规定》") states nothing itself;
         // the rule it points to, once followed, answers for it and inherits its subject.
         let followed: Vec<(&str, String)> = chosen
@@ -237,8 +242,8 @@ fn part_keys(clause: &str, keys: &[KeyTerm]) -> QuestionKeys {
 
 /// The share of `keys` a sentence covers together with the headings it stands under; a key
 /// standing for an everyday word is covered by any of its written words (孩子: 子女 or 生育), and
-/// the first noun of a compound (`compounds`: 纸质 of 纸质发票) only where the two are written
-/// together.
+/// the first noun of a compound (`compounds`: 纸质 of 纸质发票, a compound the knowledge base
+/// writes) only where the two are written together.
 fn subject_share(
     s: &Scored<'_>,
     keys: &QuestionKeys,
