@@ -8,7 +8,7 @@ use super::lists;
 use super::{
     EVIDENCE_SPREAD, MAX_CITED_CHUNKS, MAX_EVIDENCE, MAX_SENTENCE_CHARS, MAX_STANDOUT_CITED,
     MEANING_WEIGHT, MIN_CITATION_GAIN, OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, SUBJECT_SHARE,
-    all_hits, analysed, sentences,
+    all_hits, analysed, sentences, weight_held,
 };
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
@@ -385,11 +385,7 @@ fn quoted(
 ) -> ProposedCitation {
     let score = |line: &str| -> f64 {
         let terms: HashSet<String> = text::terms(line).into_iter().map(|t| t.text).collect();
-        weights
-            .iter()
-            .filter(|(t, _)| terms.contains(*t))
-            .map(|(_, w)| w)
-            .sum()
+        weight_held(weights, &terms)
     };
     let quote = ctx
         .lookup
@@ -603,11 +599,7 @@ fn scored_sentences<'h>(
             if char_len(sentence) > MAX_SENTENCE_CHARS {
                 continue;
             }
-            let q: f64 = weights
-                .iter()
-                .filter(|(t, _)| terms.contains(*t))
-                .map(|(_, w)| w)
-                .sum();
+            let q = weight_held(weights, terms);
             let r = round_terms.iter().filter(|t| terms.contains(*t)).count() as f64;
             if q + r > 0.0 {
                 scored.push(Scored {

@@ -32,7 +32,7 @@ mod question;
 mod references;
 mod remembered;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::planner::{
     Observation, Planner, PlannerAction, PlannerContext, PlannerError, PlannerStep,
@@ -271,6 +271,16 @@ impl OfflinePlanner {
         }
         out
     }
+}
+
+/// The summed weight of the question's terms (`weights`, [`OfflinePlanner::weights`]) that
+/// `terms` hold: how much of the question a sentence or a line speaks of.
+fn weight_held(weights: &HashMap<String, f64>, terms: &HashSet<String>) -> f64 {
+    weights
+        .iter()
+        .filter(|(t, _)| terms.contains(*t))
+        .map(|(_, w)| w)
+        .sum()
 }
 
 fn analysed(word: &str) -> Vec<String> {

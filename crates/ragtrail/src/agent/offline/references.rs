@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::sentences;
+use super::{sentences, weight_held};
 use crate::text::{self, char_len};
 
 /// The references of `text` named in a sentence that shares a question word, each with whether
@@ -23,11 +23,7 @@ pub(super) fn references_near_question(
         }
         let sentence_terms: HashSet<String> =
             text::terms(sentence).into_iter().map(|t| t.text).collect();
-        let score: f64 = weights
-            .iter()
-            .filter(|(t, _)| sentence_terms.contains(*t))
-            .map(|(_, w)| w)
-            .sum();
+        let score = weight_held(weights, &sentence_terms);
         if score > 0.0 {
             out.extend(references.into_iter().map(|(r, strong)| (r, strong, score)));
         }
