@@ -168,10 +168,11 @@ pub fn written_words(text: &str, wanted: &[String]) -> Vec<String> {
     out
 }
 
-/// Whether `text` writes `word` as a word of its own somewhere: an occurrence not inside a
-/// longer dictionary word (笔记 is written in "笔记要整理", not in "笔记本电脑", where jieba
-/// reads 笔记本电脑). Words the dictionary lacks (陪产假) are cut into pieces, never into a
-/// longer word, so they count wherever they occur. Latin text is matched case aside.
+/// Whether `text` writes `word` as a word of its own somewhere: an occurrence that begins and
+/// ends where jieba's words do, neither inside a longer dictionary word (笔记 is written in
+/// "笔记要整理", not in "笔记本电脑", where jieba reads 笔记本电脑) nor across two (坐高 is
+/// not written in "乘坐高铁", 乘坐 + 高铁). Words the dictionary lacks (陪产假) are cut into
+/// pieces, so they count wherever they occur on such ends. Latin text is matched case aside.
 pub fn written_as_a_word(text: &str, word: &str) -> bool {
     let word = word.trim();
     if word.is_empty() {
@@ -189,11 +190,11 @@ pub fn written_as_a_word(text: &str, word: &str) -> bool {
     }
     // Without the HMM: it joins unknown characters into words of its own guessing.
     let cut = jieba().cut(text, false);
-    occurrences.iter().any(|&(start, end)| {
-        !cut.iter().any(|t| {
-            t.byte_start <= start && t.byte_end >= end && t.byte_end - t.byte_start > end - start
-        })
-    })
+    let starts: std::collections::HashSet<usize> = cut.iter().map(|t| t.byte_start).collect();
+    let ends: std::collections::HashSet<usize> = cut.iter().map(|t| t.byte_end).collect();
+    occurrences
+        .iter()
+        .any(|(start, end)| starts.contains(start) && ends.contains(end))
 }
 
 /// The language a person wrote in, for the words around what ragtrail shows them.
@@ -625,6 +626,9 @@ mod tests {
         // A word the dictionary lacks is cut into pieces, never into a longer word.
         assert!(written_as_a_word("男方享受陪产假10天。", "陪产假"));
         assert!(!written_as_a_word("男方享受陪产假10天。", "婚假"));
+        // Nor across two words: 乘坐 + 高铁 write no 坐高.
+        assert!(!written_as_a_word("乘坐高铁的，报销二等座。", "坐高"));
+        assert!(written_as_a_word("乘坐高铁的，报销二等座。", "乘坐高铁"));
         assert!(written_as_a_word(
             "A Doctor's Note is required.",
             "doctor's note"

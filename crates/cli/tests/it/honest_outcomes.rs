@@ -339,3 +339,29 @@ fn a_modifier_counts_only_beside_its_noun() {
         "电子客票进站只需身份证件，不存在纸质车票丢失的问题。"
     );
 }
+
+/// The words searched are words the asker wrote: never a pair of characters the passages hold
+/// only across two of their words (坐高 in 乘坐高铁, 能休 in 未能休完), which jieba's HMM or a
+/// repair would take from the question (坐高铁, 能休几天).
+#[test]
+fn no_word_is_searched_that_the_passages_hold_only_across_two_words() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (question, straddling, own) in [
+        ("出差坐高铁能坐一等座吗？", "坐高", "高铁"),
+        ("生孩子一共能休多少天产假？", "能休", "产假"),
+    ] {
+        let (_, result) = ask_json(tmp.path(), question);
+        let searched: Vec<String> = result["rounds"]
+            .as_array()
+            .expect("rounds")
+            .iter()
+            .flat_map(|r| r["keywords"].as_array().cloned().unwrap_or_default())
+            .filter_map(|k| k.as_str().map(str::to_string))
+            .collect();
+        assert!(searched.iter().any(|k| k == own), "{result:#}");
+        assert!(
+            searched.iter().all(|k| !k.contains(straddling)),
+            "{straddling} searched: {result:#}"
+        );
+    }
+}

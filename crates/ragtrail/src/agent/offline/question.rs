@@ -19,7 +19,15 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
             .map(|t| t.word.trim().to_string())
             .collect(),
     );
-    let repaired = text::repaired_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t));
+    // A repair the index knows only as a bigram across two of the passages' words (坐 + 高 of
+    // 坐高铁, from 乘坐高铁) is no word of the asker's either.
+    let repaired: Vec<String> = text::repaired_words(&tokens, &|t: &str| ctx.lookup.doc_freq(t))
+        .into_iter()
+        .filter(|w| ctx.lookup.writes(w))
+        .collect();
+    let tokens = tokens
+        .into_iter()
+        .flat_map(|t| straddling_pieces(&t, ctx).unwrap_or(vec![t]));
     let mut words: Vec<(String, f64)> = tokens
         .into_iter()
         .chain(repaired)
@@ -157,7 +165,7 @@ fn verdict_keys(question: &str, ctx: &PlannerContext<'_>) -> Vec<KeyTerm> {
     let mut seen = HashSet::new();
     let mut keys = Vec::new();
     for key in key_terms(&[question.to_string()], &doc_freq, n) {
-        let replaced = match made_up_pieces(&key.term, &|w: &str| ctx.lookup.mentions(w)) {
+        let replaced = match made_up_pieces(&key.term, &|w: &str| ctx.lookup.writes(w)) {
             Some(pieces) => key_terms(&pieces, &doc_freq, n),
             None => vec![key],
         };
@@ -167,15 +175,16 @@ fn verdict_keys(question: &str, ctx: &PlannerContext<'_>) -> Vec<KeyTerm> {
 }
 
 /// A word jieba's HMM joined from pieces its dictionary lacks as a whole ("最多能", "能报",
-/// "没休") and that no chunk mentions: segmentation noise, which can only ever count against
-/// the evidence. Its dictionary words of two or more characters stand for it; most such words
-/// have none (能 + 报) and drop out. `None` for any other word.
-fn made_up_pieces(term: &str, mentions: &dyn Fn(&str) -> bool) -> Option<Vec<String>> {
+/// "没休", 坐高 of 坐高铁) and that no chunk writes as a word of its own (`writes`; 乘坐高铁
+/// holds 坐高 across two words): segmentation noise, searched for nothing and only ever
+/// counting against the evidence. Its dictionary words of two or more characters stand for it;
+/// most such words have none (能 + 报) and drop out. `None` for any other word.
+fn made_up_pieces(term: &str, writes: &dyn Fn(&str) -> bool) -> Option<Vec<String>> {
     let jieba = text::jieba();
     if char_len(term) < 2 || !term.chars().all(text::is_cjk) || jieba.has_word(term) {
         return None;
     }
-    if mentions(term) {
+    if writes(term) {
         return None;
     }
     Some(
@@ -186,6 +195,18 @@ fn made_up_pieces(term: &str, mentions: &dyn Fn(&str) -> bool) -> Option<Vec<Str
             .filter(|w| char_len(w) >= 2)
             .collect(),
     )
+}
+
+/// A word jieba's HMM made up that chunks hold only across their own words (坐高 of 坐高铁, in
+/// 乘坐 + 高铁; 能休 of 一年能休几天): searched, it would match those places, and the reply would
+/// show it as a word the asker used. Its dictionary words stand for it, as in the verdict. A
+/// made-up word no chunk holds at all stays: it may be an everyday word the documents name
+/// otherwise (生娃 → 生育), or the subject they lack (年会).
+fn straddling_pieces(word: &str, ctx: &PlannerContext<'_>) -> Option<Vec<String>> {
+    if !ctx.lookup.mentions(word) {
+        return None;
+    }
+    made_up_pieces(word, &|w: &str| ctx.lookup.writes(w))
 }
 
 /// The reply to a greeting or thanks (and nothing else), in the question's language.
