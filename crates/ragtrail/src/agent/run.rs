@@ -797,7 +797,10 @@ impl<'a> Run<'a> {
         else {
             return false;
         };
-        let lower = word.to_lowercase();
+        // Punctuation aside: a name is searched without the brackets the passage writes
+        // ("Return Authorisation RMA" from "Return Authorisation (RMA)").
+        let word = words_only(word);
+        let word = word.trim();
         self.rounds[..at].iter().flat_map(|r| &r.hits).any(|h| {
             let text = self
                 .lookup
@@ -806,7 +809,7 @@ impl<'a> Run<'a> {
                 .map(|(c, _)| c.text.as_str());
             [h.title_path.as_str(), text.unwrap_or(&h.snippet)]
                 .iter()
-                .any(|t| t.to_lowercase().contains(&lower))
+                .any(|t| words_only(t).contains(word))
         })
     }
 
@@ -986,6 +989,20 @@ fn account_for_asker(reason: &str, lang: Lang) -> Option<&str> {
     (!why.is_empty() && Lang::of(why) == lang && !speaks_of_tools).then_some(why)
 }
 
+/// `text` lowercased, with every run of characters other than letters and digits (in any
+/// script) written as one space.
+fn words_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars().flat_map(char::to_lowercase) {
+        if c.is_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    out
+}
+
 /// The sections a refused run came nearest to (at most this many are named, as related).
 const RELATED_SECTIONS: usize = 3;
 
@@ -1050,6 +1067,18 @@ fn insufficient_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_found_in_a_passage_whatever_punctuation_either_writes() {
+        let passage = words_only("We will email you a Return Authorisation (RMA) number.");
+        assert!(passage.contains(words_only("Return Authorisation RMA").trim()));
+        assert!(passage.contains(words_only("(RMA)").trim()));
+        assert!(!passage.contains(words_only("Authorisation number").trim()));
+        assert_eq!(
+            words_only("填写FIN-07《费用超标说明单》"),
+            "填写fin 07 费用超标说明单 "
+        );
+    }
 
     #[test]
     fn the_asker_reads_the_planners_account_only_in_their_language_and_never_the_loops_words() {
