@@ -102,7 +102,10 @@ pub(super) fn names(sentence: &str) -> Vec<String> {
         run.clear();
     };
     let mut run_start = 0;
-    for (i, raw) in sentence.split_whitespace().enumerate() {
+    // A name ends where Chinese text begins: in "FIN-07是「易报」中的在线表单" or "Policy》中的
+    // 标准配置" the name is the Latin part alone, and the rest is no part of one.
+    let pieces = sentence.split_whitespace().flat_map(latin_start);
+    for (i, raw) in pieces.enumerate() {
         let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
         let capital = word.chars().next().is_some_and(|c| c.is_ascii_uppercase());
         if capital || (!run.is_empty() && NAME_JOINERS.contains(&word)) {
@@ -147,6 +150,15 @@ pub(super) fn names(sentence: &str) -> Vec<String> {
     ];
     out.retain(|n| char_len(n) <= 40 && !CALENDAR.contains(&n.as_str()));
     out
+}
+
+/// `word` split where its first CJK character is, when Latin text comes before it ("FIN-07是
+/// 「易报」" → "FIN-07", "是「易报」"); else `word` whole.
+fn latin_start(word: &str) -> Vec<&str> {
+    match word.find(text::is_cjk) {
+        Some(at) if at > 0 => vec![&word[..at], &word[at..]],
+        _ => vec![word],
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +208,13 @@ mod tests {
             vec!["The Bank of England"]
         );
         assert!(names("出差 报销 须在30天内提交").is_empty());
+        // Chinese text ends a name, as a comma would.
+        assert_eq!(
+            names(
+                "超标须填写 FIN-07是「易报」中的在线表单，按 Remote Work and Equipment Policy》中的标准配置向IT部申领"
+            ),
+            vec!["FIN-07", "Remote Work and Equipment Policy"]
+        );
         assert_eq!(
             names("Staffed 24 hours, Monday to Friday, by Ann Lee."),
             vec!["Ann Lee"]
