@@ -342,13 +342,14 @@ fn a_modifier_counts_only_beside_its_noun() {
 
 /// The words searched are words the asker wrote: never a pair of characters the passages hold
 /// only across two of their words (坐高 in 乘坐高铁, 能休 in 未能休完), which jieba's HMM or a
-/// repair would take from the question (坐高铁, 能休几天).
+/// repair would take from the question (坐高铁, 能休几天), nor one of function words alone (我能).
 #[test]
 fn no_word_is_searched_that_the_passages_hold_only_across_two_words() {
     let tmp = tempfile::tempdir().expect("tempdir");
     for (question, straddling, own) in [
         ("出差坐高铁能坐一等座吗？", "坐高", "高铁"),
         ("生孩子一共能休多少天产假？", "能休", "产假"),
+        ("老婆下个月生孩子，我能请几天假？", "我能", "配偶"),
     ] {
         let (_, result) = ask_json(tmp.path(), question);
         let searched: Vec<String> = result["rounds"]

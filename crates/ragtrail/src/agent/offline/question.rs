@@ -198,12 +198,14 @@ fn made_up_pieces(term: &str, writes: &dyn Fn(&str) -> bool) -> Option<Vec<Strin
 }
 
 /// A word jieba's HMM made up that chunks hold only across their own words (坐高 of 坐高铁, in
-/// 乘坐 + 高铁; 能休 of 一年能休几天): searched, it would match those places, and the reply would
-/// show it as a word the asker used. Its dictionary words stand for it, as in the verdict. A
-/// made-up word no chunk holds at all stays: it may be an everyday word the documents name
-/// otherwise (生娃 → 生育), or the subject they lack (年会).
+/// 乘坐 + 高铁; 能休 of 一年能休几天), or made of function words alone (我能, 有个): searched,
+/// it would match places that do not say it, and the reply would show it as a word the asker
+/// used. Its dictionary words stand for it, as in the verdict. Any other made-up word no chunk
+/// holds stays: it may be an everyday word the documents name otherwise (生娃 → 生育), or the
+/// subject they lack (年会).
 fn straddling_pieces(word: &str, ctx: &PlannerContext<'_>) -> Option<Vec<String>> {
-    if !ctx.lookup.mentions(word) {
+    let function_words = word.chars().all(|c| text::is_stop_term(&c.to_string()));
+    if !function_words && !ctx.lookup.mentions(word) {
         return None;
     }
     made_up_pieces(word, &|w: &str| ctx.lookup.writes(w))
