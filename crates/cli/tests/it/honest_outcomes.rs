@@ -344,9 +344,9 @@ fn a_modifier_counts_only_beside_its_noun() {
 /// only across two of their words (坐高 in 乘坐高铁, 能休 in 未能休完), which jieba's HMM or a
 /// repair would take from the question (坐高铁, 能休几天), nor one of function words alone (我能).
 #[test]
-fn no_word_is_searched_that_the_passages_hold_only_across_two_words() {
+fn a_made_up_word_across_two_words_or_of_function_words_alone_is_not_searched() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    for (question, straddling, own) in [
+    for (question, made_up, own) in [
         ("出差坐高铁能坐一等座吗？", "坐高", "高铁"),
         ("生孩子一共能休多少天产假？", "能休", "产假"),
         ("老婆下个月生孩子，我能请几天假？", "我能", "配偶"),
@@ -361,8 +361,8 @@ fn no_word_is_searched_that_the_passages_hold_only_across_two_words() {
             .collect();
         assert!(searched.iter().any(|k| k == own), "{result:#}");
         assert!(
-            searched.iter().all(|k| !k.contains(straddling)),
-            "{straddling} searched: {result:#}"
+            searched.iter().all(|k| !k.contains(made_up)),
+            "{made_up} searched: {result:#}"
         );
     }
 }

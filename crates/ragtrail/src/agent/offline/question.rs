@@ -27,7 +27,7 @@ fn question_words(question: &str, ctx: &PlannerContext<'_>) -> Vec<(String, f64)
         .collect();
     let tokens = tokens
         .into_iter()
-        .flat_map(|t| straddling_pieces(&t, ctx).unwrap_or(vec![t]));
+        .flat_map(|t| noise_pieces(&t, ctx).unwrap_or(vec![t]));
     let mut words: Vec<(String, f64)> = tokens
         .into_iter()
         .chain(repaired)
@@ -203,7 +203,7 @@ fn made_up_pieces(term: &str, writes: &dyn Fn(&str) -> bool) -> Option<Vec<Strin
 /// used. Its dictionary words stand for it, as in the verdict. Any other made-up word no chunk
 /// holds stays: it may be an everyday word the documents name otherwise (生娃 → 生育), or the
 /// subject they lack (年会).
-fn straddling_pieces(word: &str, ctx: &PlannerContext<'_>) -> Option<Vec<String>> {
+fn noise_pieces(word: &str, ctx: &PlannerContext<'_>) -> Option<Vec<String>> {
     let function_words = word.chars().all(|c| text::is_stop_term(&c.to_string()));
     if !function_words && !ctx.lookup.mentions(word) {
         return None;
