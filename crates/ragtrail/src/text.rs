@@ -525,6 +525,10 @@ pub struct SentenceEnds {
     /// Keep whitespace-only pieces, so that the spans tile the whole text (a caller that joins
     /// pieces again keeps every byte); otherwise they are left out.
     pub keep_blank: bool,
+    /// A `.` before a lowercase Latin word ends no sentence: it closes an abbreviation ("(i.e.
+    /// the data plan", "e.g. a laptop"), since a sentence begins with a capital, a digit or
+    /// another script.
+    pub lowercase_continues: bool,
 }
 
 /// What must follow a Latin `.`, `!` or `?` for it to end a sentence.
@@ -554,6 +558,7 @@ impl Default for SentenceEnds {
             semicolon: true,
             stop_then: StopThen::AsciiWhitespace,
             keep_blank: false,
+            lowercase_continues: false,
         }
     }
 }
@@ -577,7 +582,12 @@ pub fn sentence_spans_with(s: &str, ends: SentenceEnds) -> Vec<(usize, usize)> {
                 && s[end..]
                     .chars()
                     .next()
-                    .is_none_or(|next| ends.stop_then.allows(next)));
+                    .is_none_or(|next| ends.stop_then.allows(next))
+                && !(ends.lowercase_continues
+                    && c == '.'
+                    && s[end..]
+                        .trim_start_matches([' ', '\t'])
+                        .starts_with(|next: char| next.is_ascii_lowercase())));
         if is_end {
             if ends.keep_blank || !s[start..end].trim().is_empty() {
                 spans.push((start, end));
@@ -765,6 +775,7 @@ mod tests {
             semicolon: false,
             stop_then: StopThen::Whitespace,
             keep_blank: false,
+            lowercase_continues: false,
         };
         assert_eq!(
             pieces(any_whitespace),
@@ -775,6 +786,7 @@ mod tests {
             semicolon: false,
             stop_then: StopThen::Space,
             keep_blank: true,
+            lowercase_continues: false,
         };
         assert_eq!(
             pieces(space_only),

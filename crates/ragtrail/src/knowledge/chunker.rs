@@ -426,6 +426,7 @@ const PARAGRAPH_SENTENCE_ENDS: SentenceEnds = SentenceEnds {
     semicolon: false,
     stop_then: StopThen::Space,
     keep_blank: true,
+    lowercase_continues: false,
 };
 
 /// Splits a long paragraph at sentence ends, and a sentence longer than `max` at `max` characters.

@@ -291,13 +291,15 @@ fn analysed(word: &str) -> Vec<String> {
         .collect()
 }
 
-/// The planner's sentence ends, not the snippet's: an ASCII `;` ends no sentence, and a Latin
+/// The planner's sentence ends, not the snippet's: an ASCII `;` ends no sentence, a Latin
 /// stop ends one before any whitespace (also U+3000 or a no-break space), not only ASCII
-/// whitespace. Kept as they were: the answer quotes these sentences and scores by them.
+/// whitespace, and a `.` before a lowercase word closes an abbreviation (a quote ending in
+/// "(i.e." is a fragment). The answer quotes these sentences and scores by them.
 const SENTENCE_ENDS: SentenceEnds = SentenceEnds {
     semicolon: false,
     stop_then: StopThen::Whitespace,
     keep_blank: false,
+    lowercase_continues: true,
 };
 
 /// Sentences (and table rows) of a chunk, trimmed, separator rows dropped.
@@ -468,6 +470,16 @@ mod tests {
                 "| 一线 | 600元 |",
                 "End.",
                 "Next one"
+            ]
+        );
+        // An abbreviation's stop before a lowercase word ends none.
+        assert_eq!(
+            sentences(
+                "Paid when internet service (i.e. the data plan) is out. Wifi on a plane is."
+            ),
+            [
+                "Paid when internet service (i.e. the data plan) is out.",
+                "Wifi on a plane is."
             ]
         );
         // Unlike a snippet's sentence, `; ` ends none; any whitespace after a stop ends one.
