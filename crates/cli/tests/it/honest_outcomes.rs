@@ -366,3 +366,28 @@ fn a_made_up_word_across_two_words_or_of_function_words_alone_is_not_searched() 
         );
     }
 }
+
+/// A rule written as one long sentence is quoted whole, up to the citation check's 300
+/// characters: "The following are not reimbursed: airport lounge access, seat upgrades paid by
+/// the traveller, …" (277 characters) was never a candidate under a shorter cap, so the
+/// question was refused or shown other passages.
+#[test]
+fn a_rule_in_one_long_sentence_is_quoted_whole() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    const SECTION: &str = "Overseas Staff Travel & Expense Policy / Non-Reimbursable Items";
+    for question in [
+        "Is a seat upgrade I paid for myself reimbursed?",
+        "Can I claim the airport lounge on a business trip?",
+    ] {
+        let (_, result) = ask_json(tmp.path(), question);
+        let cited = citations(&result);
+        assert_eq!(cited[0]["titlePath"], SECTION, "{result:#}");
+        let quote = cited[0]["quote"].as_str().expect("quote");
+        assert!(
+            quote.starts_with("The following are not reimbursed: airport lounge access")
+                && quote.ends_with("global travel insurance).")
+                && quote.chars().count() <= 300,
+            "{quote}"
+        );
+    }
+}

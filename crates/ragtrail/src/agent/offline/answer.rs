@@ -10,6 +10,7 @@ use super::{
     MEANING_WEIGHT, MIN_CITATION_GAIN, OfflinePlanner, SENTENCE_SHARE, STANDOUT_BAR, SUBJECT_SHARE,
     all_hits, analysed, sentences, weight_held,
 };
+use crate::agent::citations::MAX_QUOTE_CHARS;
 use crate::agent::{Observation, PlannerAction, PlannerContext, ProposedCitation};
 use crate::search::SearchHit;
 use crate::search::sufficiency::{KeyTerm, covered, covered_by, idf};
@@ -397,6 +398,8 @@ fn quoted(
                 .or_else(|| lists::with_list(text, sentence, &score))
                 .or_else(|| whole.map(str::to_string))
         })
+        // A long row under its header row is quoted alone rather than refused as too long.
+        .filter(|q| char_len(q) <= MAX_QUOTE_CHARS)
         .unwrap_or_else(|| s.sentence.to_string());
     ProposedCitation {
         chunk_id: s.chunk.clone(),

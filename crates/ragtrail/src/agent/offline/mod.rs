@@ -66,8 +66,10 @@ const EVIDENCE_SPREAD: f64 = 0.5;
 /// embedder. Anything from 0.5 to 10 chose alike on the five evaluation sets; below, coverage
 /// wins again (BENCHMARKS.md, "Evidence ranked by meaning among the passages that cover").
 const MEANING_WEIGHT: f64 = 1.0;
-/// Longest sentence quoted, in characters.
-const MAX_SENTENCE_CHARS: usize = 220;
+/// Longest sentence quoted, in characters: the longest quote the loop's citation check
+/// accepts. A rule is often one long sentence ("The following are not reimbursed: airport
+/// lounge access, seat upgrades, …").
+const MAX_SENTENCE_CHARS: usize = crate::agent::citations::MAX_QUOTE_CHARS;
 /// Chunks cited at most.
 const MAX_CITED_CHUNKS: usize = 3;
 /// Share of the question's (IDF-weighted) key terms a further chunk must add to be cited too.
