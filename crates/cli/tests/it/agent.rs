@@ -436,7 +436,7 @@ fn a_refusal_names_the_askers_everyday_word_not_the_written_one_searched_for_it(
     );
     let message = no_evidence_message(outcome);
     assert!(
-        message.contains("原因：没有一段同时讲到“老板”、“至少”。"),
+        message.contains("原因：找到的段落中没有一段同时讲到“老板”、“至少”。"),
         "{message}"
     );
 }

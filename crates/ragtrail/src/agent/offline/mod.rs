@@ -210,8 +210,9 @@ impl OfflinePlanner {
         sufficiency
     }
 
-    /// Why nothing is shown, in the question's language and the asker's own words: the words
-    /// no passage mentions, else the words no single passage brings together.
+    /// Why nothing is shown, in the question's language and the asker's own words: the subject
+    /// no passage of the knowledge base mentions, else the words no passage found holds, else
+    /// the words no single passage found brings together.
     fn why_refused(&self, ctx: &PlannerContext<'_>, sufficiency: &Sufficiency) -> String {
         let lang = Lang::of(ctx.question);
         let quoted = |words: &[String]| -> String {
@@ -238,10 +239,12 @@ impl OfflinePlanner {
                     .any(|t| sufficiency.missing_terms.contains(t))
                     || sufficiency.missing_terms.contains(&w.to_lowercase())
             }));
+        // Said of the passages found, not of the knowledge base: a word no hit holds may well
+        // be written elsewhere (最长, 两年 in a body of laws).
         if !missing.is_empty() {
             return match lang {
-                Lang::Zh => format!("知识库中没有段落讲到{}", quoted(&missing)),
-                Lang::En => format!("no passage speaks of {}", quoted(&missing)),
+                Lang::Zh => format!("找到的段落都没有讲到{}", quoted(&missing)),
+                Lang::En => format!("none of the passages found speaks of {}", quoted(&missing)),
             };
         }
         let words: Vec<String> = self.askers_words(
@@ -252,8 +255,11 @@ impl OfflinePlanner {
         );
         let words = &words[..words.len().min(3)];
         match lang {
-            Lang::Zh => format!("没有一段同时讲到{}", quoted(words)),
-            Lang::En => format!("no passage speaks of {} together", quoted(words)),
+            Lang::Zh => format!("找到的段落中没有一段同时讲到{}", quoted(words)),
+            Lang::En => format!(
+                "none of the passages found speaks of {} together",
+                quoted(words)
+            ),
         }
     }
 
