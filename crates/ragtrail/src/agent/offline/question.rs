@@ -180,15 +180,11 @@ fn verdict_keys(question: &str, ctx: &PlannerContext<'_>) -> Vec<KeyTerm> {
 /// counting against the evidence. Its dictionary words of two or more characters stand for it;
 /// most such words have none (能 + 报) and drop out. `None` for any other word.
 fn made_up_pieces(term: &str, writes: &dyn Fn(&str) -> bool) -> Option<Vec<String>> {
-    let jieba = text::jieba();
-    if char_len(term) < 2 || !term.chars().all(text::is_cjk) || jieba.has_word(term) {
-        return None;
-    }
-    if writes(term) {
+    if !made_up(term) || writes(term) {
         return None;
     }
     Some(
-        jieba
+        text::jieba()
             .cut(term, false)
             .into_iter()
             .map(|t| t.word.to_string())
@@ -204,11 +200,21 @@ fn made_up_pieces(term: &str, writes: &dyn Fn(&str) -> bool) -> Option<Vec<Strin
 /// holds stays: it may be an everyday word the documents name otherwise (生娃 → 生育), or the
 /// subject they lack (年会).
 fn noise_pieces(word: &str, ctx: &PlannerContext<'_>) -> Option<Vec<String>> {
+    // Whether it is made up at all first: the lookups below search the index, and most of a
+    // question's words are the dictionary's.
+    if !made_up(word) {
+        return None;
+    }
     let function_words = word.chars().all(|c| text::is_stop_term(&c.to_string()));
     if !function_words && !ctx.lookup.mentions(word) {
         return None;
     }
     made_up_pieces(word, &|w: &str| ctx.lookup.writes(w))
+}
+
+/// A CJK word of two or more characters that jieba's dictionary lacks: its HMM joined it.
+fn made_up(word: &str) -> bool {
+    char_len(word) >= 2 && word.chars().all(text::is_cjk) && !text::jieba().has_word(word)
 }
 
 /// The reply to a greeting or thanks (and nothing else), in the question's language.
