@@ -218,6 +218,11 @@ fn ask_json_over(dir: &Path, knowledge: &Path, question: &str) -> Value {
         .unwrap_or_else(|e| panic!("--json output ({e}): {stdout}\n{stderr}"))
 }
 
+/// Whether the section `title` is among the citations.
+fn cites(result: &Value, title: &str) -> bool {
+    citations(result).iter().any(|c| c["titlePath"] == title)
+}
+
 /// The quote of the citation of the section `title`, which must be cited.
 fn cited_quote<'r>(result: &'r Value, title: &str) -> &'r str {
     citations(result)
@@ -299,17 +304,17 @@ fn a_missing_word_narrows_no_verb_and_a_colloquial_zi_noun_never_refuses() {
     );
     assert_eq!(result["status"], "evidence", "{result:#}");
     assert!(
-        citations(&result).iter().any(|c| c["titlePath"]
-            == "Gifts, Hospitality and Conflicts of Interest Policy / Hospitality / Travel and Accommodation Offered by Others"),
+        cites(
+            &result,
+            "Gifts, Hospitality and Conflicts of Interest Policy / Hospitality / Travel and Accommodation Offered by Others"
+        ),
         "{result:#}"
     );
     // 单子 is 单 as the documents write it (退单, 报销单), not a subject they lack.
     let (_, result) = ask_json(tmp.path(), "财务老把我的单子打回来，一般都是啥原因？");
     assert_eq!(result["status"], "evidence", "{result:#}");
     assert!(
-        citations(&result)
-            .iter()
-            .any(|c| c["titlePath"] == "发票与税务信息管理规定 / 常见退票原因"),
+        cites(&result, "发票与税务信息管理规定 / 常见退票原因"),
         "{result:#}"
     );
     // An absent subject still refuses: 婚假 is in no passage.
@@ -325,9 +330,7 @@ fn a_modifier_counts_only_beside_its_noun() {
     let (_, result) = ask_json(tmp.path(), "纸质发票弄丢了，还能报销吗？");
     assert_ne!(result["status"], "answered", "{result:#}");
     assert!(
-        citations(&result)
-            .iter()
-            .any(|c| c["titlePath"] == "发票与税务信息管理规定 / 发票遗失 / 遗失处理办法"),
+        cites(&result, "发票与税务信息管理规定 / 发票遗失 / 遗失处理办法"),
         "{result:#}"
     );
     // For a lost paper ticket the same sentence is the answer.
