@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::plain::{describe_row, inline_to_plain, markdown_to_plain};
+use super::plain::{describe_row, heading_id, inline_to_plain, markdown_to_plain};
 use super::{Chunk, Document, TITLE_SEPARATOR, chunk_id, sha256_hex};
 use crate::text::{SentenceEnds, StopThen, char_len, sentence_spans_with};
 
@@ -56,6 +56,7 @@ pub(super) fn markdown_sections(body: &str, title: &str, markdown: bool) -> Vec<
         vec![LineSection {
             source_headings: Vec::new(),
             headings: Vec::new(),
+            anchor: None,
             lines: body.lines().collect(),
         }]
     };
@@ -65,7 +66,7 @@ pub(super) fn markdown_sections(body: &str, title: &str, markdown: bool) -> Vec<
             blocks: blocks(&s.lines, markdown),
             id_headings: s.source_headings,
             headings: s.headings,
-            anchor: None,
+            anchor: s.anchor,
         })
         .collect()
 }
@@ -131,6 +132,8 @@ pub(super) fn chunk_sections(
 struct LineSection<'a> {
     source_headings: Vec<String>,
     headings: Vec<String>,
+    /// The anchor the section's heading names for itself (`## Set up {#set-up-phase}`).
+    anchor: Option<String>,
     lines: Vec<&'a str>,
 }
 
@@ -154,6 +157,7 @@ fn split_sections<'a>(body: &'a str, title: &str) -> Vec<LineSection<'a>> {
     let mut sections = vec![LineSection {
         source_headings: Vec::new(),
         headings: Vec::new(),
+        anchor: None,
         lines: Vec::new(),
     }];
     // (level, heading as written, heading as plain text)
@@ -169,12 +173,15 @@ fn split_sections<'a>(body: &'a str, title: &str) -> Vec<LineSection<'a>> {
             stack.retain(|(l, _, _)| *l < level);
             let plain = inline_to_plain(&text);
             // A top-level heading that repeats the title is the title, not a section name.
-            if !(level == 1 && plain == title) {
+            let named = !(level == 1 && plain == title);
+            let anchor = heading_id(&text).filter(|_| named).map(str::to_string);
+            if named {
                 stack.push((level, text, plain));
             }
             sections.push(LineSection {
                 source_headings: stack.iter().map(|(_, t, _)| t.clone()).collect(),
                 headings: stack.iter().map(|(_, _, p)| p.clone()).collect(),
+                anchor,
                 lines: Vec::new(),
             });
             continue;
@@ -600,6 +607,17 @@ mod tests {
         );
         assert!(chunks.iter().all(|c| char_len(&c.text) <= 50));
         assert_eq!(chunks.iter().map(|c| char_len(&c.text)).sum::<usize>(), 130);
+    }
+
+    #[test]
+    fn a_heading_that_names_its_anchor_is_linked_there_and_shown_without_it() {
+        let body = "## Set up {#set-up-phase}\n\na\n\n### Goals\n\nb\n";
+        let chunks = chunk_document(&doc("p.md", "T"), body, true, ChunkLimits::default());
+        assert_eq!(chunks[0].title_path, "T / Set up");
+        assert_eq!(chunks[0].source_uri, "p.md#set-up-phase");
+        // A sub-section names no anchor of its own: its heading's slug.
+        assert_eq!(chunks[1].title_path, "T / Set up / Goals");
+        assert_eq!(chunks[1].source_uri, "p.md#goals");
     }
 
     #[test]

@@ -32,8 +32,32 @@ pub fn inline_to_plain(markdown: &str) -> String {
     // As the text of an ATX heading it is parsed inline only: `1. Scope` stays a heading text,
     // not a list.
     let line = markdown.replace(['\r', '\n'], " ");
-    let plain = markdown_to_plain(&format!("# {}", line.trim()));
+    let plain = markdown_to_plain(&format!("# {}", without_attributes(line.trim())));
     plain.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A heading without its trailing attribute block (`## Set up {#set-up-phase}`, `{.note}`,
+/// `{#id .class key=value}`: kramdown, Pandoc and Markdown Extra name a heading's anchor that
+/// way). Braces holding anything else are the heading's words and stay.
+fn without_attributes(heading: &str) -> &str {
+    split_attributes(heading).map_or(heading, |(words, _)| words)
+}
+
+/// The anchor a heading names for itself in its attribute block (`{#set-up-phase}`), if any.
+pub(crate) fn heading_id(heading: &str) -> Option<&str> {
+    let (_, block) = split_attributes(heading.trim())?;
+    block.split_whitespace().find_map(|t| t.strip_prefix('#'))
+}
+
+/// A heading's words and its trailing attribute block's inside, when it ends in one.
+fn split_attributes(heading: &str) -> Option<(&str, &str)> {
+    let open = heading.strip_suffix('}')?.rfind('{')?;
+    let block = &heading[open + 1..heading.len() - 1];
+    let words = heading[..open].trim_end();
+    let attribute = |t: &str| (t.len() > 1 && t.starts_with(['#', '.'])) || t.contains('=');
+    let is_block =
+        block.split_whitespace().next().is_some() && block.split_whitespace().all(attribute);
+    (is_block && !words.is_empty()).then_some((words, block))
 }
 
 /// `[text][label]` whose definition lies in another chunk of the file is still a link: keep its
@@ -47,13 +71,18 @@ fn keep_reference_text<'a>(link: BrokenLink<'_>) -> Option<(CowStr<'a>, CowStr<'
     }
 }
 
-/// Drops `{% … %}` and `{{ … }}` template tags (Liquid, Jinja, Hugo): they are instructions to a
-/// site generator, never text for a reader. An unclosed tag is left as written.
+/// Drops template tags (Liquid, Jinja, Hugo: `{% … %}`, `{{ … }}`, `{# … #}`): they are
+/// instructions to a site generator, never text for a reader. What they stand for is kept where
+/// the tag says it: a comment (`{% comment %}…{% endcomment %}`, `{# … #}`) goes with its
+/// content, `{% raw %}…{% endraw %}` keeps its content as written, and an inline tag whose
+/// arguments are quoted names (`{% slack_channel "equipment" %}`) shows its last one, as the
+/// page would show something in its place ("Inform equipment.", not "Inform ."). A tag left
+/// unclosed is text, as written; a comment left unclosed loses its tag alone.
 pub fn strip_template_tags(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     loop {
-        let open = [("{%", "%}"), ("{{", "}}")]
+        let open = [("{%", "%}"), ("{{", "}}"), ("{#", "#}")]
             .into_iter()
             .filter_map(|(o, c)| rest.find(o).map(|i| (i, o, c)))
             .min_by_key(|(i, _, _)| *i);
@@ -61,16 +90,98 @@ pub fn strip_template_tags(text: &str) -> String {
             out.push_str(rest);
             return out;
         };
-        match rest[start + open.len()..].find(close) {
-            Some(end) => {
-                out.push_str(&rest[..start]);
-                rest = &rest[start + open.len() + end + close.len()..];
+        let Some(end) = rest[start + open.len()..].find(close) else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..start]);
+        let inner = &rest[start + open.len()..start + open.len() + end];
+        let after = &rest[start + open.len() + end + close.len()..];
+        rest = after;
+        if open != "{%" {
+            tidy_gap(&mut out, rest);
+            continue;
+        }
+        let (name, args) = tag_parts(inner);
+        match name {
+            "comment" => {
+                if let Some((_, after_end)) = closing_tag(rest, "endcomment") {
+                    rest = after_end;
+                }
             }
-            None => {
-                out.push_str(rest);
-                return out;
+            "raw" => {
+                if let Some((content, after_end)) = closing_tag(rest, "endraw") {
+                    out.push_str(content);
+                    rest = after_end;
+                    continue;
+                }
+            }
+            _ => {
+                // A block's arguments (`{% alert "warning" %}…{% endalert %}`) say how to show
+                // its content, which is kept.
+                let shown = quoted_names(args).and_then(|names| names.last().copied());
+                if let Some(shown) =
+                    shown.filter(|_| closing_tag(rest, &format!("end{name}")).is_none())
+                {
+                    out.push_str(shown);
+                    continue;
+                }
             }
         }
+        tidy_gap(&mut out, rest);
+    }
+}
+
+/// A tag's name and the rest of its text, whitespace control marks (`{%-`, `-%}`) left out.
+fn tag_parts(inner: &str) -> (&str, &str) {
+    let inner = inner.trim().trim_matches('-').trim();
+    match inner.split_once(char::is_whitespace) {
+        Some((name, args)) => (name, args.trim()),
+        None => (inner, ""),
+    }
+}
+
+/// The text before the first `{% name %}` tag of `text`, and the text after that tag.
+fn closing_tag<'t>(text: &'t str, name: &str) -> Option<(&'t str, &'t str)> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find("{%") {
+        let open = from + i;
+        let close = open + 2 + text[open + 2..].find("%}")?;
+        if tag_parts(&text[open + 2..close]).0 == name {
+            return Some((&text[..open], &text[close + 2..]));
+        }
+        from = close + 2;
+    }
+    None
+}
+
+/// A tag's arguments when every one is a quoted name (letters, digits, spaces, `-`, `_`, `#`):
+/// a label or a channel, never a path (`"/software/"`) or a file (`"low-system.html"`).
+fn quoted_names(args: &str) -> Option<Vec<&str>> {
+    let mut names = Vec::new();
+    let mut rest = args.trim();
+    while !rest.is_empty() {
+        let quote = rest.chars().next().filter(|c| matches!(c, '"' | '\''))?;
+        let end = rest[1..].find(quote)? + 1;
+        let name = rest[1..end].trim();
+        let plain = name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '#'));
+        if name.is_empty() || !plain {
+            return None;
+        }
+        names.push(name);
+        rest = rest[end + 1..].trim_start();
+    }
+    (!names.is_empty()).then_some(names)
+}
+
+/// Where a dropped tag stood before punctuation or a line's end, the space before it goes too:
+/// "Inform ." read as a fragment.
+fn tidy_gap(out: &mut String, rest: &str) {
+    if rest.is_empty() || rest.starts_with(['.', ',', ';', ':', '!', '?', ')', '\n', '\r']) {
+        let kept = out.trim_end_matches([' ', '\t']).len();
+        out.truncate(kept);
     }
 }
 
@@ -107,7 +218,10 @@ impl Writer {
     }
 
     fn end_line(&mut self) {
-        let line = resolve_soft_breaks(&self.line);
+        let mut line = resolve_soft_breaks(&self.line);
+        if !self.in_code_block {
+            line = single_spaced(&line);
+        }
         let line = line.trim_end();
         if !line.trim().is_empty() {
             self.lines.push(line.to_string());
@@ -333,6 +447,20 @@ fn resolve_soft_breaks(s: &str) -> String {
     out
 }
 
+/// Prose with each run of spaces inside a line made one: a double space the source typed, or
+/// one left by a dropped tag, is no part of what a quote says. Leading spaces stay.
+fn single_spaced(line: &str) -> String {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let mut out = String::with_capacity(line.len());
+    out.push_str(&line[..indent]);
+    for c in line[indent..].chars() {
+        if !(c == ' ' && out.ends_with(' ') && out.len() > indent) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Drops HTML tags and comments, keeping the text between them. Tags that break text apart
 /// (`<br>`, `<p>`, `<td>`…) leave a space; inline ones (`<a>`, `<b>`…) leave nothing. A `<`
 /// that starts no tag (`a < b`) is text.
@@ -420,10 +548,61 @@ mod tests {
 
     #[test]
     fn template_tags_are_dropped() {
-        let md = "{% alert %}\n  Text inside.\n{% endalert %}\n\n- {% slack_channel \"#ops\" %} \
+        let md = "{% alert %}\n  Text inside.\n{% endalert %}\n\n- {% include \"low.html\" %} \
                   or [Software]({{site.base_url}}/software/)";
         assert_eq!(markdown_to_plain(md), "Text inside.\nor Software");
+        // The spaces around a dropped tag become one, in prose; code keeps its own.
+        assert_eq!(
+            markdown_to_plain("Post in  {% include \"x.html\" %}  or email.\n\n```\na  b\n```"),
+            "Post in or email.\na  b"
+        );
         assert_eq!(strip_template_tags("a {% unclosed"), "a {% unclosed");
+        // No space left before the punctuation that followed a dropped tag.
+        assert_eq!(
+            strip_template_tags("Ask {{ site.team }}. Or {%- include 'x.html' -%}, here."),
+            "Ask. Or, here."
+        );
+    }
+
+    #[test]
+    fn a_heading_loses_its_attribute_block_but_not_words_in_braces() {
+        assert_eq!(inline_to_plain("Set up {#set-up-phase}"), "Set up");
+        assert_eq!(
+            inline_to_plain("Side nav {#side-nav .wide data-x=1}"),
+            "Side nav"
+        );
+        assert_eq!(inline_to_plain("Fees {in CNY}"), "Fees {in CNY}");
+        assert_eq!(inline_to_plain("{#only}"), "{#only}");
+        assert_eq!(
+            heading_id("Set up {#set-up-phase .wide}"),
+            Some("set-up-phase")
+        );
+        assert_eq!(heading_id("Set up {.wide}"), None);
+        assert_eq!(heading_id("Fees {in CNY}"), None);
+    }
+
+    #[test]
+    fn a_tag_naming_something_shows_the_name_and_comments_go_whole() {
+        let md = "1. Inform {% slack_channel \"equipment\" %}.\n\
+                  2. Post in {% slack_channel \"people-ops\" \"People Ops\" %} or \
+                  [email us]({% page \"/contact/\" %}).";
+        assert_eq!(
+            markdown_to_plain(md),
+            "1. Inform equipment.\n2. Post in People Ops or email us."
+        );
+        // Comments leave nothing, their content included; an unclosed one loses its tag alone.
+        assert_eq!(
+            strip_template_tags(
+                "- Run it {% comment %}TODO link{% endcomment %}{# note #}\n- Next"
+            ),
+            "- Run it\n- Next"
+        );
+        assert_eq!(strip_template_tags("a {% comment %} kept"), "a  kept");
+        // `raw` shows its content as written, tags in it included.
+        assert_eq!(
+            strip_template_tags("Write {% raw %}{% page \"/x/\" %}{% endraw %} in links."),
+            "Write {% page \"/x/\" %} in links."
+        );
     }
 
     #[test]
