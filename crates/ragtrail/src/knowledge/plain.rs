@@ -96,8 +96,7 @@ pub fn strip_template_tags(text: &str) -> String {
         };
         out.push_str(&rest[..start]);
         let inner = &rest[start + open.len()..start + open.len() + end];
-        let after = &rest[start + open.len() + end + close.len()..];
-        rest = after;
+        rest = &rest[start + open.len() + end + close.len()..];
         if open != "{%" {
             tidy_gap(&mut out, rest);
             continue;
@@ -454,7 +453,7 @@ fn single_spaced(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     out.push_str(&line[..indent]);
     for c in line[indent..].chars() {
-        if !(c == ' ' && out.ends_with(' ') && out.len() > indent) {
+        if !(c == ' ' && out.ends_with(' ')) {
             out.push(c);
         }
     }
